@@ -1,0 +1,36 @@
+"""The pure evaluation core: flag configuration and a user in, a result with its reason out.
+
+No I/O, clock, logging or environment in here. Callers (the HTTP resources, OFREP, tests,
+any other implementation checked against ``tests/cases``) supply everything.
+"""
+
+from api.evaluation.engine import evaluate, evaluate_many
+from api.evaluation.model import (
+    ERROR_MESSAGES,
+    ErrorType,
+    Flag,
+    PercentageRule,
+    Result,
+    Rule,
+    RuleType,
+    SegmentRule,
+    StaticRule,
+    rule_from_json,
+    rule_to_json,
+)
+
+__all__ = [
+    "ERROR_MESSAGES",
+    "ErrorType",
+    "Flag",
+    "PercentageRule",
+    "Result",
+    "Rule",
+    "RuleType",
+    "SegmentRule",
+    "StaticRule",
+    "evaluate",
+    "evaluate_many",
+    "rule_from_json",
+    "rule_to_json",
+]

@@ -1,0 +1,21 @@
+"""Percentage bucketing, the one place it is defined.
+
+``bucket = murmur3_x86_32(utf8(flagKey + ":" + userIdentifier), seed=0) mod 10000``, unsigned.
+Any client can reproduce it, and a user's bucket for one flag says nothing about another flag.
+"""
+
+from __future__ import annotations
+
+import mmh3
+
+BUCKETS = 10_000
+
+
+def bucket(flag_key: str, user_identifier: str) -> int:
+    """The user's bucket for this flag, in ``0..9999``."""
+    return mmh3.hash(f"{flag_key}:{user_identifier}", 0, False) % BUCKETS
+
+
+def threshold(percentage: float) -> int:
+    """Buckets below this number are in the rollout (``round(P * 100)``)."""
+    return round(percentage * 100)

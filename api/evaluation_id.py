@@ -1,0 +1,95 @@
+"""Signed, self-describing evaluation ids.
+
+An evaluation id lets the feedback endpoints check, with no lookup, that this service issued
+it and for which environment. Layout (version 1)::
+
+    base64url(version:1 | environment:8 | nonce:8 | count:2 | mac:12)  -> 42 characters
+    + index as 4 hex digits                                            -> 46 characters
+
+One MAC covers a whole bulk answer (``count`` entries); each entry's id is the shared prefix
+plus its index, and an index at or past ``count`` is refused. The MAC is HMAC-SHA256 with the
+deployment's signing key, truncated to 96 bits.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import itertools
+import os
+import struct
+from dataclasses import dataclass
+
+VERSION = 1
+ID_LENGTH = 46
+_PREFIX_LENGTH = 42
+_HEAD = struct.Struct(">B8sQH")
+_MAC_BYTES = 12
+MAX_COUNT = 0xFFFF
+
+ENV_ID_PREFIX = "env_"
+
+
+def environment_id_to_bytes(environment_id: str) -> bytes:
+    """Environment ids are ``env_`` and 16 hex digits: 8 bytes that fit in the id."""
+    return bytes.fromhex(environment_id[len(ENV_ID_PREFIX) :])
+
+
+def environment_id_from_bytes(raw: bytes) -> str:
+    return ENV_ID_PREFIX + raw.hex()
+
+
+class InvalidEvaluationId(ValueError):
+    """The id was not issued by this service (malformed, or its signature does not match)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationIdInfo:
+    environment_id: str
+
+
+class EvaluationIdIssuer:
+    """Issues and verifies evaluation ids for one signing key.
+
+    Nonces are a random per-process start plus a counter, so ids are unique across workers
+    and restarts without a syscall per request.
+    """
+
+    def __init__(self, signing_key: bytes):
+        self._key = signing_key
+        self._nonces = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
+
+    def _prefix(self, environment: bytes, count: int) -> str:
+        nonce = next(self._nonces) & 0xFFFF_FFFF_FFFF_FFFF
+        head = _HEAD.pack(VERSION, environment, nonce, count)
+        mac = hmac.digest(self._key, head, "sha256")[:_MAC_BYTES]
+        return base64.urlsafe_b64encode(head + mac).decode("ascii")[:_PREFIX_LENGTH]
+
+    def issue(self, environment_id: str) -> str:
+        return self._prefix(environment_id_to_bytes(environment_id), 1) + "0000"
+
+    def issue_many(self, environment_id: str, count: int) -> list[str]:
+        """``count`` distinct ids sharing one signature (``count`` at most 65535)."""
+        if count == 0:
+            return []
+        prefix = self._prefix(environment_id_to_bytes(environment_id), count)
+        return [f"{prefix}{i:04x}" for i in range(count)]
+
+    def verify(self, evaluation_id: object) -> EvaluationIdInfo:
+        """The id's environment; raises ``InvalidEvaluationId`` if this service did not issue it."""
+        if not isinstance(evaluation_id, str) or len(evaluation_id) != ID_LENGTH:
+            raise InvalidEvaluationId("malformed")
+        try:
+            raw = base64.urlsafe_b64decode(evaluation_id[:_PREFIX_LENGTH] + "==")
+            index = int(evaluation_id[_PREFIX_LENGTH:], 16)
+        except (binascii.Error, ValueError):
+            raise InvalidEvaluationId("malformed") from None
+        if len(raw) != _HEAD.size + _MAC_BYTES or evaluation_id[_PREFIX_LENGTH:] != f"{index:04x}":
+            raise InvalidEvaluationId("malformed")
+        head, mac = raw[: _HEAD.size], raw[_HEAD.size :]
+        version, environment, _nonce, count = _HEAD.unpack(head)
+        expected = hmac.digest(self._key, head, "sha256")[:_MAC_BYTES]
+        if version != VERSION or not hmac.compare_digest(mac, expected) or index >= count:
+            raise InvalidEvaluationId("not issued by this service")
+        return EvaluationIdInfo(environment_id_from_bytes(environment))

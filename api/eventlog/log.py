@@ -1,0 +1,24 @@
+"""What the API needs from an event log: append, durably, or say it cannot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from api.eventlog.schema import EvaluationEvent, FeedbackEvent
+
+
+class EventLogUnavailable(RuntimeError):
+    """The log cannot take writes now (disk full, permissions, closed)."""
+
+
+class EventLog(Protocol):
+    def append_evaluations(self, events: Sequence[EvaluationEvent]) -> None:
+        """Return only once the events survive the process being killed; else raise
+        ``EventLogUnavailable``."""
+
+    def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
+        """As ``append_evaluations``."""
+
+    def close(self) -> None:
+        """Flush, fsync and seal everything this process appended."""

@@ -1,0 +1,112 @@
+"""Reading JSON request bodies within limits, and writing JSON answers.
+
+Bodies are decoded with msgspec into plain Python values; each endpoint then validates the
+fields it needs with the helpers below, so every 400 names the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import falcon
+import falcon.asgi
+import msgspec
+
+from api.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+
+_decode = msgspec.json.decode
+encode = msgspec.json.encode
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+async def read_json(req: falcon.asgi.Request, limit: int) -> Any:
+    """The decoded body; 415 if it is not JSON, 413 if over ``limit``, 400 if malformed."""
+    if not _is_json(req.content_type):
+        raise UnsupportedMediaType()
+    length = req.content_length
+    if length is not None and length > limit:
+        raise PayloadTooLarge(limit)
+    raw = await req.stream.read(limit + 1)
+    if len(raw) > limit:
+        raise PayloadTooLarge(limit)
+    try:
+        return _decode(raw)
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"Malformed JSON body: {exc}") from None
+
+
+def write_json(resp: falcon.asgi.Response, body: Any, status: int = 200) -> None:
+    resp.status = status
+    resp.data = encode(body)
+    resp.content_type = falcon.MEDIA_JSON
+
+
+def require_object(body: Any, where: str = "body") -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise BadRequest(f"The {where} must be a JSON object")
+    return body
+
+
+def require_str(obj: dict[str, Any], name: str, *, min_len: int = 1, max_len: int, where: str = "") -> str:
+    value = obj.get(name)
+    label = f"{where}{name}"
+    if value is None:
+        raise BadRequest(f"Field '{label}' is required")
+    if not isinstance(value, str):
+        raise BadRequest(f"Field '{label}' must be a string")
+    if not min_len <= len(value) <= max_len:
+        raise BadRequest(f"Field '{label}' must be {min_len} to {max_len} characters long")
+    return value
+
+
+def optional_str(obj: dict[str, Any], name: str, *, max_len: int, where: str = "") -> str | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"Field '{where}{name}' must be a string or null")
+    if len(value) > max_len:
+        raise BadRequest(f"Field '{where}{name}' must be at most {max_len} characters long")
+    return value
+
+
+def require_bool(obj: dict[str, Any], name: str, *, where: str = "") -> bool:
+    value = obj.get(name)
+    if not isinstance(value, bool):
+        problem = "is required" if value is None else "must be a boolean"
+        raise BadRequest(f"Field '{where}{name}' {problem}")
+    return value
+
+
+def optional_bool(obj: dict[str, Any], name: str, default: bool | None = None, *, where: str = "") -> bool | None:
+    value = obj.get(name, default)
+    if value is not None and not isinstance(value, bool):
+        raise BadRequest(f"Field '{where}{name}' must be a boolean")
+    return value
+
+
+def optional_nonnegative_number(obj: dict[str, Any], name: str, *, where: str = "") -> float | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise BadRequest(f"Field '{where}{name}' must be a finite number >= 0 or null")
+    return float(value)
+
+
+def require_list(obj: dict[str, Any], name: str, *, max_items: int, where: str = "") -> list[Any]:
+    value = obj.get(name)
+    if value is None:
+        raise BadRequest(f"Field '{where}{name}' is required")
+    if not isinstance(value, list):
+        raise BadRequest(f"Field '{where}{name}' must be an array")
+    if len(value) > max_items:
+        raise BadRequest(f"Field '{where}{name}' has {len(value)} items; at most {max_items} are allowed")
+    return value

@@ -1,0 +1,81 @@
+"""Prometheus metrics for operators.
+
+Under gunicorn every worker is a process, so ``flagsight serve`` sets
+``PROMETHEUS_MULTIPROC_DIR`` (``$FLAGSIGHT_DATA_DIR/run/prometheus``) before anything imports
+prometheus_client, and ``/metrics`` aggregates all workers. In a single process (tests) the
+same ``Metrics`` object works on its own registry.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as _mp
+
+
+class Metrics:
+    """Every metric flagsight exports, registered on one registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "flagsight_http_requests", "HTTP requests answered", ["route", "status"], registry=r
+        )
+        self.request_seconds = Histogram(
+            "flagsight_http_request_seconds",
+            "Time to answer an HTTP request",
+            ["route"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=r,
+        )
+        self.evaluations = Counter(
+            "flagsight_evaluations", "Evaluations answered", ["outcome"], registry=r
+        )
+        self.feedback_events = Counter(
+            "flagsight_feedback_events", "Feedback events accepted", registry=r
+        )
+        self.events_logged = Counter(
+            "flagsight_events_logged", "Events appended to the event log", ["type"], registry=r
+        )
+        self.events_lost = Counter(
+            "flagsight_events_lost",
+            "Evaluation events answered but not logged because the event log refused writes",
+            ["type"],
+            registry=r,
+        )
+        self.event_log_errors = Counter(
+            "flagsight_event_log_errors", "Failed writes to the event log", registry=r
+        )
+        self.files_sealed = Counter(
+            "flagsight_event_files_sealed", "Parquet files sealed from the log", ["type"], registry=r
+        )
+        self.plan_limit_refusals = Counter(
+            "flagsight_plan_limit_refusals", "Evaluations refused at the hard threshold", registry=r
+        )
+        self.config_reloads = Counter(
+            "flagsight_config_reloads", "Control-plane reloads by a worker", registry=r
+        )
+        self.config_version = Gauge(
+            "flagsight_config_version",
+            "Control-plane version a worker serves",
+            registry=r,
+            multiprocess_mode="min",
+        )
+
+
+def render(metrics: Metrics) -> tuple[bytes, str]:
+    """The exposition text: all workers' figures when running multi-process."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        _mp.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(metrics.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,85 @@
+"""Runtime settings, read once from the environment and passed down explicitly.
+
+Nothing below this module reads ``os.environ``: every component takes what it needs from a
+``Settings`` instance, so tests and embedded uses can build one by hand.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """Largest request body each kind of endpoint accepts (larger: 413)."""
+
+    single: int = 64 * KIB
+    bulk_evaluate: int = 16 * MIB
+    bulk_feedback: int = 2 * MIB
+    admin: int = 64 * MIB
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything configurable about one flagsight deployment."""
+
+    data_dir: Path
+    admin_token: str | None = None
+    fsync_interval_s: float = 1.0
+    seal_interval_s: float = 10.0
+    config_poll_interval_s: float = 0.25
+    schedule_cron: str = "*/5 * * * *"
+    body_limits: BodyLimits = field(default_factory=BodyLimits)
+    events_uri: str | None = None
+
+    @property
+    def control_plane_path(self) -> Path:
+        return self.data_dir / "controlplane.sqlite3"
+
+    @property
+    def wal_dir(self) -> Path:
+        """Per-worker append-only logs; local disk, because they are fsynced."""
+        return self.data_dir / "wal"
+
+    @property
+    def events_location(self) -> str:
+        """Where sealed Parquet events go: a local path or a pyarrow filesystem URI."""
+        return self.events_uri or str(self.data_dir / "events")
+
+    @property
+    def meter_path(self) -> Path:
+        return self.data_dir / "run" / "meter.bin"
+
+    @property
+    def metrics_dir(self) -> Path:
+        return self.data_dir / "run" / "prometheus"
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.data_dir / "warehouse.duckdb"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.data_dir / "dagster"
+
+    def with_overrides(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        return cls(
+            data_dir=Path(env.get("FLAGSIGHT_DATA_DIR", "./var")).resolve(),
+            admin_token=env.get("FLAGSIGHT_ADMIN_TOKEN") or None,
+            fsync_interval_s=float(env.get("FLAGSIGHT_FSYNC_INTERVAL", "1.0")),
+            seal_interval_s=float(env.get("FLAGSIGHT_SEAL_INTERVAL", "10")),
+            config_poll_interval_s=float(env.get("FLAGSIGHT_CONFIG_POLL_INTERVAL", "0.25")),
+            schedule_cron=env.get("FLAGSIGHT_PIPELINE_CRON", "*/5 * * * *"),
+            events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
+        )

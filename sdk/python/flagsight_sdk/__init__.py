@@ -1,0 +1,1 @@
+"""flagsight Python SDK."""
