@@ -1,0 +1,230 @@
+"""The control-plane store: the interface every backend implements, and its errors.
+
+``SqliteControlPlaneStore`` is the one backend today; a PostgreSQL backend would implement the
+same ``ControlPlaneStore`` protocol. Validation of shapes (JSON types, lengths) belongs to the
+admin API; the store enforces what needs the data: uniqueness, existence, plan limits, and that
+a SEGMENT rule names an existing segment. It reports those with the errors below, which carry
+no HTTP knowledge (the admin API maps them to 400, 404 and 409).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from api.controlplane.model import (
+    PLAN_MONTHLY_LIMITS,
+    ApiKey,
+    Environment,
+    FlagRecord,
+    KeyContext,
+    Organization,
+    Plan,
+    Segment,
+)
+from api.evaluation import Rule
+
+KEY_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
+"""Flag, segment and environment keys: case-sensitive, 1 to 128 of these characters."""
+
+MAX_SEGMENT_SIZE = 1_000_000
+MAX_MONTHLY_LIMIT = 10**15
+
+SegmentId = tuple[str, str]
+"""``(organization_id, segment_key)``."""
+
+
+class ControlPlaneError(Exception):
+    """Base of the store's errors; ``message`` is written for the API's caller."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class NotFoundError(ControlPlaneError):
+    """The addressed organization, environment, key, segment or flag does not exist."""
+
+
+class ConflictError(ControlPlaneError):
+    """A key that must be unique is taken, or the change would break another record."""
+
+
+class InvalidError(ControlPlaneError):
+    """A value is not acceptable; ``field`` names it as the caller wrote it."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(message)
+        self.field = field_name
+
+
+def resolve_monthly_limit(plan: Plan, requested: int | None, current: Organization | None) -> int:
+    """The monthly evaluation limit an organization gets on ``plan``.
+
+    Enterprise takes ``requested``, or keeps ``current``'s custom limit when it is already
+    enterprise; without either it is refused. Other plans take their plan's limit, and a
+    ``requested`` value other than that limit is refused (echoing it back is fine).
+    """
+    if requested is not None and (
+        isinstance(requested, bool) or not 1 <= requested <= MAX_MONTHLY_LIMIT
+    ):
+        raise InvalidError(
+            "monthlyEvaluationLimit",
+            f"Field 'monthlyEvaluationLimit' must be an integer from 1 to {MAX_MONTHLY_LIMIT}",
+        )
+    plan_limit = PLAN_MONTHLY_LIMITS[plan]
+    if plan_limit is not None:
+        if requested is not None and requested != plan_limit:
+            raise InvalidError(
+                "monthlyEvaluationLimit",
+                f"Field 'monthlyEvaluationLimit' can only be chosen on the enterprise plan"
+                f" (the {plan.value} plan's limit is {plan_limit})",
+            )
+        return plan_limit
+    if requested is not None:
+        return requested
+    if current is not None and current.plan is Plan.ENTERPRISE:
+        return current.monthly_evaluation_limit
+    raise InvalidError(
+        "monthlyEvaluationLimit",
+        "Field 'monthlyEvaluationLimit' is required for the enterprise plan",
+    )
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    """Everything evaluation and authentication need, read in one consistent transaction.
+
+    ``segment_members`` holds only the segments whose version differs from what the reader
+    already has (see ``ControlPlaneStore.read_config``); ``segment_versions`` lists them all.
+    ``environment_versions`` is, per environment, the latest version that changed an answer
+    evaluation can give there (its flags, its organization or the organization's segments).
+    """
+
+    version: int
+    organizations: Sequence[Organization]
+    environments: Sequence[Environment]
+    api_keys: Mapping[str, KeyContext]  # sha256 hex of the key -> who it is
+    flags: Sequence[FlagRecord]
+    environment_versions: Mapping[str, int]
+    segment_versions: Mapping[SegmentId, int]
+    segment_members: Mapping[SegmentId, Sequence[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreatedApiKey:
+    """A new API key: ``plaintext`` exists only here, the store keeps its sha256."""
+
+    record: ApiKey
+    plaintext: str
+
+
+class ControlPlaneStore(Protocol):
+    """Organizations, environments, API keys, segments and flags, with a change counter.
+
+    Every write that can change evaluation or authentication increases ``config_version()``,
+    which is what each worker's ``ConfigCache`` polls.
+    """
+
+    # organizations
+    def create_organization(
+        self, name: str, plan: Plan, monthly_evaluation_limit: int | None = None
+    ) -> Organization:
+        """Enterprise needs ``monthly_evaluation_limit``; other plans take their plan's limit."""
+        ...
+
+    def get_organization(self, organization_id: str) -> Organization | None: ...
+
+    def list_organizations(self) -> list[Organization]: ...
+
+    def update_organization(
+        self,
+        organization_id: str,
+        *,
+        plan: Plan | None = None,
+        monthly_evaluation_limit: int | None = None,
+    ) -> Organization: ...
+
+    # environments
+    def create_environment(
+        self,
+        organization_id: str,
+        key: str,
+        name: str | None = None,
+        insights_enabled: bool = False,
+    ) -> Environment:
+        """Raises ``ConflictError`` when the organization already has an environment ``key``."""
+        ...
+
+    def get_environment(self, environment_id: str) -> Environment | None: ...
+
+    def find_environment(self, organization_id: str, key: str) -> Environment | None: ...
+
+    def list_environments(self, organization_id: str) -> list[Environment]: ...
+
+    def update_environment(
+        self, environment_id: str, *, name: str | None = None, insights_enabled: bool | None = None
+    ) -> Environment: ...
+
+    # API keys
+    def create_api_key(self, environment_id: str, name: str = "") -> CreatedApiKey: ...
+
+    def get_api_key(self, key_id: str) -> ApiKey | None: ...
+
+    def list_api_keys(self, environment_id: str) -> list[ApiKey]:
+        """The environment's keys that are not revoked, oldest first, without secrets."""
+        ...
+
+    def revoke_api_key(self, key_id: str) -> None:
+        """Raises ``NotFoundError`` for an unknown or already revoked key."""
+        ...
+
+    # segments
+    def put_segment(
+        self, organization_id: str, key: str, user_identifiers: Sequence[str]
+    ) -> tuple[Segment, bool]:
+        """Create or replace; duplicates count once. Returns the segment and whether it is new."""
+        ...
+
+    def get_segment(self, organization_id: str, key: str) -> Segment | None: ...
+
+    def segment_members(self, organization_id: str, key: str) -> list[str] | None: ...
+
+    def list_segments(self, organization_id: str) -> list[Segment]: ...
+
+    def delete_segment(self, organization_id: str, key: str) -> None:
+        """Raises ``ConflictError`` while a flag's SEGMENT rule names the segment."""
+        ...
+
+    # flags
+    def put_flag(
+        self, environment_id: str, key: str, enabled: bool, archived: bool, rules: Sequence[Rule]
+    ) -> tuple[FlagRecord, bool]:
+        """Create or replace. Returns the flag and whether it was created."""
+        ...
+
+    def get_flag(self, environment_id: str, key: str) -> FlagRecord | None: ...
+
+    def list_flags(self, environment_id: str) -> list[FlagRecord]: ...
+
+    def delete_flag(self, environment_id: str, key: str) -> None: ...
+
+    # what workers poll and load
+    def config_version(self) -> int: ...
+
+    def read_config(self, known_segments: Mapping[SegmentId, int]) -> ConfigSnapshot:
+        """A consistent snapshot; members only of segments whose version is not as known."""
+        ...
+
+    # deployment secrets
+    def signing_key(self) -> bytes:
+        """32 random bytes, created once and shared by every worker (signs evaluation ids)."""
+        ...
+
+    def admin_token_hash(self) -> str | None: ...
+
+    def set_admin_token_hash(self, token_sha256_hex: str) -> None: ...
+
+    def close(self) -> None: ...
