@@ -1,0 +1,32 @@
+"""Reading sealed events back: for tests, tools and notebooks (the pipeline uses DuckDB)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+
+from api.eventlog.schema import SCHEMAS
+from api.eventlog.sealing import filesystem_for
+
+PARTITION_FIELD = pa.field("date", pa.date32())
+
+
+def read_events(events_location: str, event_type: str) -> pa.Table:
+    """Every sealed event of one type: its schema's columns plus the Hive ``date`` column.
+
+    Hidden files (``.``/``_`` prefixes, i.e. files being written) are never read.
+    """
+    schema = SCHEMAS[event_type].append(PARTITION_FIELD)
+    filesystem, base = filesystem_for(events_location)
+    root = f"{base}/{event_type}"
+    if filesystem.get_file_info(root).type == pafs.FileType.NotFound:
+        return schema.empty_table()
+    dataset = pads.dataset(
+        root,
+        schema=schema,
+        format="parquet",
+        filesystem=filesystem,
+        partitioning=pads.partitioning(pa.schema([PARTITION_FIELD]), flavor="hive"),
+    )
+    return dataset.to_table()

@@ -1,0 +1,329 @@
+"""``SegmentedEventLog``: the production event log, one instance per worker process.
+
+Hot path: an ``append_*`` call encodes its events as one frame and ``write``\\s it to this
+process's active segment before returning. The page cache survives the process being killed,
+so a returned call means the events will be sealed by someone, even if this worker dies.
+
+Background threads (started in the worker, after fork):
+
+* the syncer fsyncs the active segment every ``fsync_interval_s`` (the machine-crash bound);
+* the sealer rotates the active segment once it has held events for ``ROTATE_FRACTION`` of
+  ``seal_interval_s``, seals closed segments into Parquet and deletes them, and seals orphans:
+  segments left behind by killed processes, recognised by their free ``flock``.
+
+Timing: an event waits at most ``ROTATE_FRACTION × seal_interval_s`` for rotation plus one
+sealer tick (≤ ``TICK_FRACTION × seal_interval_s``); the remaining fifth of the interval is
+left for writing the files, so the configured ``seal_interval_s`` is the bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from api.eventlog.frames import TYPE_CODES, InvalidFrame, encode_frame
+from api.eventlog.log import EventLogUnavailable
+from api.eventlog.schema import EVALUATION, EVENT_TYPES, FEEDBACK, EvaluationEvent, FeedbackEvent
+from api.eventlog.sealing import ParquetSink, SealedFile, remove_segment, seal_segment
+from api.eventlog.segments import (
+    Segment,
+    SegmentNamer,
+    claim,
+    create_segment,
+    orphan_paths,
+    remove_abandoned_pending,
+)
+from api.observability.metrics import Metrics
+
+log = logging.getLogger("flagsight.eventlog")
+
+ROTATE_FRACTION = 0.7
+TICK_FRACTION = 0.1
+MAX_TICK_S = 0.5
+WARNING_INTERVAL_S = 10.0
+"""At most one warning per kind per this many seconds: a full disk must not flood the logs."""
+
+_NEW, _RUNNING, _CLOSED = "new", "running", "closed"
+
+
+class _Throttled:
+    """Logs the first failure of a kind, then at most one per interval with a count."""
+
+    def __init__(self, interval_s: float):
+        self._interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def warning(self, kind: str, message: str, exc: BaseException, **fields: object) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(kind, -self._interval_s) < self._interval_s:
+                self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+                return
+            self._last[kind] = now
+            suppressed = self._suppressed.pop(kind, 0)
+        extra = {
+            "event": kind,
+            "error": str(exc),
+            "error_type": type(exc).__name__,
+            "errno": getattr(exc, "errno", None),
+            "suppressed": suppressed,
+            **fields,
+        }
+        log.warning(message, extra=extra)
+
+
+class SegmentedEventLog:
+    """An ``EventLog`` backed by flocked write-ahead segments sealed into Parquet."""
+
+    def __init__(
+        self,
+        wal_dir: Path,
+        events_location: str,
+        *,
+        fsync_interval_s: float = 1.0,
+        seal_interval_s: float = 10.0,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        if fsync_interval_s <= 0 or seal_interval_s <= 0:
+            raise ValueError("fsync_interval_s and seal_interval_s must be positive")
+        self.wal_dir = Path(wal_dir)
+        self.sink = ParquetSink(events_location)
+        self._fsync_interval_s = fsync_interval_s
+        self._seal_interval_s = seal_interval_s
+        self._rotate_after_s = seal_interval_s * ROTATE_FRACTION
+        self._tick_s = min(MAX_TICK_S, seal_interval_s * TICK_FRACTION)
+        self._metrics = metrics
+        self._namer = SegmentNamer(clock)
+        self._lock = threading.Lock()  # guards _state, _active, _ended and writes
+        self._state = _NEW
+        self._active: Segment | None = None
+        self._ended: list[Segment] = []
+        self._seal_lock = threading.Lock()
+        self._retry_after: dict[Path, float] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._throttle = _Throttled(WARNING_INTERVAL_S)
+        self._logged = (
+            {t: metrics.events_logged.labels(type=t) for t in EVENT_TYPES} if metrics else {}
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the first segment and start the syncer and sealer (which recovers orphans
+        first). Call it in the worker process, after fork: locks and threads do not fork."""
+        with self._lock:
+            if self._state != _NEW:
+                raise RuntimeError(f"event log cannot start when {self._state}")
+            self._state = _RUNNING
+        self.wal_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fresh = create_segment(self.wal_dir, self._namer)
+        except OSError as exc:
+            self._failure("event_log_open_failed", "cannot open a log segment", exc)
+        else:
+            with self._lock:
+                self._active = fresh
+        for name, target in (("syncer", self._sync_loop), ("sealer", self._seal_loop)):
+            thread = threading.Thread(target=target, name=f"flagsight-eventlog-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def close(self) -> None:
+        """Stop the threads, then fsync, seal and delete every segment this process wrote.
+
+        A segment that cannot be sealed now (events location unreachable) stays in
+        ``wal_dir``, fsynced, and is recovered by the next process to start.
+        """
+        with self._lock:
+            if self._state == _CLOSED:
+                return
+            self._state = _CLOSED
+            if self._active is not None:
+                self._ended.append(self._active)
+                self._active = None
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._seal_ended()
+
+    # -- hot path --------------------------------------------------------------------------
+
+    def append_evaluations(self, events: Sequence[EvaluationEvent]) -> None:
+        """Return only once the events are in the log; else raise ``EventLogUnavailable``."""
+        self._append(EVALUATION, events)
+
+    def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
+        """As ``append_evaluations``."""
+        self._append(FEEDBACK, events)
+
+    def _append(self, event_type: str, events: Sequence[tuple]) -> None:
+        if not events:
+            return
+        if not isinstance(events, (list, tuple)):
+            events = list(events)
+        frame = encode_frame(TYPE_CODES[event_type], events)
+        with self._lock:
+            if self._state != _RUNNING:
+                raise EventLogUnavailable(f"event log is {self._state}")
+            try:
+                segment = self._active or self._open_active_locked()
+                segment.append(frame)
+                failure = None
+            except OSError as exc:
+                # Torn or not, this segment takes no more frames: nothing valid may follow a
+                # torn one. The next append opens a fresh segment, so the log heals itself.
+                self._end_active_locked()
+                failure = exc
+        if failure is not None:
+            self._failure("event_log_write_failed", "event log append failed", failure)
+            raise EventLogUnavailable(f"event log cannot take writes: {failure}") from failure
+        counter = self._logged.get(event_type)
+        if counter is not None:
+            counter.inc(len(events))
+
+    def _open_active_locked(self) -> Segment:
+        self._active = create_segment(self.wal_dir, self._namer)
+        return self._active
+
+    def _end_active_locked(self) -> None:
+        if self._active is not None:
+            self._ended.append(self._active)
+            self._active = None
+
+    # -- background work -------------------------------------------------------------------
+
+    def _sync_loop(self) -> None:
+        while not self._stop.wait(self._fsync_interval_s):
+            self.sync()
+
+    def sync(self) -> None:
+        """fsync every segment holding unsynced frames (the syncer does this periodically)."""
+        with self._lock:
+            segments = [s for s in (self._active, *self._ended) if s is not None]
+        for segment in segments:
+            try:
+                segment.sync()
+            except OSError as exc:
+                # After a failed fsync the kernel may have dropped the pages: stop trusting
+                # this segment with new frames (they go to a fresh one).
+                self._failure("event_log_fsync_failed", "event log fsync failed", exc)
+                with self._lock:
+                    if self._active is segment:
+                        self._end_active_locked()
+
+    def _seal_loop(self) -> None:
+        self._guarded(self.recover_orphans)
+        while not self._stop.wait(self._tick_s):
+            self._guarded(self._rotate_if_due)
+            self._guarded(self._seal_ended)
+            self._guarded(self.recover_orphans)
+
+    def _guarded(self, step: Callable[[], object]) -> None:
+        """The sealer must outlive any one failure: report it and go on with the next tick."""
+        try:
+            step()
+        except Exception as exc:
+            self._failure("event_log_sealer_failed", "event log background step failed", exc)
+
+    def _rotate_if_due(self) -> None:
+        with self._lock:
+            active = self._active
+            started = active.first_write_at if active is not None else None
+        due = started is not None and time.monotonic() - started >= self._rotate_after_s
+        if active is not None and not due:
+            return
+        self.rotate()
+
+    def rotate(self) -> None:
+        """Switch appends to a fresh segment; the old one waits to be sealed.
+
+        The new file is created outside the lock so appends never wait on file creation.
+        """
+        try:
+            fresh = create_segment(self.wal_dir, self._namer)
+        except OSError as exc:
+            self._failure("event_log_open_failed", "cannot open a log segment", exc)
+            return
+        with self._lock:
+            if self._state == _RUNNING:
+                self._end_active_locked()
+                self._active = fresh
+                return
+        fresh.close()
+        remove_segment(fresh.path)
+
+    def seal_now(self) -> None:
+        """Rotate and seal what this process has appended so far (tests, tools, shutdown)."""
+        self.rotate()
+        self._seal_ended()
+
+    def _seal_ended(self) -> None:
+        with self._seal_lock:  # so seal_now returns only after a concurrent seal finished
+            with self._lock:
+                ended, self._ended = self._ended, []
+            for segment in ended:
+                self._seal_own(segment)
+
+    def _seal_own(self, segment: Segment) -> None:
+        try:
+            segment.sync()
+            if segment.written:
+                self._publish(seal_segment(segment.path, self.sink, self._invalid_frame))
+            remove_segment(segment.path)
+        except Exception as exc:
+            self._failure(
+                "event_log_seal_failed", "cannot seal a log segment", exc, segment=segment.path.name
+            )
+            self._retry_after[segment.path] = time.monotonic() + self._seal_interval_s
+        finally:
+            segment.close()  # releases the flock: an unsealed segment is now an orphan
+
+    def recover_orphans(self) -> None:
+        """Seal and delete every segment no live process owns (killed writers, failed seals).
+
+        Concurrent recoverers are safe: only the holder of a segment's flock seals it, and a
+        segment deleted meanwhile is recognised and skipped.
+        """
+        remove_abandoned_pending(self.wal_dir)
+        now = time.monotonic()
+        for path in orphan_paths(self.wal_dir):
+            if self._retry_after.get(path, 0.0) > now:
+                continue
+            fd = claim(path)
+            if fd is None:
+                continue
+            try:
+                os.fsync(fd)
+                self._publish(seal_segment(path, self.sink, self._invalid_frame))
+                remove_segment(path)
+                self._retry_after.pop(path, None)
+            except Exception as exc:
+                self._failure(
+                    "event_log_seal_failed", "cannot seal an orphan segment", exc, segment=path.name
+                )
+                self._retry_after[path] = now + self._seal_interval_s
+            finally:
+                os.close(fd)
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def _publish(self, sealed: list[SealedFile]) -> None:
+        if self._metrics is not None:
+            for item in sealed:
+                self._metrics.files_sealed.labels(type=item.event_type).inc()
+
+    def _invalid_frame(self, exc: InvalidFrame) -> None:
+        self._failure("event_log_invalid_frame", "skipped an event frame that fits no schema", exc)
+
+    def _failure(self, kind: str, message: str, exc: BaseException, **fields: object) -> None:
+        if self._metrics is not None:
+            self._metrics.event_log_errors.inc()
+        self._throttle.warning(kind, message, exc, **fields)
