@@ -1,0 +1,49 @@
+# flagsight: `make run` brings everything up with a demo; `make test` runs the whole suite.
+# Both install what is missing first (uv and the locked Python packages, Debian packages).
+
+SHELL := /bin/bash
+export FLAGSIGHT_DATA_DIR ?= $(CURDIR)/var
+VENV := .venv
+BIN := $(VENV)/bin
+DEBIAN_PACKAGES := chromium wrk
+
+.PHONY: install system-deps node-deps run test lint format bench soak clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml uv.lock sdk/python/pyproject.toml
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
+	@uv sync --frozen --quiet --python 3.11
+	@touch $@
+
+system-deps:
+	@bash scripts/install-system-deps.sh $(DEBIAN_PACKAGES)
+
+node-deps: tests/ofrep/js/node_modules/.installed
+
+tests/ofrep/js/node_modules/.installed: tests/ofrep/js/package.json tests/ofrep/js/package-lock.json
+	@cd tests/ofrep/js && npm ci --silent --no-audit --no-fund >/dev/null
+	@touch $@
+
+lint: install
+	@$(BIN)/ruff check --quiet .
+	@$(BIN)/ruff format --check --quiet .
+
+format: install
+	@$(BIN)/ruff check --quiet --fix .
+	@$(BIN)/ruff format --quiet .
+
+test: install system-deps node-deps lint
+	@$(BIN)/pytest -q -p no:randomly
+
+run: install
+	@bash scripts/run.sh
+
+bench: install system-deps
+	@$(BIN)/python -m bench.run
+
+soak: install system-deps
+	@$(BIN)/python -m bench.soak
+
+clean:
+	rm -rf var .venv

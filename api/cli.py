@@ -1,0 +1,133 @@
+"""The ``flagsight`` command: init, serve, pipeline run, demo traffic, admin token rotation."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from api.settings import Settings
+
+GUNICORN_CONF = Path(__file__).with_name("gunicorn_conf.py")
+
+
+def _open_store(settings: Settings):  # noqa: ANN202 - ControlPlaneStore
+    from api.controlplane.sqlite_store import SqliteControlPlaneStore
+    from api.wiring import prepare_data_dir
+
+    prepare_data_dir(settings)
+    return SqliteControlPlaneStore(settings.control_plane_path)
+
+
+def cmd_init(settings: Settings, args: argparse.Namespace) -> int:
+    from api.admin.auth import ensure_admin_token
+    from api.controlplane.demo import seed_demo
+
+    store = _open_store(settings)
+    token = ensure_admin_token(store, settings)
+    if token:
+        print(f"Admin token (shown once, only its hash is kept): {token}")
+    elif settings.admin_token:
+        print("Admin token: taken from FLAGSIGHT_ADMIN_TOKEN")
+    else:
+        print("Admin token: already set (make a new one with `flagsight admin-token rotate`)")
+    if args.no_demo:
+        return 0
+    seed = seed_demo(store, rotate_key=args.rotate_demo_key)
+    print(f"Demo organization {seed.organization_id}, environment 'production' ({seed.environment_id})")
+    if seed.api_key:
+        print(f"Demo API key (shown once): {seed.api_key}")
+    return 0
+
+
+def cmd_admin_token(settings: Settings, args: argparse.Namespace) -> int:
+    from api.admin.auth import rotate_admin_token
+
+    if settings.admin_token:
+        print("FLAGSIGHT_ADMIN_TOKEN is set; it is the admin token. Change it there.", file=sys.stderr)
+        return 1
+    token = rotate_admin_token(_open_store(settings))
+    print(f"New admin token (shown once; the old one no longer works): {token}")
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    """Prepare the data directory in the master, then hand over to gunicorn."""
+    _open_store(settings)  # creates and migrates the control plane before any worker starts
+    metrics_dir = settings.metrics_dir
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    os.environ["FLAGSIGHT_DATA_DIR"] = str(settings.data_dir)
+    argv = [
+        sys.executable, "-m", "gunicorn",
+        "--config", str(GUNICORN_CONF),
+        "--bind", f"{args.host}:{args.port}",
+        "--workers", str(args.workers),
+        "api.asgi:app",
+    ]  # fmt: skip
+    os.execv(sys.executable, argv)
+    return 0  # not reached
+
+
+def cmd_pipeline_run(settings: Settings, args: argparse.Namespace) -> int:
+    from pipelines.cli import run_pipeline_once
+
+    run_pipeline_once(settings)
+    return 0
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from api.demo_traffic import run_demo_traffic
+
+    key = args.api_key or os.environ.get("FLAGSIGHT_DEMO_API_KEY")
+    if not key:
+        print("Give the demo API key: --api-key or FLAGSIGHT_DEMO_API_KEY", file=sys.stderr)
+        return 2
+    run_demo_traffic(args.url, key, rate=args.rate, duration_s=args.duration)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flagsight", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    init = sub.add_parser("init", help="create the data directory, admin token and demo data")
+    init.add_argument("--no-demo", action="store_true", help="do not seed the demo organization")
+    init.add_argument("--rotate-demo-key", action="store_true", help="revoke the demo key and print a new one")
+    init.set_defaults(func=cmd_init)
+
+    serve = sub.add_parser("serve", help="run the API and dashboard under gunicorn")
+    serve.add_argument("--host", default=os.environ.get("FLAGSIGHT_HOST", "127.0.0.1"))
+    serve.add_argument("--port", type=int, default=int(os.environ.get("FLAGSIGHT_PORT", "8000")))
+    serve.add_argument("--workers", type=int, default=int(os.environ.get("FLAGSIGHT_WORKERS", "2")))
+    serve.set_defaults(func=cmd_serve)
+
+    pipeline = sub.add_parser("pipeline", help="the insights pipeline")
+    pipeline_sub = pipeline.add_subparsers(dest="pipeline_command", required=True)
+    run = pipeline_sub.add_parser("run", help="materialize every insights asset once, now")
+    run.set_defaults(func=cmd_pipeline_run)
+
+    demo = sub.add_parser("demo", help="send demo evaluations and outcomes until stopped")
+    demo.add_argument("--url", default="http://127.0.0.1:8000")
+    demo.add_argument("--api-key")
+    demo.add_argument("--rate", type=float, default=20.0, help="evaluations per second")
+    demo.add_argument("--duration", type=float, default=None, help="seconds (default: until stopped)")
+    demo.set_defaults(func=cmd_demo)
+
+    token = sub.add_parser("admin-token", help="manage the admin token")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    rotate = token_sub.add_parser("rotate", help="make a new admin token; the old one stops working")
+    rotate.set_defaults(func=cmd_admin_token)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(Settings.from_env(), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Starting and stopping a worker's background work with the ASGI lifespan.
+
+Threads must start in the worker after gunicorn forks it, and a SIGTERM must flush, fsync and
+seal the event log before the process exits: the lifespan startup/shutdown events give both.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from api.services import Services
+
+log = logging.getLogger("flagsight.lifecycle")
+
+
+class Housekeeping:
+    """Flushes the meter's pages on the fsync interval, bounding what a machine crash loses."""
+
+    def __init__(self, services: Services):
+        self._services = services
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="flagsight-housekeeping", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = self._services.settings.fsync_interval_s
+        while not self._stop.wait(interval):
+            flush = getattr(self._services.meter, "flush", None)
+            if flush is not None:
+                flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+def start_services(services: Services) -> Housekeeping:
+    services.config.start()
+    services.event_log.start()
+    housekeeping = Housekeeping(services)
+    housekeeping.start()
+    return housekeeping
+
+
+def stop_services(services: Services, housekeeping: Housekeeping | None) -> None:
+    if housekeeping is not None:
+        housekeeping.stop()
+    services.event_log.close()
+    services.config.stop()
+    services.meter.close()
+
+
+class LifespanMiddleware:
+    """Falcon ASGI middleware: start background work at startup, drain it at shutdown."""
+
+    def __init__(self, services: Services):
+        self._services = services
+        self._housekeeping: Housekeeping | None = None
+
+    async def process_startup(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
+        self._housekeeping = start_services(self._services)
+        log.info("worker started", extra={"data_dir": str(self._services.settings.data_dir)})
+
+    async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
+        stop_services(self._services, self._housekeeping)
+        log.info("worker stopped; event log sealed")

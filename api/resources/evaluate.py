@@ -1,0 +1,75 @@
+"""``POST /v1/evaluate`` and ``POST /v1/evaluate/bulk`` (spec 4.1, 4.2; contract 3)."""
+
+from __future__ import annotations
+
+import falcon
+import falcon.asgi
+
+from api.auth import authenticate_api_key
+from api.controlplane.cache import EnvironmentConfig
+from api.controlplane.model import KeyContext
+from api.errors import BadRequest, Unauthorized
+from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
+from api.jsonio import optional_str, read_json, require_list, require_object, require_str
+from api.resources.answers import encode_bulk_response, encode_response
+from api.serving import EvaluationServer
+from api.services import Services
+
+FLAG_KEY_MAX = 128
+USER_IDENTIFIER_MAX = 1024
+SDK_MAX = 256
+BULK_MAX_USERS = 10_000
+
+
+def key_environment(services: Services, key: KeyContext) -> EnvironmentConfig:
+    """The environment a key is scoped to; a key whose environment is gone is not valid."""
+    environment = services.config.environment(key.environment_id)
+    if environment is None:
+        raise Unauthorized()
+    return environment
+
+
+class EvaluateResource:
+    def __init__(self, services: Services):
+        self._services = services
+        self._server = EvaluationServer(services)
+        self._limit = services.settings.body_limits.single
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        key = authenticate_api_key(req, self._services.config)
+        body = require_object(await read_json(req, self._limit))
+        flag_key = require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
+        user = require_str(body, "userIdentifier", max_len=USER_IDENTIFIER_MAX)
+        sdk = optional_str(body, "sdk", max_len=SDK_MAX)
+        environment = key_environment(self._services, key)
+        served = self._server.serve(key, environment, flag_key, [user], sdk=sdk, source=SOURCE_EVALUATE)
+        resp.data = encode_response(served.results[0], served.evaluation_ids[0])
+        resp.content_type = falcon.MEDIA_JSON
+
+
+class BulkEvaluateResource:
+    def __init__(self, services: Services):
+        self._services = services
+        self._server = EvaluationServer(services)
+        self._limit = services.settings.body_limits.bulk_evaluate
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        key = authenticate_api_key(req, self._services.config)
+        body = require_object(await read_json(req, self._limit))
+        flag_key = require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
+        users = distinct_user_identifiers(require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS))
+        sdk = optional_str(body, "sdk", max_len=SDK_MAX)
+        environment = key_environment(self._services, key)
+        served = self._server.serve(key, environment, flag_key, users, sdk=sdk, source=SOURCE_EVALUATE_BULK)
+        resp.data = encode_bulk_response(served.users, served.results, served.evaluation_ids)
+        resp.content_type = falcon.MEDIA_JSON
+
+
+def distinct_user_identifiers(items: list[object]) -> list[str]:
+    """The identifiers in order of first appearance; each must be a 1..1024-character string."""
+    for index, item in enumerate(items):
+        if not isinstance(item, str) or not 1 <= len(item) <= USER_IDENTIFIER_MAX:
+            raise BadRequest(
+                f"Field 'userIdentifiers[{index}]' must be a string of 1 to {USER_IDENTIFIER_MAX} characters"
+            )
+    return list(dict.fromkeys(items))  # type: ignore[arg-type]

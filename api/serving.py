@@ -1,0 +1,110 @@
+"""Serving evaluations: plan metering, the pure core, evaluation ids and the event log.
+
+Shared by ``/v1/evaluate``, ``/v1/evaluate/bulk`` and OFREP so that every way of asking gets
+the same answer, the same events and the same metering.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from api.controlplane.cache import EnvironmentConfig
+from api.controlplane.model import KeyContext
+from api.evaluation import Result
+from api.evaluation.engine import PLAN_LIMIT_EXCEEDED, evaluate_many
+from api.eventlog import EventLogUnavailable
+from api.eventlog.schema import EVALUATION, EvaluationEvent
+from api.metering.meter import month_of
+from api.services import Services
+
+log = logging.getLogger("flagsight.serving")
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The answers for one request, in the order of the (distinct) users asked for."""
+
+    users: list[str]
+    results: list[Result]
+    evaluation_ids: list[str]
+
+
+class EvaluationServer:
+    """Evaluates one flag for one or many users within an environment and records it all."""
+
+    def __init__(self, services: Services):
+        self._services = services
+
+    def serve(
+        self,
+        key: KeyContext,
+        environment: EnvironmentConfig,
+        flag_key: str,
+        users: list[str],
+        *,
+        sdk: str | None,
+        source: str,
+    ) -> Served:
+        """``users`` must be distinct. Entries past the plan's hard threshold are refused."""
+        s = self._services
+        now = s.clock()
+        granted = self._meter(key.organization_id, now, len(users))
+        flag = environment.flags.get(flag_key)
+        results = evaluate_many(flag, users[:granted], environment.segments)
+        if granted < len(users):
+            results.extend([PLAN_LIMIT_EXCEEDED] * (len(users) - granted))
+            s.metrics.plan_limit_refusals.inc(len(users) - granted)
+        ids = s.ids.issue_many(environment.id, len(users))
+        self._record(key, environment, flag_key, users, results, ids, int(now * 1_000_000), sdk, source)
+        return Served(users, results, ids)
+
+    def _meter(self, organization_id: str, now: float, requested: int) -> int:
+        organization = self._services.config.organization(organization_id)
+        if organization is None or requested == 0:
+            return 0
+        return self._services.meter.consume(
+            organization_id, month_of(now), requested, organization.hard_limit
+        )
+
+    def _record(
+        self,
+        key: KeyContext,
+        environment: EnvironmentConfig,
+        flag_key: str,
+        users: list[str],
+        results: list[Result],
+        ids: list[str],
+        now_us: int,
+        sdk: str | None,
+        source: str,
+    ) -> None:
+        """Append one event per answer. If the log refuses, flags keep working: count the loss."""
+        events = [
+            EvaluationEvent(
+                evaluation_id,
+                now_us,
+                key.organization_id,
+                environment.id,
+                flag_key,
+                user,
+                result.value,
+                result.matched_rule_type,
+                result.error_type,
+                sdk,
+                key.key_id,
+                source,
+            )
+            for user, result, evaluation_id in zip(users, results, ids, strict=True)
+        ]
+        metrics = self._services.metrics
+        try:
+            self._services.event_log.append_evaluations(events)
+        except EventLogUnavailable as exc:
+            metrics.events_lost.labels(EVALUATION).inc(len(events))
+            log.error(
+                "evaluation events not logged",
+                extra={"lost": len(events), "reason": str(exc), "environment_id": environment.id},
+            )
+            return
+        metrics.events_logged.labels(EVALUATION).inc(len(events))

@@ -1,0 +1,48 @@
+"""Building one process's ``Services`` from ``Settings``: the embedded single-machine defaults.
+
+This is the only place that picks concrete backends (SQLite control plane, memory-mapped
+meter, segmented event log). Another deployment swaps them here, not in the resources.
+"""
+
+from __future__ import annotations
+
+import time
+
+from api.controlplane.cache import ConfigCache
+from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.evaluation_id import EvaluationIdIssuer
+from api.eventlog.segmented import SegmentedEventLog
+from api.metering.mmap_meter import MmapMeter
+from api.observability.metrics import Metrics
+from api.services import Services
+from api.settings import Settings
+
+
+def prepare_data_dir(settings: Settings) -> None:
+    """Create the data directory's layout; safe to call from every process."""
+    for path in (settings.data_dir, settings.wal_dir, settings.meter_path.parent):
+        path.mkdir(parents=True, exist_ok=True)
+
+
+def build_services(settings: Settings, metrics: Metrics | None = None, clock=time.time) -> Services:
+    """Everything one worker needs; background threads start later, in ``start_services``."""
+    prepare_data_dir(settings)
+    metrics = metrics or Metrics()
+    store = SqliteControlPlaneStore(settings.control_plane_path)
+    return Services(
+        settings=settings,
+        store=store,
+        config=ConfigCache(store, settings.config_poll_interval_s, metrics),
+        meter=MmapMeter(settings.meter_path),
+        event_log=SegmentedEventLog(
+            settings.wal_dir,
+            settings.events_location,
+            fsync_interval_s=settings.fsync_interval_s,
+            seal_interval_s=settings.seal_interval_s,
+            metrics=metrics,
+            clock=clock,
+        ),
+        ids=EvaluationIdIssuer(store.signing_key()),
+        metrics=metrics,
+        clock=clock,
+    )

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `make run`: the API and dashboard, Dagster (webserver + daemon, schedule on) and demo traffic.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+DATA="${FLAGSIGHT_DATA_DIR:-$PWD/var}"
+API_PORT="${FLAGSIGHT_PORT:-8000}"
+DAGSTER_PORT="${DAGSTER_PORT:-3000}"
+export FLAGSIGHT_DATA_DIR="$DATA" DAGSTER_HOME="$DATA/dagster"
+mkdir -p "$DAGSTER_HOME" "$DATA/logs"
+[ -f "$DAGSTER_HOME/dagster.yaml" ] || printf 'telemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
+
+init_output=$($BIN/flagsight init --rotate-demo-key)
+echo "$init_output"
+DEMO_KEY=$(sed -n 's/^Demo API key (shown once): //p' <<<"$init_output")
+
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+
+$BIN/flagsight serve --port "$API_PORT" >"$DATA/logs/api.log" 2>&1 & pids+=($!)
+$BIN/dagster dev -w workspace.yaml -p "$DAGSTER_PORT" >"$DATA/logs/dagster.log" 2>&1 & pids+=($!)
+
+for _ in $(seq 1 60); do
+  curl -fsS "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+$BIN/flagsight demo --url "http://127.0.0.1:$API_PORT" --api-key "$DEMO_KEY" >"$DATA/logs/demo.log" 2>&1 & pids+=($!)
+
+cat <<TXT
+
+flagsight is running (Ctrl-C stops everything; logs in $DATA/logs):
+  API          http://127.0.0.1:$API_PORT/v1/evaluate    (OpenAPI: /openapi.json, OFREP: /ofrep/v1)
+  Dashboard    http://127.0.0.1:$API_PORT/dashboard      (sign in with the admin token)
+  Dagster      http://127.0.0.1:$DAGSTER_PORT                  (schedule: every 5 minutes)
+  Demo API key $DEMO_KEY
+
+Try: curl -s -H "Authorization: ApiKey $DEMO_KEY" -H 'Content-Type: application/json' \\
+       -d '{"flagKey":"new-checkout","userIdentifier":"user-1"}' http://127.0.0.1:$API_PORT/v1/evaluate
+TXT
+wait

@@ -1,0 +1,60 @@
+"""Fixtures shared by the whole suite: settings over a temporary data directory, an in-process
+app (falcon.testing), a real gunicorn server, and tenants made through the admin API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import falcon.testing
+import pytest
+
+from api.app import create_app
+from api.lifecycle import start_services, stop_services
+from api.services import Services
+from api.settings import Settings
+from api.wiring import build_services
+from tests.support.admin import Admin, Tenant, requests_caller, testclient_caller
+from tests.support.server import GunicornServer
+
+ADMIN_TOKEN = "test-admin-token-0123456789"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", admin_token=ADMIN_TOKEN, seal_interval_s=1.0, config_poll_interval_s=0.1)
+
+
+@pytest.fixture
+def services(settings: Settings) -> Iterator[Services]:
+    services = build_services(settings)
+    housekeeping = start_services(services)
+    yield services
+    stop_services(services, housekeeping)
+
+
+@pytest.fixture
+def client(services: Services) -> falcon.testing.TestClient:
+    return falcon.testing.TestClient(create_app(services))
+
+
+@pytest.fixture
+def admin(client: falcon.testing.TestClient) -> Admin:
+    return Admin(testclient_caller(client), ADMIN_TOKEN)
+
+
+@pytest.fixture
+def tenant(admin: Admin) -> Tenant:
+    return admin.tenant()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[GunicornServer]:
+    srv = GunicornServer(tmp_path / "data", admin_token=ADMIN_TOKEN).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def server_admin(server: GunicornServer) -> Admin:
+    return Admin(requests_caller(server.url), ADMIN_TOKEN)

@@ -1,0 +1,97 @@
+"""The pure core against language-neutral JSON cases, and its properties."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api.evaluation import (
+    Flag,
+    PercentageRule,
+    RuleType,
+    StaticRule,
+    evaluate,
+    evaluate_many,
+    rule_from_json,
+    rule_to_json,
+)
+from api.evaluation.model import RuleError
+
+CASES = json.loads((Path(__file__).parents[1] / "cases" / "evaluation.json").read_text())
+
+
+def _flag(raw: dict | None) -> Flag | None:
+    if raw is None:
+        return None
+    rules = tuple(rule_from_json(r) for r in raw["rules"])
+    return Flag(raw["key"], raw["enabled"], raw["archived"], rules)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_golden_case(case: dict) -> None:
+    segments = {k: frozenset(v) for k, v in case["segments"].items()}
+    result = evaluate(_flag(case["flag"]), case["userIdentifier"], segments)
+    assert {
+        "value": result.value,
+        "matchedRuleType": result.matched_rule_type,
+        "error": result.error_type,
+    } == case["expected"]
+
+
+@given(st.lists(st.text(min_size=1, max_size=20), max_size=50), st.integers(0, 10000), st.integers(0, 10000))
+def test_raising_a_percentage_never_removes_a_user(users: list[str], a: int, b: int) -> None:
+    low, high = sorted((a / 100, b / 100))
+    before = evaluate_many(Flag("rollout", True, False, (PercentageRule(low),)), users, {})
+    after = evaluate_many(Flag("rollout", True, False, (PercentageRule(high),)), users, {})
+    for was, now in zip(before, after, strict=True):
+        assert not was.value or now.value
+
+
+def test_rollout_share_follows_the_percentage() -> None:
+    flag = Flag("share", True, False, (PercentageRule(25),))
+    on = sum(r.value for r in evaluate_many(flag, [f"u{i}" for i in range(20_000)], {}))
+    assert 4_700 < on < 5_300
+
+
+def test_evaluate_many_matches_evaluate_one_by_one() -> None:
+    flag = Flag("f", True, False, (PercentageRule(40), StaticRule(False)))
+    users = [f"user-{i}" for i in range(500)]
+    assert evaluate_many(flag, users, {}) == [evaluate(flag, u, {}) for u in users]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"type": "RANDOM"}, "rule.type must be one of STATIC, SEGMENT, PERCENTAGE"),
+        ({"type": "STATIC", "value": "yes"}, "rule.value must be a boolean"),
+        ({"type": "SEGMENT"}, "rule.segment must be a segment key"),
+        ({"type": "PERCENTAGE", "percentage": 100.5}, "rule.percentage must be a number from 0 to 100"),
+        ({"type": "PERCENTAGE", "percentage": True}, "rule.percentage must be a number from 0 to 100"),
+        ({"type": "PERCENTAGE", "percentage": 12.345}, "rule.percentage must have at most two decimals"),
+        ("STATIC", "rule must be an object"),
+    ],
+)
+def test_invalid_rules_are_refused_naming_the_field(raw: object, message: str) -> None:
+    with pytest.raises(RuleError, match=message.replace(".", r"\.")[:30]):
+        rule_from_json(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"type": "STATIC", "value": False},
+        {"type": "SEGMENT", "segment": "beta-testers", "value": True},
+        {"type": "PERCENTAGE", "percentage": 12.5, "value": True},
+        {"type": "PERCENTAGE", "percentage": 50, "value": False},
+    ],
+)
+def test_rules_round_trip_through_json(raw: dict) -> None:
+    assert rule_to_json(rule_from_json(raw)) == raw
+
+
+def test_matched_rule_type_names_the_rule() -> None:
+    assert evaluate(Flag("f", True, False, (StaticRule(),)), "u", {}).matched_rule_type is RuleType.STATIC

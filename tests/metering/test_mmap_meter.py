@@ -1,0 +1,59 @@
+"""The meter is exact across processes and never grants past the hard threshold."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+from api.metering.meter import month_label, month_of, seconds_until_next_month
+from api.metering.mmap_meter import MmapMeter
+
+
+def _hammer(path: str, org: str, attempts: int, hard: int, out: mp.Queue) -> None:
+    meter = MmapMeter(Path(path))
+    out.put(sum(meter.consume(org, 202611, 1, hard) for _ in range(attempts)))
+    meter.close()
+
+
+def test_concurrent_processes_never_pass_the_hard_threshold(tmp_path: Path) -> None:
+    ctx = mp.get_context("fork")
+    out: mp.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_hammer, args=(str(tmp_path / "m.bin"), "org_a", 3000, 5000, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    granted = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join()
+    assert sum(granted) == 5000
+    assert MmapMeter(tmp_path / "m.bin").usage("org_a", 202611) == 5000
+
+
+def test_bulk_grants_are_partial_at_the_threshold(tmp_path: Path) -> None:
+    meter = MmapMeter(tmp_path / "m.bin")
+    assert meter.consume("org_a", 202611, 100, 110) == 100
+    assert meter.consume("org_a", 202611, 25, 110) == 10
+    assert meter.consume("org_a", 202611, 1, 110) == 0
+    assert meter.usage("org_a", 202611) == 110
+
+
+def test_months_and_organizations_are_counted_apart(tmp_path: Path) -> None:
+    meter = MmapMeter(tmp_path / "m.bin")
+    meter.consume("org_a", 202611, 7, 100)
+    meter.consume("org_a", 202612, 3, 100)
+    meter.consume("org_b", 202611, 5, 100)
+    assert [meter.usage("org_a", 202611), meter.usage("org_a", 202612), meter.usage("org_b", 202611)] == [7, 3, 5]
+    assert meter.usage("org_c", 202611) == 0
+
+
+def test_counts_survive_reopening(tmp_path: Path) -> None:
+    MmapMeter(tmp_path / "m.bin").consume("org_a", 202611, 42, 100)
+    assert MmapMeter(tmp_path / "m.bin").usage("org_a", 202611) == 42
+
+
+def test_month_helpers() -> None:
+    assert month_of(1_800_000_000) == 202701  # 2027-01-15 08:00 UTC
+    assert month_label(202611) == "2026-11"
+    last_second_of_november = 1_796_083_199  # 2026-11-30T23:59:59Z
+    assert month_of(last_second_of_november) == 202611
+    assert seconds_until_next_month(last_second_of_november) == 1
+    assert seconds_until_next_month(last_second_of_november - 0.5) == 2

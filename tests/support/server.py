@@ -1,0 +1,89 @@
+"""A real ``flagsight serve`` (gunicorn, asgi workers) on a free loopback port, for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class GunicornServer:
+    """Starts, kills and restarts one server over a data directory."""
+
+    def __init__(self, data_dir: Path, *, admin_token: str, workers: int = 2, env: dict[str, str] | None = None):
+        self.data_dir = data_dir
+        self.admin_token = admin_token
+        self.workers = workers
+        self.extra_env = env or {}
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> GunicornServer:
+        env = {
+            **os.environ,
+            "FLAGSIGHT_DATA_DIR": str(self.data_dir),
+            "FLAGSIGHT_ADMIN_TOKEN": self.admin_token,
+            "FLAGSIGHT_SEAL_INTERVAL": "1",
+            **self.extra_env,
+        }
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if requests.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server not ready in {timeout_s}s: {self.log_path.read_text()[-3000:]}")
+
+    def worker_pids(self) -> list[int]:
+        assert self.proc is not None
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Graceful: SIGTERM, as an operator or a supervisor would."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL the master and every worker at once: nothing gets to clean up."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None

@@ -1,0 +1,53 @@
+"""Evaluation ids: unique, URL-safe, at most 64 characters, verifiable without a lookup."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from api.evaluation_id import EvaluationIdIssuer, InvalidEvaluationId
+
+ENV = "env_0123456789abcdef"
+OTHER_ENV = "env_fedcba9876543210"
+
+
+@pytest.fixture
+def issuer() -> EvaluationIdIssuer:
+    return EvaluationIdIssuer(b"s" * 32)
+
+
+def test_ids_are_url_safe_short_and_unique(issuer: EvaluationIdIssuer) -> None:
+    ids = [issuer.issue(ENV) for _ in range(2000)] + issuer.issue_many(ENV, 10_000)
+    assert len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in ids)
+
+
+def test_verify_tells_the_environment(issuer: EvaluationIdIssuer) -> None:
+    assert issuer.verify(issuer.issue(ENV)).environment_id == ENV
+    assert issuer.verify(issuer.issue_many(OTHER_ENV, 3)[2]).environment_id == OTHER_ENV
+
+
+def test_another_deployments_ids_are_refused(issuer: EvaluationIdIssuer) -> None:
+    foreign = EvaluationIdIssuer(b"x" * 32).issue(ENV)
+    with pytest.raises(InvalidEvaluationId):
+        issuer.verify(foreign)
+
+
+def test_an_index_past_the_signed_count_is_refused(issuer: EvaluationIdIssuer) -> None:
+    last = issuer.issue_many(ENV, 3)[2]
+    with pytest.raises(InvalidEvaluationId):
+        issuer.verify(last[:-4] + "0003")
+
+
+@pytest.mark.parametrize("bad", ["", "abc", None, 42, "A" * 46, "!" * 46])
+def test_malformed_ids_are_refused(issuer: EvaluationIdIssuer, bad: object) -> None:
+    with pytest.raises(InvalidEvaluationId):
+        issuer.verify(bad)
+
+
+def test_a_tampered_environment_is_refused(issuer: EvaluationIdIssuer) -> None:
+    genuine = issuer.issue(ENV)
+    tampered = genuine[:3] + ("A" if genuine[3] != "A" else "B") + genuine[4:]
+    with pytest.raises(InvalidEvaluationId):
+        issuer.verify(tampered)
