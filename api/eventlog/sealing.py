@@ -58,8 +58,9 @@ class SealedFile:
 class ParquetSink:
     """Publishes tables as whole files under an events location (local or remote)."""
 
-    def __init__(self, location: str):
+    def __init__(self, location: str, *, row_group_rows: int = ROW_GROUP_ROWS):
         self.filesystem, self.base = filesystem_for(location)
+        self.row_group_rows = row_group_rows
         self._local = isinstance(self.filesystem, pafs.LocalFileSystem)
 
     def publish(self, table: pa.Table, event_type: str, date: str, stem: str) -> str:
@@ -73,7 +74,7 @@ class ParquetSink:
             temporary,
             filesystem=self.filesystem,
             compression=COMPRESSION,
-            row_group_size=ROW_GROUP_ROWS,
+            row_group_size=self.row_group_rows,
         )
         if self._local:
             _fsync_file(temporary)
