@@ -1,0 +1,81 @@
+"""Fold newly loaded events into the counters: dedup and attribute feedback, count evaluations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from api.eventlog.schema import EVALUATION, FEEDBACK
+from warehouse.sql import run_script
+
+_EVALUATIONS_FOLDED = "evaluations_folded"
+_FEEDBACK_FOLDED = "feedback_folded"
+
+
+@dataclass(frozen=True)
+class FoldReport:
+    """What one fold did, and the feedback state after it."""
+
+    evaluation_batches: tuple[int, int]
+    feedback_batches: tuple[int, int]
+    new_feedback_winners: int
+    newly_attributed: int
+    pending_count: int
+    deduplicated_feedback: int
+
+
+def fold_new_events(con: duckdb.DuckDBPyConnection, run_id: str | None) -> FoldReport:
+    """Fold every load batch past the watermarks, all or nothing."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        eval_lo, fb_lo = _watermark(con, _EVALUATIONS_FOLDED), _watermark(con, _FEEDBACK_FOLDED)
+        eval_hi = max(eval_lo, _latest_batch(con, EVALUATION))
+        fb_hi = max(fb_lo, _latest_batch(con, FEEDBACK))
+        run_script(
+            con,
+            "attribute_feedback",
+            {"eval_lo": eval_lo, "eval_hi": eval_hi, "fb_lo": fb_lo, "fb_hi": fb_hi},
+        )
+        winners = con.execute("SELECT count(*) FROM fb_winners").fetchone()[0]
+        found = con.execute("SELECT count(*) FROM fb_found").fetchone()[0]
+        _set_watermark(con, _EVALUATIONS_FOLDED, eval_hi)
+        _set_watermark(con, _FEEDBACK_FOLDED, fb_hi)
+        pending, total = (
+            _pending(con),
+            con.execute("SELECT count(*) FROM feedback_latest").fetchone()[0],
+        )
+        con.execute(
+            "INSERT INTO pending_feedback_history VALUES (current_timestamp, ?, ?, ?)",
+            [run_id, pending, total],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return FoldReport((eval_lo, eval_hi), (fb_lo, fb_hi), winners, found, pending, total)
+
+
+def _watermark(con: duckdb.DuckDBPyConnection, name: str) -> int:
+    row = con.execute("SELECT value FROM fold_state WHERE name = ?", [name]).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _set_watermark(con: duckdb.DuckDBPyConnection, name: str, value: int) -> None:
+    con.execute(
+        "INSERT INTO fold_state VALUES (?, ?) ON CONFLICT DO UPDATE SET value = excluded.value",
+        [name, value],
+    )
+
+
+def _latest_batch(con: duckdb.DuckDBPyConnection, event_type: str) -> int:
+    row = con.execute(
+        "SELECT max(load_batch) FROM load_batches WHERE event_type = ?", [event_type]
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _pending(con: duckdb.DuckDBPyConnection) -> int:
+    return int(
+        con.execute("SELECT count(*) FROM feedback_latest WHERE flag_key IS NULL").fetchone()[0]
+    )

@@ -1,0 +1,26 @@
+"""Names shared by the insights code location: asset keys, groups, tables, thresholds."""
+
+from __future__ import annotations
+
+GROUP = "insights"
+JOB_NAME = "insights_job"
+SCHEDULE_NAME = "insights_schedule"
+
+# Asset names (each is also the name of its main table where it has one).
+RAW_EVALUATIONS = "raw_evaluation_events"
+RAW_FEEDBACK = "raw_feedback_events"
+ENVIRONMENT_KEYS = "environment_keys"
+ATTRIBUTED_FEEDBACK = "attributed_feedback"
+FLAG_ENVIRONMENT_METRICS = "flag_environment_metrics"
+FLAG_ENVIRONMENT_DAILY = "flag_environment_daily"
+FLAG_VALUE_COMPARISON = "flag_value_comparison"
+PUBLISHED_WAREHOUSE = "published_warehouse"
+
+# Value comparison: no verdict below this many deduplicated feedback events per side.
+MIN_FEEDBACK_PER_SIDE = 150
+SIGNIFICANCE_LEVEL = 0.05
+
+# Pending feedback check: the bound and the growth streak that fail it.
+PENDING_ABSOLUTE_FLOOR = 10_000
+PENDING_SHARE_LIMIT = 0.05
+PENDING_GROWTH_STREAK = 12

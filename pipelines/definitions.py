@@ -1,0 +1,54 @@
+"""The insights code location: assets, checks, resources, job and schedule in one place.
+
+Loaded by ``dagster dev -w workspace.yaml`` (module ``pipelines.definitions``, attribute
+``defs``) and by ``flagsight pipeline run``. Locations come from ``Settings.from_env()``.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from api.settings import Settings
+from pipelines.assets import ALL_ASSETS
+from pipelines.checks import ALL_CHECKS
+from pipelines.constants import JOB_NAME
+from pipelines.resources import ControlPlaneResource, EventLakeResource, WarehouseResource
+from pipelines.schedules import build_schedule
+
+
+def working_database_path(settings: Settings) -> str:
+    """The pipeline's private read-write DuckDB file (readers never open it)."""
+    return str(settings.data_dir / "pipeline" / "working.duckdb")
+
+
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "lake": EventLakeResource(events_location=settings.events_location),
+        "warehouse": WarehouseResource(
+            working_path=working_database_path(settings),
+            published_path=str(settings.warehouse_path),
+        ),
+        "control_plane": ControlPlaneResource(database_path=str(settings.control_plane_path)),
+    }
+
+
+def build_definitions(settings: Settings) -> dg.Definitions:
+    # One process for the whole run: every step shares one DuckDB file, which only one
+    # process at a time may open read-write.
+    job = dg.define_asset_job(
+        JOB_NAME,
+        selection=dg.AssetSelection.all(),
+        executor_def=dg.in_process_executor,
+        description="Materialize every insights asset and run its checks.",
+    )
+    return dg.Definitions(
+        assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
+        jobs=[job],
+        schedules=[build_schedule(settings.schedule_cron)],
+        resources=build_resources(settings),
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_definitions(Settings.from_env())

@@ -1,0 +1,163 @@
+"""Incremental load of sealed Parquet files into the raw tables, each file exactly once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from api.eventlog.schema import EVALUATION, FEEDBACK
+from pipelines.resources import LakeFile
+
+RAW_TABLES = {EVALUATION: "evaluation_events", FEEDBACK: "feedback_events"}
+_COLUMNS = {
+    EVALUATION: (
+        "evaluation_id, evaluated_at, organization_id, environment_id, flag_key, user_identifier, "
+        "value, matched_rule_type, error_type, sdk, api_key_id, source, schema_version"
+    ),
+    FEEDBACK: (
+        "evaluation_id, received_at, organization_id, environment_id, result, latency_ms, "
+        "error_type, api_key_id, schema_version"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What one load did."""
+
+    load_batch: int | None
+    file_count: int
+    rows_read: int
+    rows_loaded: int
+    duplicate_rows: int
+
+
+def new_files(
+    con: duckdb.DuckDBPyConnection, event_type: str, files: list[LakeFile]
+) -> list[LakeFile]:
+    """The files not yet in the ledger."""
+    loaded = {
+        row[0]
+        for row in con.execute(
+            "SELECT path FROM loaded_files WHERE event_type = ?", [event_type]
+        ).fetchall()
+    }
+    return [f for f in files if f.relative_path not in loaded]
+
+
+def load_files(
+    con: duckdb.DuckDBPyConnection, event_type: str, files: list[LakeFile], run_id: str | None
+) -> LoadReport:
+    """Append the files' rows and record them in the ledger, in one transaction.
+
+    Evaluation events are kept once per ``evaluation_id`` (a copy already loaded, or repeated
+    within the batch, is counted in ``duplicate_rows`` and dropped); feedback rows are all kept.
+    """
+    pending = new_files(con, event_type, files)
+    if not pending:
+        return LoadReport(None, 0, 0, 0, 0)
+    paths = [f.absolute_path for f in pending]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        batch = con.execute("SELECT nextval('load_batch_seq')").fetchone()[0]
+        counts = _row_counts(con, paths)
+        rows_read = sum(counts.values())
+        rows_loaded = _append_rows(con, event_type, paths, batch)
+        _record_ledger(con, event_type, pending, counts, batch)
+        con.execute(
+            "INSERT INTO load_batches VALUES (?, ?, ?, ?, ?, ?, current_timestamp, ?)",
+            [
+                batch,
+                event_type,
+                len(pending),
+                rows_read,
+                rows_loaded,
+                rows_read - rows_loaded,
+                run_id,
+            ],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return LoadReport(batch, len(pending), rows_read, rows_loaded, rows_read - rows_loaded)
+
+
+def _row_counts(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, int]:
+    rows = con.execute(
+        "SELECT file_name, num_rows FROM parquet_file_metadata(?)", [paths]
+    ).fetchall()
+    return {name: int(count) for name, count in rows}
+
+
+def _append_rows(
+    con: duckdb.DuckDBPyConnection, event_type: str, paths: list[str], batch: int
+) -> int:
+    table, columns = RAW_TABLES[event_type], _COLUMNS[event_type]
+    source = (
+        f"SELECT {columns} FROM read_parquet(?, hive_partitioning = false, union_by_name = true)"
+    )
+    before = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[
+        0
+    ]
+    if event_type == FEEDBACK:
+        con.execute(f"INSERT INTO {table} SELECT *, {batch} FROM ({source})", [paths])
+    else:
+        _append_unique_evaluations(con, source, paths, batch)
+    after = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[0]
+    return int(after - before)
+
+
+def _append_unique_evaluations(
+    con: duckdb.DuckDBPyConnection, source: str, paths: list[str], batch: int
+) -> None:
+    con.execute(f"CREATE OR REPLACE TEMP TABLE eval_batch AS {source}", [paths])
+    total, distinct = con.execute(
+        "SELECT count(*), count(DISTINCT evaluation_id) FROM eval_batch"
+    ).fetchone()
+    if total != distinct:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE eval_batch AS SELECT * FROM eval_batch "
+            "QUALIFY row_number() OVER (PARTITION BY evaluation_id ORDER BY evaluated_at) = 1"
+        )
+    # Probe the history with the (smaller) batch as the hash-join build side.
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE eval_seen AS SELECT e.evaluation_id FROM evaluation_events e "
+        "WHERE e.evaluation_id IN (SELECT evaluation_id FROM eval_batch)"
+    )
+    con.execute(
+        f"INSERT INTO evaluation_events SELECT b.*, {batch} FROM eval_batch b "
+        "ANTI JOIN eval_seen s USING (evaluation_id)"
+    )
+    con.execute("DROP TABLE eval_batch")
+    con.execute("DROP TABLE eval_seen")
+
+
+def _record_ledger(
+    con: duckdb.DuckDBPyConnection,
+    event_type: str,
+    files: list[LakeFile],
+    counts: dict[str, int],
+    batch: int,
+) -> None:
+    ledger = pa.table(
+        {
+            "event_type": [event_type] * len(files),
+            "path": [f.relative_path for f in files],
+            "event_date": [f.event_date for f in files],
+            "size_bytes": [f.size_bytes for f in files],
+            "row_count": [counts.get(f.absolute_path, 0) for f in files],
+        }
+    )
+    con.complete()
+    con.register("ledger_batch", ledger)
+    try:
+        con.execute(
+            "INSERT INTO loaded_files SELECT event_type, path, TRY_CAST(event_date AS DATE), "
+            f"size_bytes, row_count, {batch}, current_timestamp FROM ledger_batch"
+        )
+    finally:
+        con.complete()
+        con.unregister("ledger_batch")

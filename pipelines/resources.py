@@ -1,0 +1,123 @@
+"""Resources: where the lake, the working database, the published warehouse and the control
+plane live. Locations come from ``Settings`` (see ``definitions.py``), never from globals."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import dagster as dg
+import duckdb
+
+from warehouse.sql import run_script
+
+
+@dataclass(frozen=True)
+class LakeFile:
+    """One sealed Parquet file of the event lake."""
+
+    relative_path: str
+    absolute_path: str
+    size_bytes: int
+    event_date: str | None
+
+
+class EventLakeResource(dg.ConfigurableResource):
+    """The Hive-partitioned Parquet event lake written by the API workers."""
+
+    events_location: str
+
+    def root(self) -> Path:
+        parsed = urlparse(self.events_location)
+        if parsed.scheme in ("", "file"):
+            return Path(parsed.path if parsed.scheme else self.events_location)
+        raise ValueError(
+            f"events location {self.events_location!r}: only local paths are supported by the "
+            "insights pipeline"
+        )
+
+    def sealed_files(self, event_type: str) -> list[LakeFile]:
+        """Every sealed ``<event_type>/date=*/*.parquet`` file, sorted by path.
+
+        Files being written are never matched: they start with ``.`` or end with ``.tmp``.
+        """
+        root = self.root()
+        files = []
+        for path in sorted((root / event_type).glob("date=*/*.parquet")):
+            if path.name.startswith("."):
+                continue
+            date = path.parent.name.removeprefix("date=")
+            files.append(
+                LakeFile(
+                    relative_path=path.relative_to(root).as_posix(),
+                    absolute_path=str(path),
+                    size_bytes=path.stat().st_size,
+                    event_date=date or None,
+                )
+            )
+        return files
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The pipeline's working DuckDB file and the published snapshot readers open.
+
+    Only the pipeline opens ``working_path`` (read-write); analysts, notebooks and the dashboard
+    open ``published_path`` read-only, which the pipeline replaces by an atomic rename.
+    """
+
+    working_path: str
+    published_path: str
+    lock_timeout_s: float = 300.0
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-write connection to the working database with its schema in place.
+
+        Waits while another pipeline run holds the file, up to ``lock_timeout_s``.
+        """
+        Path(self.working_path).parent.mkdir(parents=True, exist_ok=True)
+        con = self._open_waiting()
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            run_script(con, "working_schema")
+            yield con
+        finally:
+            con.close()
+
+    def _open_waiting(self) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_timeout_s
+        while True:
+            try:
+                return duckdb.connect(self.working_path)
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+
+class ControlPlaneResource(dg.ConfigurableResource):
+    """The control-plane SQLite database, read only for environment keys."""
+
+    database_path: str
+
+    def environment_keys(self) -> list[tuple[str, str]]:
+        """``(environment id, key)`` pairs; empty when the database or table does not exist."""
+        path = Path(self.database_path)
+        if not path.exists():
+            return []
+        try:
+            con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+        except sqlite3.Error:
+            return []
+        try:
+            rows = con.execute("SELECT id, key FROM environments").fetchall()
+        except sqlite3.Error:
+            return []
+        finally:
+            con.close()
+        return [(str(env_id), str(key)) for env_id, key in rows]

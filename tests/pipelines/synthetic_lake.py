@@ -1,0 +1,105 @@
+"""A fast synthetic event lake for smoke runs and timing (not the exact-figures fixture).
+
+Usage: python tests/pipelines/synthetic_lake.py DATA_DIR EVALUATIONS FEEDBACK [--files N] [--tag T]
+Writes N evaluation and N feedback files under DATA_DIR/events with the real schemas; every
+feedback row refers to an evaluation written by the same call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from api.eventlog.schema import EVALUATION_SCHEMA, FEEDBACK_SCHEMA  # noqa: E402
+
+DAY_US = 86_400_000_000
+START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+
+
+def _ids(tag: str, n: int) -> pa.Array:
+    numbers = pa.array(np.arange(n), pa.int64()).cast(pa.string())
+    return pa.compute.binary_join_element_wise(pa.scalar(f"ev-{tag}-"), numbers, "")
+
+
+def write_lake(data_dir: Path, evaluations: int, feedback: int, files: int, tag: str) -> None:
+    rng = np.random.default_rng(abs(hash(tag)) % 2**32)
+    events = data_dir / "events"
+    ids = _ids(tag, evaluations)
+    days = 7
+    at = START_US + rng.integers(0, days * DAY_US, evaluations)
+    env = np.where(rng.random(evaluations) < 0.7, "env_00000000000000a1", "env_00000000000000b2")
+    flags = np.char.add("flag-", rng.integers(0, 50, evaluations).astype(str))
+    value = rng.random(evaluations) < 0.5
+    n = evaluations
+    table = pa.table(
+        {
+            "schema_version": pa.array(np.ones(n, np.int16)),
+            "evaluation_id": ids,
+            "evaluated_at": pa.array(at, pa.timestamp("us", tz="UTC")),
+            "organization_id": pa.array(np.full(n, "org_1")),
+            "environment_id": pa.array(env),
+            "flag_key": pa.array(flags),
+            "user_identifier": pa.array(np.char.add("user-", rng.integers(0, 100_000, n).astype(str))),
+            "value": pa.array(value),
+            "matched_rule_type": pa.array(np.where(value, "STATIC", None)),
+            "error_type": pa.nulls(n, pa.string()),
+            "sdk": pa.nulls(n, pa.string()),
+            "api_key_id": pa.array(np.full(n, "key_1")),
+            "source": pa.array(np.full(n, "v1")),
+        },
+        schema=EVALUATION_SCHEMA,
+    )
+    _write(table, events / "evaluation", tag, files)
+    pick = rng.integers(0, evaluations, feedback)
+    m = feedback
+    latency = rng.exponential(120.0, m)
+    fb = pa.table(
+        {
+            "schema_version": pa.array(np.ones(m, np.int16)),
+            "evaluation_id": ids.take(pa.array(pick)),
+            "received_at": pa.array(at[pick] + rng.integers(0, 60_000_000, m), pa.timestamp("us", tz="UTC")),
+            "organization_id": pa.array(np.full(m, "org_1")),
+            "environment_id": pa.array(env[pick]),
+            "result": pa.array(rng.random(m) < 0.8),
+            "latency_ms": pa.array(np.where(rng.random(m) < 0.1, np.nan, latency), from_pandas=True),
+            "error_type": pa.nulls(m, pa.string()),
+            "api_key_id": pa.array(np.full(m, "key_1")),
+        },
+        schema=FEEDBACK_SCHEMA,
+    )
+    _write(fb, events / "feedback", tag, files)
+
+
+def _write(table: pa.Table, root: Path, tag: str, files: int) -> None:
+    time_column = "evaluated_at" if "evaluated_at" in table.column_names else "received_at"
+    step = -(-table.num_rows // files)
+    for index in range(files):
+        part = table.slice(index * step, step)
+        if part.num_rows == 0:
+            continue
+        first = part.column(time_column)[0].as_py()
+        folder = root / f"date={first.date().isoformat()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part, folder / f"{tag}-{index:05d}.parquet")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("data_dir", type=Path)
+    parser.add_argument("evaluations", type=int)
+    parser.add_argument("feedback", type=int)
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--tag", default="a")
+    args = parser.parse_args()
+    write_lake(args.data_dir, args.evaluations, args.feedback, args.files, args.tag)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""The warehouse's SQL files, and a runner that executes them statement by statement."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import duckdb
+
+SQL_DIR = Path(__file__).with_name("sql")
+
+_COMMENT = re.compile(r"--[^\n]*")
+_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def statements(name: str) -> list[str]:
+    """The statements of ``warehouse/sql/<name>.sql``, comments removed, in order."""
+    text = _COMMENT.sub("", (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8"))
+    return [part.strip() for part in text.split(";") if part.strip()]
+
+
+def run_script(
+    con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, object] | None = None
+) -> None:
+    """Execute every statement of a SQL file, passing each the named parameters it uses."""
+    params = params or {}
+    for statement in statements(name):
+        used = {key: params[key] for key in _PARAMETER.findall(statement)}
+        con.execute(statement, used or None)

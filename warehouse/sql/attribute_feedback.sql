@@ -1,0 +1,129 @@
+-- Fold newly loaded events into the counters, in one transaction (see pipelines/attribution.py).
+-- Parameters: $eval_lo < load_batch <= $eval_hi (evaluations), $fb_lo < load_batch <= $fb_hi
+-- (feedback). Feedback winner order: received_at, then result, then latency (NULL lowest), so the
+-- winner does not depend on how files were split into runs.
+
+-- 1. New evaluations, counted per (environment, flag, UTC date, served value).
+CREATE OR REPLACE TEMP TABLE eval_delta AS
+SELECT environment_id, flag_key,
+       CAST(timezone('UTC', evaluated_at) AS DATE) AS evaluation_date,
+       value AS served_value,
+       any_value(organization_id) AS organization_id,
+       count(*) AS evaluations
+FROM evaluation_events
+WHERE load_batch > $eval_lo AND load_batch <= $eval_hi
+GROUP BY ALL;
+
+-- 2. New feedback: the latest per evaluation_id within the new files.
+CREATE OR REPLACE TEMP TABLE fb_new AS
+SELECT evaluation_id, organization_id, environment_id, received_at, result, latency_ms
+FROM feedback_events
+WHERE load_batch > $fb_lo AND load_batch <= $fb_hi
+QUALIFY row_number() OVER (
+    PARTITION BY evaluation_id
+    ORDER BY received_at DESC, result DESC, coalesce(latency_ms, -1) DESC) = 1;
+
+-- 3. Those that beat what is already kept for their evaluation (or are its first feedback).
+CREATE OR REPLACE TEMP TABLE fb_winners AS
+SELECT n.*,
+       o.evaluation_id IS NOT NULL AS replaces_old,
+       o.result AS old_result, o.latency_ms AS old_latency_ms,
+       o.flag_environment_id AS old_flag_environment_id, o.flag_key AS old_flag_key,
+       o.evaluation_date AS old_evaluation_date, o.served_value AS old_served_value
+FROM fb_new n
+LEFT JOIN feedback_latest o USING (evaluation_id)
+WHERE o.evaluation_id IS NULL
+   OR n.received_at > o.received_at
+   OR (n.received_at = o.received_at AND n.result::INT > o.result::INT)
+   OR (n.received_at = o.received_at AND n.result = o.result
+       AND coalesce(n.latency_ms, -1) > coalesce(o.latency_ms, -1));
+
+-- 4. Evaluations to look up: unattributed winners and pending feedback kept from earlier runs.
+CREATE OR REPLACE TEMP TABLE fb_lookup AS
+SELECT evaluation_id FROM fb_winners WHERE old_flag_key IS NULL
+UNION
+SELECT evaluation_id FROM feedback_latest WHERE flag_key IS NULL;
+
+CREATE OR REPLACE TEMP TABLE fb_found AS
+SELECT e.evaluation_id, e.environment_id AS flag_environment_id, e.flag_key,
+       CAST(timezone('UTC', e.evaluated_at) AS DATE) AS evaluation_date,
+       e.value AS served_value, e.organization_id
+FROM evaluation_events e
+JOIN fb_lookup l USING (evaluation_id)
+WHERE e.load_batch <= $eval_hi;
+
+-- 5. Signed contributions of feedback to the counters.
+CREATE OR REPLACE TEMP TABLE fb_delta AS
+WITH retracted AS (   -- replaced feedback that had been counted
+    SELECT old_flag_environment_id AS environment_id, old_flag_key AS flag_key,
+           old_evaluation_date AS evaluation_date, old_served_value AS served_value,
+           NULL::VARCHAR AS organization_id,
+           -1 AS feedback_count,
+           -(old_result::INT) AS success_count, -((NOT old_result)::INT) AS failure_count,
+           -coalesce(old_latency_ms, 0) AS latency_sum,
+           -(old_latency_ms IS NOT NULL)::INT AS latency_count
+    FROM fb_winners WHERE old_flag_key IS NOT NULL
+), winners AS (       -- winners, attributed as before or newly found
+    SELECT coalesce(w.old_flag_environment_id, f.flag_environment_id) AS environment_id,
+           coalesce(w.old_flag_key, f.flag_key) AS flag_key,
+           coalesce(w.old_evaluation_date, f.evaluation_date) AS evaluation_date,
+           coalesce(w.old_served_value, f.served_value) AS served_value,
+           f.organization_id,
+           1 AS feedback_count, w.result::INT AS success_count, (NOT w.result)::INT AS failure_count,
+           coalesce(w.latency_ms, 0) AS latency_sum, (w.latency_ms IS NOT NULL)::INT AS latency_count
+    FROM fb_winners w LEFT JOIN fb_found f USING (evaluation_id)
+    WHERE w.old_flag_key IS NOT NULL OR f.flag_key IS NOT NULL
+), resolved AS (      -- pending feedback from earlier runs whose evaluation is now loaded
+    SELECT f.flag_environment_id AS environment_id, f.flag_key, f.evaluation_date, f.served_value,
+           f.organization_id,
+           1 AS feedback_count, p.result::INT AS success_count, (NOT p.result)::INT AS failure_count,
+           coalesce(p.latency_ms, 0) AS latency_sum, (p.latency_ms IS NOT NULL)::INT AS latency_count
+    FROM feedback_latest p
+    JOIN fb_found f USING (evaluation_id)
+    ANTI JOIN fb_winners w USING (evaluation_id)
+    WHERE p.flag_key IS NULL
+)
+SELECT * FROM retracted UNION ALL SELECT * FROM winners UNION ALL SELECT * FROM resolved;
+
+-- 6. Keep the winners and attribute pending feedback.
+DELETE FROM feedback_latest
+WHERE evaluation_id IN (SELECT evaluation_id FROM fb_winners WHERE replaces_old);
+
+UPDATE feedback_latest AS p
+SET flag_environment_id = f.flag_environment_id, flag_key = f.flag_key,
+    evaluation_date = f.evaluation_date, served_value = f.served_value
+FROM fb_found f
+WHERE p.evaluation_id = f.evaluation_id AND p.flag_key IS NULL;
+
+INSERT INTO feedback_latest
+SELECT w.evaluation_id, w.organization_id, w.environment_id, w.received_at, w.result, w.latency_ms,
+       coalesce(w.old_flag_environment_id, f.flag_environment_id),
+       coalesce(w.old_flag_key, f.flag_key),
+       coalesce(w.old_evaluation_date, f.evaluation_date),
+       coalesce(w.old_served_value, f.served_value)
+FROM fb_winners w LEFT JOIN fb_found f USING (evaluation_id);
+
+-- 7. Apply evaluation and feedback deltas to the counters.
+INSERT INTO flag_value_daily_stats
+SELECT environment_id, flag_key, evaluation_date, served_value,
+       any_value(organization_id), sum(evaluations), sum(feedback_count), sum(success_count),
+       sum(failure_count), sum(latency_sum), sum(latency_count)
+FROM (
+    SELECT environment_id, flag_key, evaluation_date, served_value, organization_id, evaluations,
+           0 AS feedback_count, 0 AS success_count, 0 AS failure_count,
+           0.0::DOUBLE AS latency_sum, 0 AS latency_count
+    FROM eval_delta
+    UNION ALL
+    SELECT environment_id, flag_key, evaluation_date, served_value, organization_id, 0,
+           feedback_count, success_count, failure_count, latency_sum, latency_count
+    FROM fb_delta
+)
+GROUP BY environment_id, flag_key, evaluation_date, served_value
+ON CONFLICT DO UPDATE SET
+    organization_id = coalesce(flag_value_daily_stats.organization_id, excluded.organization_id),
+    evaluations = flag_value_daily_stats.evaluations + excluded.evaluations,
+    feedback_count = flag_value_daily_stats.feedback_count + excluded.feedback_count,
+    success_count = flag_value_daily_stats.success_count + excluded.success_count,
+    failure_count = flag_value_daily_stats.failure_count + excluded.failure_count,
+    latency_sum = flag_value_daily_stats.latency_sum + excluded.latency_sum,
+    latency_count = flag_value_daily_stats.latency_count + excluded.latency_count;
