@@ -1,0 +1,40 @@
+"""``add_admin_routes(app, services)``: every ``/admin/v1/...`` route of contract section 5."""
+
+from __future__ import annotations
+
+import falcon.asgi
+
+from api.admin.api_keys import ApiKeyResource, ApiKeysResource
+from api.admin.auth import AdminAuth
+from api.admin.environments import EnvironmentResource, EnvironmentsResource
+from api.admin.errors import handle_control_plane_error
+from api.admin.flags import FlagMetricsResource, FlagResource, FlagsResource
+from api.admin.organizations import OrganizationResource, OrganizationsResource, UsageResource
+from api.admin.segments import SegmentResource, SegmentsResource
+from api.controlplane.store import ControlPlaneError
+from api.services import Services
+
+PREFIX = "/admin/v1"
+
+ROUTES = {
+    "/organizations": OrganizationsResource,
+    "/organizations/{org_id}": OrganizationResource,
+    "/organizations/{org_id}/usage": UsageResource,
+    "/organizations/{org_id}/environments": EnvironmentsResource,
+    "/organizations/{org_id}/segments": SegmentsResource,
+    "/organizations/{org_id}/segments/{segment_key}": SegmentResource,
+    "/environments/{env_id}": EnvironmentResource,
+    "/environments/{env_id}/api-keys": ApiKeysResource,
+    "/api-keys/{key_id}": ApiKeyResource,
+    "/environments/{env_id}/flags": FlagsResource,
+    "/environments/{env_id}/flags/{flag_key}": FlagResource,
+    "/environments/{env_id}/flags/{flag_key}/metrics": FlagMetricsResource,
+}
+
+
+def add_admin_routes(app: falcon.asgi.App, services: Services) -> None:
+    """Register the admin resources, sharing one ``AdminAuth``, and map store errors."""
+    auth = AdminAuth(services.settings, services.store)
+    for path, resource in ROUTES.items():
+        app.add_route(PREFIX + path, resource(services, auth))
+    app.add_error_handler(ControlPlaneError, handle_control_plane_error)

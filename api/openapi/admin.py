@@ -1,0 +1,456 @@
+"""OpenAPI 3.1 description of the admin API (``/admin/v1``, contract section 5).
+
+``ADMIN_PATHS`` and ``ADMIN_SCHEMAS`` are merged into the one document ``/openapi.json``
+serves. ``Error`` is defined exactly as the public description defines it, so either copy
+may win the merge. The admin tests validate every answer they get against these schemas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KEY_PATTERN = "^[A-Za-z0-9._-]{1,128}$"
+TIMESTAMP = {"type": "string", "format": "date-time"}
+
+ADMIN_SECURITY_SCHEMES: dict[str, Any] = {"AdminToken": {"type": "http", "scheme": "bearer"}}
+_SECURITY = [{"AdminToken": []}]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _ok(description: str, schema: str) -> dict[str, Any]:
+    return {"description": description, **_json(_ref(schema))}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, **_json(_ref("Error"))}
+
+
+def _body(schema: str) -> dict[str, Any]:
+    return {"required": True, **_json(_ref(schema))}
+
+
+_NO_CONTENT = {"description": "Done; no body"}
+_E400 = _error("Malformed JSON, or a missing, mistyped or invalid field (the message names it)")
+_E401 = _error("Missing or invalid admin token")
+_E404 = _error("No such resource")
+_E409 = _error("The key is taken, or the change would break another record")
+_E413 = _error("Body over the admin size limit")
+_E415 = _error("Body is not application/json")
+_BODY_ERRORS = {"400": _E400, "401": _E401, "413": _E413, "415": _E415}
+
+
+def _param(name: str, description: str, pattern: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if pattern:
+        schema["pattern"] = pattern
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": schema,
+    }
+
+
+ORG_ID = _param("orgId", "Organization id", "^org_[0-9a-f]{16}$")
+ENV_ID = _param("envId", "Environment id", "^env_[0-9a-f]{16}$")
+KEY_ID = _param("keyId", "API key id", "^key_[0-9a-f]{16}$")
+SEGMENT_KEY = _param("segmentKey", "Segment key (case-sensitive)", KEY_PATTERN)
+FLAG_KEY = _param("flagKey", "Flag key (case-sensitive)", KEY_PATTERN)
+METRICS_FLAG_KEY = _param("flagKey", "Flag key as evaluated (1 to 128 characters)")
+
+
+def _op(summary: str, responses: dict[str, Any], body: str | None = None) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "tags": ["admin"],
+        "summary": summary,
+        "security": _SECURITY,
+        "responses": responses,
+    }
+    if body:
+        operation["requestBody"] = _body(body)
+    return operation
+
+
+_PLAN = {"enum": ["free", "pro", "team", "enterprise"]}
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": 10**15}
+_NAME = {"type": "string", "minLength": 1, "maxLength": 200}
+_VALUE = {"type": "boolean", "default": True}
+
+
+def _list_of(schema: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["items"],
+        "properties": {"items": {"type": "array", "items": _ref(schema)}},
+    }
+
+
+ADMIN_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["status", "error", "message"],
+        "properties": {
+            "status": {"type": "integer"},
+            "error": {"type": "string"},
+            "message": {"type": "string"},
+        },
+    },
+    "Organization": {
+        "type": "object",
+        "required": ["id", "name", "plan", "monthlyEvaluationLimit"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^org_[0-9a-f]{16}$"},
+            "name": {"type": "string"},
+            "plan": _PLAN,
+            "monthlyEvaluationLimit": _LIMIT,
+        },
+    },
+    "OrganizationCreate": {
+        "type": "object",
+        "required": ["name", "plan"],
+        "description": "monthlyEvaluationLimit is required for enterprise; other plans take"
+        " their plan's limit (free 10000, pro 1000000, team 10000000).",
+        "properties": {
+            "name": _NAME,
+            "plan": _PLAN,
+            "monthlyEvaluationLimit": {"oneOf": [_LIMIT, {"type": "null"}]},
+        },
+    },
+    "OrganizationUpdate": {
+        "type": "object",
+        "properties": {
+            "plan": _PLAN,
+            "monthlyEvaluationLimit": {"oneOf": [_LIMIT, {"type": "null"}]},
+        },
+    },
+    "OrganizationList": _list_of("Organization"),
+    "Usage": {
+        "type": "object",
+        "required": ["month", "evaluations", "limit", "hardLimit", "overage", "blocked"],
+        "properties": {
+            "month": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"},
+            "evaluations": {"type": "integer", "minimum": 0},
+            "limit": _LIMIT,
+            "hardLimit": {"type": "integer", "minimum": 1},
+            "overage": {"type": "boolean", "description": "evaluations > limit"},
+            "blocked": {"type": "boolean", "description": "evaluations >= hardLimit"},
+        },
+    },
+    "Environment": {
+        "type": "object",
+        "required": ["id", "key", "name", "insightsEnabled"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^env_[0-9a-f]{16}$"},
+            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "name": {"type": "string"},
+            "insightsEnabled": {"type": "boolean"},
+        },
+    },
+    "EnvironmentCreate": {
+        "type": "object",
+        "required": ["key"],
+        "properties": {
+            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "name": {"oneOf": [_NAME, {"type": "null"}], "description": "Defaults to the key"},
+            "insightsEnabled": {"type": ["boolean", "null"], "default": False},
+        },
+    },
+    "EnvironmentUpdate": {
+        "type": "object",
+        "properties": {
+            "name": {"oneOf": [_NAME, {"type": "null"}]},
+            "insightsEnabled": {"type": ["boolean", "null"]},
+        },
+    },
+    "EnvironmentList": _list_of("Environment"),
+    "ApiKey": {
+        "type": "object",
+        "required": ["id", "name", "createdAt"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^key_[0-9a-f]{16}$"},
+            "name": {"type": "string"},
+            "createdAt": TIMESTAMP,
+        },
+    },
+    "NewApiKey": {
+        "type": "object",
+        "required": ["id", "name", "key", "createdAt"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^key_[0-9a-f]{16}$"},
+            "name": {"type": "string"},
+            "key": {
+                "type": "string",
+                "pattern": "^fsk_[A-Za-z0-9_-]{43}$",
+                "description": "The secret. Shown only in this answer; only its hash is kept.",
+            },
+            "createdAt": TIMESTAMP,
+        },
+    },
+    "ApiKeyCreate": {
+        "type": "object",
+        "properties": {"name": {"type": ["string", "null"], "maxLength": 200}},
+    },
+    "ApiKeyList": _list_of("ApiKey"),
+    "StaticRule": {
+        "type": "object",
+        "required": ["type"],
+        "properties": {"type": {"const": "STATIC"}, "value": _VALUE},
+    },
+    "SegmentRule": {
+        "type": "object",
+        "required": ["type", "segment"],
+        "properties": {
+            "type": {"const": "SEGMENT"},
+            "segment": {"type": "string", "pattern": KEY_PATTERN},
+            "value": _VALUE,
+        },
+    },
+    "PercentageRule": {
+        "type": "object",
+        "required": ["type", "percentage"],
+        "properties": {
+            "type": {"const": "PERCENTAGE"},
+            "percentage": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 100,
+                "description": "At most two decimals; matches when bucket < round(P * 100)",
+            },
+            "value": _VALUE,
+        },
+    },
+    "Rule": {
+        "oneOf": [_ref("StaticRule"), _ref("SegmentRule"), _ref("PercentageRule")],
+        "discriminator": {"propertyName": "type"},
+    },
+    "Flag": {
+        "type": "object",
+        "required": ["key", "enabled", "archived", "rules", "updatedAt"],
+        "properties": {
+            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "enabled": {"type": "boolean"},
+            "archived": {"type": "boolean"},
+            "rules": {"type": "array", "items": _ref("Rule")},
+            "updatedAt": TIMESTAMP,
+        },
+    },
+    "FlagPut": {
+        "type": "object",
+        "required": ["enabled", "rules"],
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "archived": {"type": ["boolean", "null"], "default": False},
+            "rules": {
+                "type": "array",
+                "maxItems": 100,
+                "items": _ref("Rule"),
+                "description": "Ordered; the first matching rule decides. A SEGMENT rule must"
+                " name a segment of the organization.",
+            },
+        },
+    },
+    "FlagList": _list_of("Flag"),
+    "Segment": {
+        "type": "object",
+        "required": ["key", "size", "updatedAt"],
+        "properties": {
+            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "size": {"type": "integer", "minimum": 0, "description": "Distinct identifiers"},
+            "updatedAt": TIMESTAMP,
+            "userIdentifiers": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Only in GET of one segment: the distinct identifiers, in the"
+                " order first given.",
+            },
+        },
+    },
+    "SegmentPut": {
+        "type": "object",
+        "required": ["userIdentifiers"],
+        "properties": {
+            "userIdentifiers": {
+                "type": "array",
+                "maxItems": 1_000_000,
+                "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+            }
+        },
+    },
+    "SegmentList": _list_of("Segment"),
+    "FlagMetrics": {
+        "type": "object",
+        "description": "The warehouse's flag_environment_metrics row, camelCase. Rates are"
+        " percentages 0..100; a rate with a zero denominator is null.",
+        "required": [
+            "organizationId",
+            "environmentId",
+            "environmentKey",
+            "flagKey",
+            "evaluations",
+            "feedbackCount",
+            "feedbackCoverage",
+            "successCount",
+            "failureCount",
+            "successRate",
+            "failureRate",
+            "avgLatencyMs",
+            "computedAt",
+        ],
+        "properties": {
+            "organizationId": {"type": "string"},
+            "environmentId": {"type": "string"},
+            "environmentKey": {"type": "string"},
+            "flagKey": {"type": "string"},
+            "evaluations": {"type": "integer", "minimum": 0},
+            "feedbackCount": {"type": "integer", "minimum": 0},
+            "feedbackCoverage": {"type": ["number", "null"]},
+            "successCount": {"type": "integer", "minimum": 0},
+            "failureCount": {"type": "integer", "minimum": 0},
+            "successRate": {"type": ["number", "null"]},
+            "failureRate": {"type": ["number", "null"]},
+            "avgLatencyMs": {"type": ["number", "null"]},
+            "computedAt": TIMESTAMP,
+        },
+    },
+}
+
+ADMIN_PATHS: dict[str, Any] = {
+    "/admin/v1/organizations": {
+        "get": _op(
+            "List organizations",
+            {"200": _ok("Every organization", "OrganizationList"), "401": _E401},
+        ),
+        "post": _op(
+            "Create an organization",
+            {"201": _ok("Created", "Organization"), **_BODY_ERRORS},
+            "OrganizationCreate",
+        ),
+    },
+    "/admin/v1/organizations/{orgId}": {
+        "parameters": [ORG_ID],
+        "get": _op(
+            "Read an organization",
+            {"200": _ok("The organization", "Organization"), "401": _E401, "404": _E404},
+        ),
+        "patch": _op(
+            "Change an organization's plan or custom limit",
+            {"200": _ok("Updated", "Organization"), **_BODY_ERRORS, "404": _E404},
+            "OrganizationUpdate",
+        ),
+    },
+    "/admin/v1/organizations/{orgId}/usage": {
+        "parameters": [ORG_ID],
+        "get": _op(
+            "Evaluations metered this UTC month",
+            {"200": _ok("Usage", "Usage"), "401": _E401, "404": _E404},
+        ),
+    },
+    "/admin/v1/organizations/{orgId}/environments": {
+        "parameters": [ORG_ID],
+        "get": _op(
+            "List an organization's environments",
+            {"200": _ok("Environments", "EnvironmentList"), "401": _E401, "404": _E404},
+        ),
+        "post": _op(
+            "Create an environment",
+            {"201": _ok("Created", "Environment"), **_BODY_ERRORS, "404": _E404, "409": _E409},
+            "EnvironmentCreate",
+        ),
+    },
+    "/admin/v1/organizations/{orgId}/segments": {
+        "parameters": [ORG_ID],
+        "get": _op(
+            "List an organization's segments (without identifiers)",
+            {"200": _ok("Segments", "SegmentList"), "401": _E401, "404": _E404},
+        ),
+    },
+    "/admin/v1/organizations/{orgId}/segments/{segmentKey}": {
+        "parameters": [ORG_ID, SEGMENT_KEY],
+        "get": _op(
+            "Read a segment with its identifiers",
+            {"200": _ok("The segment", "Segment"), "401": _E401, "404": _E404},
+        ),
+        "put": _op(
+            "Create or replace a segment",
+            {"200": _ok("Stored (without identifiers)", "Segment"), **_BODY_ERRORS, "404": _E404},
+            "SegmentPut",
+        ),
+        "delete": _op(
+            "Delete a segment",
+            {"204": _NO_CONTENT, "401": _E401, "404": _E404, "409": _E409},
+        ),
+    },
+    "/admin/v1/environments/{envId}": {
+        "parameters": [ENV_ID],
+        "get": _op(
+            "Read an environment",
+            {"200": _ok("The environment", "Environment"), "401": _E401, "404": _E404},
+        ),
+        "patch": _op(
+            "Rename an environment or switch insights",
+            {"200": _ok("Updated", "Environment"), **_BODY_ERRORS, "404": _E404},
+            "EnvironmentUpdate",
+        ),
+    },
+    "/admin/v1/environments/{envId}/api-keys": {
+        "parameters": [ENV_ID],
+        "get": _op(
+            "List an environment's keys (not revoked, without secrets)",
+            {"200": _ok("Keys", "ApiKeyList"), "401": _E401, "404": _E404},
+        ),
+        "post": _op(
+            "Create an API key; the secret is in this answer only",
+            {"201": _ok("Created", "NewApiKey"), **_BODY_ERRORS, "404": _E404},
+            "ApiKeyCreate",
+        ),
+    },
+    "/admin/v1/api-keys/{keyId}": {
+        "parameters": [KEY_ID],
+        "delete": _op(
+            "Revoke an API key (401 for it within one second)",
+            {"204": _NO_CONTENT, "401": _E401, "404": _E404},
+        ),
+    },
+    "/admin/v1/environments/{envId}/flags": {
+        "parameters": [ENV_ID],
+        "get": _op(
+            "List an environment's flags",
+            {"200": _ok("Flags", "FlagList"), "401": _E401, "404": _E404},
+        ),
+    },
+    "/admin/v1/environments/{envId}/flags/{flagKey}": {
+        "parameters": [ENV_ID, FLAG_KEY],
+        "get": _op("Read a flag", {"200": _ok("The flag", "Flag"), "401": _E401, "404": _E404}),
+        "put": _op(
+            "Create or replace a flag",
+            {
+                "200": _ok("Replaced", "Flag"),
+                "201": _ok("Created", "Flag"),
+                **_BODY_ERRORS,
+                "404": _E404,
+            },
+            "FlagPut",
+        ),
+        "delete": _op("Delete a flag", {"204": _NO_CONTENT, "401": _E401, "404": _E404}),
+    },
+    "/admin/v1/environments/{envId}/flags/{flagKey}/metrics": {
+        "parameters": [ENV_ID, METRICS_FLAG_KEY],
+        "get": _op(
+            "The flag environment's latest aggregated metrics",
+            {
+                "200": _ok("The warehouse row", "FlagMetrics"),
+                "400": _E400,
+                "401": _E401,
+                "404": _error("No such environment, or not aggregated yet"),
+            },
+        ),
+    },
+}
