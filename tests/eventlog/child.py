@@ -1,7 +1,8 @@
 """A worker-like child process for the durability tests (run as a script, never imported).
 
-``write WAL EVENTS TAG BATCH``: appends batches of evaluation events forever, writing the
-number of acknowledged batches to stdout after each append returns; the test SIGKILLs it.
+``write WAL EVENTS TAG BATCH PAUSE_MS``: appends batches of evaluation events forever, writing
+the number of acknowledged batches to stdout after each append returns, pausing between
+batches; the test SIGKILLs it.
 
 ``recover WAL EVENTS GO``: waits until the file GO exists (so several recoverers start
 together), then starts and closes a log, which seals every orphan segment.
@@ -27,12 +28,13 @@ def event(tag: str, batch: int, index: int) -> EvaluationEvent:
     )  # fmt: skip
 
 
-def write(wal: Path, events: str, tag: str, batch_size: int) -> None:
+def write(wal: Path, events: str, tag: str, batch_size: int, pause_s: float) -> None:
     log = SegmentedEventLog(wal, events, fsync_interval_s=0.05, seal_interval_s=0.2)
     log.start()
     for batch in count(1):
         log.append_evaluations([event(tag, batch, i) for i in range(batch_size)])
         os.write(1, f"{batch}\n".encode())
+        time.sleep(pause_s)
 
 
 def recover(wal: Path, events: str, go: Path) -> None:
@@ -47,6 +49,6 @@ def recover(wal: Path, events: str, go: Path) -> None:
 if __name__ == "__main__":
     mode, wal_dir, location, *rest = sys.argv[1:]
     if mode == "write":
-        write(Path(wal_dir), location, rest[0], int(rest[1]))
+        write(Path(wal_dir), location, rest[0], int(rest[1]), float(rest[2]) / 1000)
     else:
         recover(Path(wal_dir), location, Path(rest[0]))
