@@ -10,6 +10,7 @@ import falcon.asgi
 
 from api.jsonio import encode
 from api.openapi.admin import ADMIN_PATHS, ADMIN_SCHEMAS
+from api.openapi.ofrep import OFREP_PATHS, OFREP_SCHEMAS
 from api.openapi.public import PUBLIC_PATHS, PUBLIC_SCHEMAS, SECURITY_SCHEMES
 
 
@@ -22,9 +23,9 @@ def openapi_document() -> dict[str, Any]:
             "version": "1.0.0",
             "description": "Feature flag evaluation, outcome feedback and administration.",
         },
-        "paths": {**PUBLIC_PATHS, **ADMIN_PATHS},
+        "paths": {**PUBLIC_PATHS, **OFREP_PATHS, **ADMIN_PATHS},
         "components": {
-            "schemas": {**ADMIN_SCHEMAS, **PUBLIC_SCHEMAS},
+            "schemas": {**ADMIN_SCHEMAS, **PUBLIC_SCHEMAS, **OFREP_SCHEMAS},
             "securitySchemes": {
                 **SECURITY_SCHEMES,
                 "AdminToken": {"type": "http", "scheme": "bearer"},
