@@ -46,7 +46,9 @@ def write_lake(data_dir: Path, evaluations: int, feedback: int, files: int, tag:
             "organization_id": pa.array(np.full(n, "org_1")),
             "environment_id": pa.array(env),
             "flag_key": pa.array(flags),
-            "user_identifier": pa.array(np.char.add("user-", rng.integers(0, 100_000, n).astype(str))),
+            "user_identifier": pa.array(
+                np.char.add("user-", rng.integers(0, 100_000, n).astype(str))
+            ),
             "value": pa.array(value),
             "matched_rule_type": pa.array(np.where(value, "STATIC", None)),
             "error_type": pa.nulls(n, pa.string()),
@@ -64,11 +66,15 @@ def write_lake(data_dir: Path, evaluations: int, feedback: int, files: int, tag:
         {
             "schema_version": pa.array(np.ones(m, np.int16)),
             "evaluation_id": ids.take(pa.array(pick)),
-            "received_at": pa.array(at[pick] + rng.integers(0, 60_000_000, m), pa.timestamp("us", tz="UTC")),
+            "received_at": pa.array(
+                at[pick] + rng.integers(0, 60_000_000, m), pa.timestamp("us", tz="UTC")
+            ),
             "organization_id": pa.array(np.full(m, "org_1")),
             "environment_id": pa.array(env[pick]),
             "result": pa.array(rng.random(m) < 0.8),
-            "latency_ms": pa.array(np.where(rng.random(m) < 0.1, np.nan, latency), from_pandas=True),
+            "latency_ms": pa.array(
+                np.where(rng.random(m) < 0.1, np.nan, latency), from_pandas=True
+            ),
             "error_type": pa.nulls(m, pa.string()),
             "api_key_id": pa.array(np.full(m, "key_1")),
         },
