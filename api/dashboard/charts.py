@@ -1,0 +1,120 @@
+"""Small server-rendered SVG charts: daily series as columns, with an optional guide line.
+
+Server-rendered so pages need no JavaScript and no charting library; the markup uses
+presentation attributes and CSS classes only (no inline ``style``), which the dashboard's CSP
+allows. Each chart has a ``<title>``/``<desc>`` for assistive technology, and the page shows
+the same figures in a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+from markupsafe import Markup
+
+WIDTH = 640
+HEIGHT = 200
+MARGIN_LEFT = 56
+MARGIN_RIGHT = 12
+MARGIN_TOP = 12
+MARGIN_BOTTOM = 36
+
+
+@dataclass(frozen=True)
+class Point:
+    """One day: its label (``YYYY-MM-DD``) and value (None: no figure that day)."""
+
+    label: str
+    value: float | None
+
+
+def _nice_ceiling(value: float) -> float:
+    """The smallest 1, 2 or 5 times a power of ten that is at least ``value``."""
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** (len(str(int(value))) - 1) if value >= 1 else 1
+    for step in (1, 2, 5, 10):
+        if value <= step * magnitude:
+            return float(step * magnitude)
+    return float(10 * magnitude)
+
+
+def _tick(value: float, unit: str) -> str:
+    text = f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
+    return f"{text}{unit}"
+
+
+def column_chart(
+    points: Sequence[Point],
+    *,
+    title: str,
+    unit: str = "",
+    y_max: float | None = None,
+    guide: float | None = None,
+    guide_label: str = "",
+) -> Markup:
+    """An SVG column chart of ``points``; ``guide`` draws a dashed horizontal line (e.g. 80 %)."""
+    values = [p.value for p in points if p.value is not None]
+    top = y_max if y_max is not None else _nice_ceiling(max(values, default=0.0))
+    plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
+    plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+
+    def y_of(value: float) -> float:
+        return MARGIN_TOP + plot_h - (min(value, top) / top) * plot_h
+
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-labelledby="{_id(title)}-t {_id(title)}-d" xmlns="http://www.w3.org/2000/svg">',
+        f'<title id="{_id(title)}-t">{escape(title)}</title>',
+        f'<desc id="{_id(title)}-d">{escape(_describe(points, unit))}</desc>',
+    ]
+    for fraction in (0.0, 0.5, 1.0):
+        y = y_of(top * fraction)
+        parts.append(
+            f'<line class="grid" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" '
+            f'y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text class="axis" x="{MARGIN_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{escape(_tick(top * fraction, unit))}</text>"
+        )
+    slot = plot_w / max(len(points), 1)
+    bar_w = max(min(slot * 0.7, 48.0), 2.0)
+    label_every = max(1, len(points) // 8)
+    for index, point in enumerate(points):
+        x = MARGIN_LEFT + slot * index + (slot - bar_w) / 2
+        if point.value is not None:
+            y = y_of(point.value)
+            parts.append(
+                f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" '
+                f'height="{MARGIN_TOP + plot_h - y:.1f}"><title>{escape(point.label)}: '
+                f"{escape(_tick(point.value, unit))}</title></rect>"
+            )
+        if index % label_every == 0:
+            parts.append(
+                f'<text class="axis" x="{x + bar_w / 2:.1f}" y="{HEIGHT - MARGIN_BOTTOM + 16}" '
+                f'text-anchor="middle">{escape(point.label[5:] or point.label)}</text>'
+            )
+    if guide is not None and guide <= top:
+        y = y_of(guide)
+        parts.append(
+            f'<line class="guide" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" '
+            f'y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text class="guide-label" x="{WIDTH - MARGIN_RIGHT}" y="{y - 4:.1f}" '
+            f'text-anchor="end">{escape(guide_label)}</text>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _id(title: str) -> str:
+    return "chart-" + "".join(c if c.isalnum() else "-" for c in title.lower())
+
+
+def _describe(points: Sequence[Point], unit: str) -> str:
+    if not points:
+        return "No data."
+    days = ", ".join(
+        f"{p.label}: {'no figure' if p.value is None else _tick(p.value, unit)}" for p in points
+    )
+    return f"{len(points)} days. {days}."

@@ -1,0 +1,57 @@
+"""``add_dashboard_routes(app, services)``: every ``/dashboard`` page and action.
+
+``ROUTES`` is the one list of them; the tests walk it to check that each route refuses a
+request without a session, and each form one without its CSRF token.
+"""
+
+from __future__ import annotations
+
+import falcon.asgi
+
+from api.admin.auth import AdminAuth
+from api.dashboard.api_keys import ApiKeysPage, RevokeApiKeyAction
+from api.dashboard.auth_pages import HomePage, SignInPage, SignOutAction
+from api.dashboard.base import PREFIX, Dashboard, Page
+from api.dashboard.flags import FlagEditorPage, FlagsPage, FlagToggleAction
+from api.dashboard.insights import InsightsPage
+from api.dashboard.organizations import InsightsSwitchAction, OrganizationPage, OrganizationsPage
+from api.dashboard.rendering import Renderer
+from api.dashboard.segments import DeleteSegmentAction, SegmentsPage
+from api.dashboard.sessions import SessionSigner
+from api.dashboard.static_files import StaticFile
+from api.dashboard.usage import UsagePage
+from api.services import Services
+
+PUBLIC_ROUTES: dict[str, type[Page]] = {"/sign-in": SignInPage}
+"""Routes that answer without a session (the static files are added besides)."""
+
+ROUTES: dict[str, type[Page]] = {
+    "": HomePage,
+    "/sign-out": SignOutAction,
+    "/organizations": OrganizationsPage,
+    "/organizations/{org_id}": OrganizationPage,
+    "/organizations/{org_id}/usage": UsagePage,
+    "/organizations/{org_id}/segments": SegmentsPage,
+    "/organizations/{org_id}/segments/{segment_key}/delete": DeleteSegmentAction,
+    "/environments/{env_id}/insights": InsightsSwitchAction,
+    "/environments/{env_id}/api-keys": ApiKeysPage,
+    "/api-keys/{key_id}/revoke": RevokeApiKeyAction,
+    "/environments/{env_id}/flags": FlagsPage,
+    "/environments/{env_id}/flags/{flag_key}": FlagEditorPage,
+    "/environments/{env_id}/flags/{flag_key}/toggle": FlagToggleAction,
+    "/environments/{env_id}/flags/{flag_key}/insights": InsightsPage,
+}
+"""Every route that needs a session (and, for POST, the session's CSRF token)."""
+
+
+def build_dashboard(services: Services) -> Dashboard:
+    auth = AdminAuth(services.settings, services.store)
+    signer = SessionSigner(services.store.signing_key(), auth.expected_hash, services.clock)
+    return Dashboard(services=services, auth=auth, signer=signer, renderer=Renderer())
+
+
+def add_dashboard_routes(app: falcon.asgi.App, services: Services) -> None:
+    dashboard = build_dashboard(services)
+    for path, page in {**PUBLIC_ROUTES, **ROUTES}.items():
+        app.add_route(PREFIX + path, page(dashboard))
+    app.add_route(f"{PREFIX}/static/{{name}}", StaticFile())

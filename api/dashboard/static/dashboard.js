@@ -1,0 +1,81 @@
+// flagsight dashboard: progressive enhancement only. Every page works without this file.
+// 1. A copy button beside a newly created API key.
+// 2. Moving and removing rules in the flag editor without a round trip (the form still
+//    posts the whole draft; rows repeat their field names, so order is document order).
+"use strict";
+
+function enableCopyButtons() {
+  document.querySelectorAll("[data-copy-target]").forEach(function (button) {
+    var source = document.getElementById(button.getAttribute("data-copy-target"));
+    var status = button.parentElement.querySelector(".copy-status");
+    if (!source) { return; }
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      source.select();
+      var done = function () { if (status) { status.textContent = "Copied"; } };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(source.value).then(done, function () {
+          document.execCommand("copy"); done();
+        });
+      } else {
+        document.execCommand("copy"); done();
+      }
+    });
+  });
+}
+
+function renumberRules(list) {
+  var rows = list.querySelectorAll("[data-rule]");
+  rows.forEach(function (row, index) {
+    row.querySelectorAll("[data-move]").forEach(function (button) {
+      var verb = button.getAttribute("data-move");
+      button.value = verb + ":" + index;
+      var label = button.querySelector(".visually-hidden");
+      if (label) { label.textContent = " rule " + (index + 1); }
+      if (verb === "up") { button.disabled = index === 0; }
+      if (verb === "down") { button.disabled = index === rows.length - 1; }
+    });
+  });
+}
+
+function markDraft(form) {
+  var status = document.querySelector("[data-draft-status]");
+  if (status) { status.hidden = false; }
+}
+
+function enableRuleEditor() {
+  var form = document.querySelector("[data-rule-editor]");
+  if (!form) { return; }
+  var list = form.querySelector("[data-rules]");
+  form.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-move]");
+    if (!button || !list.contains(button)) { return; }
+    event.preventDefault();
+    var row = button.closest("[data-rule]");
+    var verb = button.getAttribute("data-move");
+    var focusTarget = null;
+    if (verb === "up" && row.previousElementSibling) {
+      list.insertBefore(row, row.previousElementSibling);
+      focusTarget = row.querySelector('[data-move="up"]');
+    } else if (verb === "down" && row.nextElementSibling) {
+      list.insertBefore(row.nextElementSibling, row);
+      focusTarget = row.querySelector('[data-move="down"]');
+    } else if (verb === "remove") {
+      var next = row.nextElementSibling || row.previousElementSibling;
+      row.remove();
+      focusTarget = next ? next.querySelector('[data-move="remove"]') : form.querySelector(".add-rules button");
+    }
+    renumberRules(list);
+    markDraft(form);
+    if (focusTarget && focusTarget.disabled) {
+      focusTarget = row.querySelector('[data-move="remove"]');
+    }
+    if (focusTarget) { focusTarget.focus(); }
+  });
+  form.addEventListener("change", function () { markDraft(form); });
+}
+
+document.addEventListener("DOMContentLoaded", function () {
+  enableCopyButtons();
+  enableRuleEditor();
+});
