@@ -95,14 +95,24 @@ def _fsync_file(path: str) -> None:
         os.close(fd)
 
 
-def read_segment(path: Path, on_invalid: Callable[[InvalidFrame], None]) -> dict[str, list]:
-    """Events of every complete, valid frame of a segment, by type, in frame order.
+_ROW_TYPES = {event_type: pa.struct(list(SCHEMAS[event_type])[1:]) for event_type in EVENT_TYPES}
+"""Each schema minus ``schema_version``: the fields of the event tuples, in order."""
+
+
+def read_segment(
+    path: Path, on_invalid: Callable[[InvalidFrame], None]
+) -> dict[str, list[pa.StructArray]]:
+    """Events of every complete, valid frame of a segment, by type, one chunk per frame.
+
+    Frames become Arrow arrays one by one, so the Python objects of a frame die young:
+    accumulating every event as Python tuples first made the garbage collector dominate
+    (4-8x slower on a 200k-event segment).
 
     A crc-valid frame that does not fit its schema was appended by a buggy caller; it is
     reported and skipped so one bad batch cannot block its segment (and every event in it)
     from ever being sealed.
     """
-    events: dict[str, list] = {event_type: [] for event_type in EVENT_TYPES}
+    chunks: dict[str, list[pa.StructArray]] = {event_type: [] for event_type in EVENT_TYPES}
     with open(path, "rb") as stream:
         for payload in iter_payloads(stream):
             try:
@@ -110,20 +120,17 @@ def read_segment(path: Path, on_invalid: Callable[[InvalidFrame], None]) -> dict
             except InvalidFrame as exc:
                 on_invalid(exc)
                 continue
-            events[batch.event_type].extend(batch.events)
-    return events
+            if batch.events:
+                chunk = pa.array(batch.events, type=_ROW_TYPES[batch.event_type])
+                chunks[batch.event_type].append(chunk)
+    return chunks
 
 
-def build_table(event_type: str, events: list) -> pa.Table:
-    """The (non-empty) events as a table of exactly ``SCHEMAS[event_type]``."""
-    schema = SCHEMAS[event_type]
-    version = pa.array(np.full(len(events), SCHEMA_VERSION, dtype=np.int16))
-    columns = list(zip(*events, strict=True))
-    arrays = [version] + [
-        pa.array(column, type=field.type)
-        for column, field in zip(columns, list(schema)[1:], strict=True)
-    ]
-    return pa.Table.from_arrays(arrays, schema=schema)
+def build_table(event_type: str, chunks: list[pa.StructArray]) -> pa.Table:
+    """Frame chunks as one contiguous table of exactly ``SCHEMAS[event_type]``."""
+    rows = pa.chunked_array(chunks, type=_ROW_TYPES[event_type]).combine_chunks()
+    version = pa.array(np.full(len(rows), SCHEMA_VERSION, dtype=np.int16))
+    return pa.Table.from_arrays([version, *rows.flatten()], schema=SCHEMAS[event_type])
 
 
 def split_by_date(table: pa.Table) -> list[tuple[str, pa.Table]]:
@@ -151,10 +158,10 @@ def seal_segment(
     stem = path.name.removesuffix(".wal")
     by_type = read_segment(path, on_invalid or _log_invalid)
     sealed = []
-    for event_type, events in by_type.items():
-        if not events:
+    for event_type, chunks in by_type.items():
+        if not chunks:
             continue
-        for date, table in split_by_date(build_table(event_type, events)):
+        for date, table in split_by_date(build_table(event_type, chunks)):
             target = sink.publish(table, event_type, date, stem)
             sealed.append(SealedFile(event_type, date, target, table.num_rows))
     return sealed

@@ -8,7 +8,7 @@ Background threads (started in the worker, after fork):
 
 * the syncer fsyncs the active segment every ``fsync_interval_s`` (the machine-crash bound);
 * the sealer rotates the active segment once it has held events for ``ROTATE_FRACTION`` of
-  ``seal_interval_s``, seals closed segments into Parquet and deletes them, and seals orphans:
+  ``seal_interval_s`` (or has grown past ``MAX_SEGMENT_BYTES``), seals closed segments into Parquet and deletes them, and seals orphans:
   segments left behind by killed processes, recognised by their free ``flock``.
 
 Timing: an event waits at most ``ROTATE_FRACTION × seal_interval_s`` for rotation plus one
@@ -44,6 +44,8 @@ log = logging.getLogger("flagsight.eventlog")
 ROTATE_FRACTION = 0.7
 TICK_FRACTION = 0.1
 MAX_TICK_S = 0.5
+MAX_SEGMENT_BYTES = 32 * 1024 * 1024
+"""Rotate early past this size: bounds the memory and time of sealing one segment."""
 WARNING_INTERVAL_S = 10.0
 """At most one warning per kind per this many seconds: a full disk must not flood the logs."""
 
@@ -237,10 +239,10 @@ class SegmentedEventLog:
         with self._lock:
             active = self._active
             started = active.first_write_at if active is not None else None
+            size = active.written if active is not None else 0
         due = started is not None and time.monotonic() - started >= self._rotate_after_s
-        if active is not None and not due:
-            return
-        self.rotate()
+        if active is None or due or size >= MAX_SEGMENT_BYTES:
+            self.rotate()
 
     def rotate(self) -> None:
         """Switch appends to a fresh segment; the old one waits to be sealed.
