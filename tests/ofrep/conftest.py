@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import falcon.testing
 import pytest
@@ -16,7 +15,7 @@ from api.resources.ofrep import add_ofrep_routes
 from api.services import Services
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, requests_caller, testclient_caller
-from tests.support.server import REPO, GunicornServer
+from tests.support.server import GunicornServer
 
 
 @pytest.fixture
@@ -56,22 +55,24 @@ def _serves_ofrep(server: GunicornServer) -> bool:
     )
 
 
-@pytest.fixture
-def ofrep_server(tmp_path: Path) -> Iterator[GunicornServer]:
+@pytest.fixture(scope="module")
+def ofrep_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornServer]:
     """The real ``flagsight serve`` when ``api/app.py`` wires OFREP; until then the same
-    command loading ``tests.ofrep.asgi_app``, which adds the routes."""
-    server = GunicornServer(tmp_path / "data", admin_token=ADMIN_TOKEN).start()
-    if not _serves_ofrep(server):
-        server.stop()
-        server = OfrepGunicornServer(tmp_path / "data", admin_token=ADMIN_TOKEN).start()
+    command loading ``tests.ofrep.asgi_app``, which adds the routes. One per test module:
+    each test makes its own tenant."""
+    base = tmp_path_factory.mktemp("ofrep")
+    probe = GunicornServer(base / "probe", admin_token=ADMIN_TOKEN).start()
+    wired = _serves_ofrep(probe)
+    probe.kill()
+    server_class = GunicornServer if wired else OfrepGunicornServer
+    server = server_class(base / "data", admin_token=ADMIN_TOKEN).start()
     assert _serves_ofrep(server), server.log_path.read_text()[-3000:]
     yield server
-    server.stop()
+    # SIGKILL: a graceful stop waits out gunicorn's graceful_timeout (20 s) for the providers'
+    # keep-alive connections, and nothing here depends on a clean shutdown.
+    server.kill()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ofrep_server_admin(ofrep_server: GunicornServer) -> Admin:
     return Admin(requests_caller(ofrep_server.url), ADMIN_TOKEN)
-
-
-JS_PROJECT = REPO / "tests" / "ofrep" / "js"
