@@ -125,8 +125,8 @@ class SegmentedEventLog:
             if self._state != _NEW:
                 raise RuntimeError(f"event log cannot start when {self._state}")
             self._state = _RUNNING
-        self.wal_dir.mkdir(parents=True, exist_ok=True)
-        try:
+        try:  # a disk that refuses writes must not stop the worker: evaluate still answers
+            self.wal_dir.mkdir(parents=True, exist_ok=True)
             fresh = create_segment(self.wal_dir, self._namer)
         except OSError as exc:
             self._failure("event_log_open_failed", "cannot open a log segment", exc)
