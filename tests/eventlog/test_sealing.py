@@ -110,3 +110,22 @@ def test_big_segments_are_split_into_bounded_row_groups(tmp_path):
     [sealed] = seal_segment(segment, ParquetSink(str(tmp_path / "events"), row_group_rows=16))
     assert pq.ParquetFile(sealed.path).metadata.num_row_groups == 4
     assert sealed.rows == 50
+
+
+def test_rows_keep_append_order_across_frames_types_and_chunks(tmp_path):
+    # 20,000 one-event and bulk frames of both types interleaved: several Arrow chunks each.
+    frames, expected = [], {EVALUATION: [], FEEDBACK: []}
+    for n in range(0, 20_000, 1000):
+        event_type, make = (EVALUATION, evaluation) if n % 3000 else (FEEDBACK, feedback)
+        batches = [[make(n)], [make(i) for i in range(n + 1, n + 1000)]]
+        for batch in batches:
+            frames.append(bytes(encode_frame(TYPE_CODES[event_type], batch)))
+            expected[event_type] += [e.evaluation_id for e in batch]
+    segment = _write_segment(tmp_path / "wal", frames)
+    sealed = seal_segment(segment, ParquetSink(str(tmp_path / "events")))
+    for item in sealed:
+        assert (
+            pq.read_table(item.path).column("evaluation_id").to_pylist()
+            == expected[item.event_type]
+        )
+    assert sorted(item.event_type for item in sealed) == [EVALUATION, FEEDBACK]
