@@ -36,7 +36,9 @@ def cmd_init(settings: Settings, args: argparse.Namespace) -> int:
     if args.no_demo:
         return 0
     seed = seed_demo(store, rotate_key=args.rotate_demo_key)
-    print(f"Demo organization {seed.organization_id}, environment 'production' ({seed.environment_id})")
+    print(
+        f"Demo organization {seed.organization_id}, environment 'production' ({seed.environment_id})"
+    )
     if seed.api_key:
         print(f"Demo API key (shown once): {seed.api_key}")
     return 0
@@ -46,7 +48,9 @@ def cmd_admin_token(settings: Settings, args: argparse.Namespace) -> int:
     from api.admin.auth import rotate_admin_token
 
     if settings.admin_token:
-        print("FLAGSIGHT_ADMIN_TOKEN is set; it is the admin token. Change it there.", file=sys.stderr)
+        print(
+            "FLAGSIGHT_ADMIN_TOKEN is set; it is the admin token. Change it there.", file=sys.stderr
+        )
         return 1
     token = rotate_admin_token(_open_store(settings))
     print(f"New admin token (shown once; the old one no longer works): {token}")
@@ -96,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     init = sub.add_parser("init", help="create the data directory, admin token and demo data")
     init.add_argument("--no-demo", action="store_true", help="do not seed the demo organization")
-    init.add_argument("--rotate-demo-key", action="store_true", help="revoke the demo key and print a new one")
+    init.add_argument(
+        "--rotate-demo-key", action="store_true", help="revoke the demo key and print a new one"
+    )
     init.set_defaults(func=cmd_init)
 
     serve = sub.add_parser("serve", help="run the API and dashboard under gunicorn")
@@ -114,12 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--url", default="http://127.0.0.1:8000")
     demo.add_argument("--api-key")
     demo.add_argument("--rate", type=float, default=20.0, help="evaluations per second")
-    demo.add_argument("--duration", type=float, default=None, help="seconds (default: until stopped)")
+    demo.add_argument(
+        "--duration", type=float, default=None, help="seconds (default: until stopped)"
+    )
     demo.set_defaults(func=cmd_demo)
 
     token = sub.add_parser("admin-token", help="manage the admin token")
     token_sub = token.add_subparsers(dest="token_command", required=True)
-    rotate = token_sub.add_parser("rotate", help="make a new admin token; the old one stops working")
+    rotate = token_sub.add_parser(
+        "rotate", help="make a new admin token; the old one stops working"
+    )
     rotate.set_defaults(func=cmd_admin_token)
     return parser
 

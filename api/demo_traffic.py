@@ -20,7 +20,12 @@ FEEDBACK_SHARE = 0.85  # not every evaluation reports back: coverage below 100 %
 
 
 def run_demo_traffic(
-    base_url: str, api_key: str, *, rate: float = 20.0, duration_s: float | None = None, seed: int | None = None
+    base_url: str,
+    api_key: str,
+    *,
+    rate: float = 20.0,
+    duration_s: float | None = None,
+    seed: int | None = None,
 ) -> int:
     """Send traffic until ``duration_s`` passes (or forever); returns evaluations sent."""
     rng = random.Random(seed)
@@ -34,13 +39,19 @@ def run_demo_traffic(
         user = f"user-{rng.randrange(5000)}"
         try:
             answer = session.post(
-                f"{base_url}/v1/evaluate", json={"flagKey": flag, "userIdentifier": user, "sdk": "flagsight-demo"}, timeout=2
+                f"{base_url}/v1/evaluate",
+                json={"flagKey": flag, "userIdentifier": user, "sdk": "flagsight-demo"},
+                timeout=2,
             ).json()
             sent += 1
             if rng.random() < FEEDBACK_SHARE:
                 success = rng.random() < SUCCESS_PROBABILITY.get((flag, answer["value"]), 0.97)
                 pending.append(
-                    {"evaluationId": answer["evaluationId"], "result": success, "latencyMs": round(rng.uniform(40, 900), 1)}
+                    {
+                        "evaluationId": answer["evaluationId"],
+                        "result": success,
+                        "latencyMs": round(rng.uniform(40, 900), 1),
+                    }
                 )
             if pending and (len(pending) >= 500 or time.monotonic() - last_flush > 1):
                 session.post(f"{base_url}/v1/feedback/bulk", json={"feedbacks": pending}, timeout=5)

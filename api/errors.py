@@ -35,7 +35,9 @@ class ApiError(falcon.HTTPError):
     """An error with the contract's body; ``message`` names what is wrong."""
 
     def __init__(self, status: int, message: str | None = None, *, headers: Any = None):
-        super().__init__(status, description=message or _DEFAULT_MESSAGES.get(status), headers=headers)
+        super().__init__(
+            status, description=message or _DEFAULT_MESSAGES.get(status), headers=headers
+        )
 
     def to_dict(self, obj_type: type = dict) -> dict[str, Any]:
         return error_body(self.status_code, self.description)
@@ -81,11 +83,16 @@ class ServiceUnavailable(ApiError):
         super().__init__(503, message, headers={"Retry-After": str(retry_after_s)})
 
 
+def reason_phrase(status: int) -> str:
+    """The reason phrase of the status line falcon sends (RFC 9110 wording)."""
+    return falcon.code_to_http_status(status).split(" ", 1)[1]
+
+
 def error_body(status: int, message: str | None) -> dict[str, Any]:
-    """The contract's error body for ``status``."""
+    """The contract's error body for ``status``: the same phrase as the status line."""
     return {
         "status": status,
-        "error": HTTPStatus(status).phrase,
+        "error": reason_phrase(status),
         "message": message or _DEFAULT_MESSAGES.get(status, HTTPStatus(status).description),
     }
 

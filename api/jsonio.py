@@ -23,7 +23,9 @@ def _is_json(content_type: str | None) -> bool:
     if not content_type:
         return False
     media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 async def read_json(req: falcon.asgi.Request, limit: int) -> Any:
@@ -54,7 +56,9 @@ def require_object(body: Any, where: str = "body") -> dict[str, Any]:
     return body
 
 
-def require_str(obj: dict[str, Any], name: str, *, min_len: int = 1, max_len: int, where: str = "") -> str:
+def require_str(
+    obj: dict[str, Any], name: str, *, min_len: int = 1, max_len: int, where: str = ""
+) -> str:
     value = obj.get(name)
     label = f"{where}{name}"
     if value is None:
@@ -85,7 +89,9 @@ def require_bool(obj: dict[str, Any], name: str, *, where: str = "") -> bool:
     return value
 
 
-def optional_bool(obj: dict[str, Any], name: str, default: bool | None = None, *, where: str = "") -> bool | None:
+def optional_bool(
+    obj: dict[str, Any], name: str, default: bool | None = None, *, where: str = ""
+) -> bool | None:
     value = obj.get(name, default)
     if value is not None and not isinstance(value, bool):
         raise BadRequest(f"Field '{where}{name}' must be a boolean")
@@ -96,7 +102,12 @@ def optional_nonnegative_number(obj: dict[str, Any], name: str, *, where: str = 
     value = obj.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise BadRequest(f"Field '{where}{name}' must be a finite number >= 0 or null")
     return float(value)
 
@@ -108,5 +119,7 @@ def require_list(obj: dict[str, Any], name: str, *, max_items: int, where: str =
     if not isinstance(value, list):
         raise BadRequest(f"Field '{where}{name}' must be an array")
     if len(value) > max_items:
-        raise BadRequest(f"Field '{where}{name}' has {len(value)} items; at most {max_items} are allowed")
+        raise BadRequest(
+            f"Field '{where}{name}' has {len(value)} items; at most {max_items} are allowed"
+        )
     return value

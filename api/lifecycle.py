@@ -21,7 +21,9 @@ class Housekeeping:
     def __init__(self, services: Services):
         self._services = services
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="flagsight-housekeeping", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="flagsight-housekeeping", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()

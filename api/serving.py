@@ -56,7 +56,9 @@ class EvaluationServer:
             results.extend([PLAN_LIMIT_EXCEEDED] * (len(users) - granted))
             s.metrics.plan_limit_refusals.inc(len(users) - granted)
         ids = s.ids.issue_many(environment.id, len(users))
-        self._record(key, environment, flag_key, users, results, ids, int(now * 1_000_000), sdk, source)
+        self._record(
+            key, environment, flag_key, users, results, ids, int(now * 1_000_000), sdk, source
+        )
         return Served(users, results, ids)
 
     def _meter(self, organization_id: str, now: float, requested: int) -> int:

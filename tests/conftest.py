@@ -22,7 +22,12 @@ ADMIN_TOKEN = "test-admin-token-0123456789"
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", admin_token=ADMIN_TOKEN, seal_interval_s=1.0, config_poll_interval_s=0.1)
+    return Settings(
+        data_dir=tmp_path / "data",
+        admin_token=ADMIN_TOKEN,
+        seal_interval_s=1.0,
+        config_poll_interval_s=0.1,
+    )
 
 
 @pytest.fixture

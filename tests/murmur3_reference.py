@@ -24,7 +24,7 @@ def murmur3_x86_32(data: bytes, seed: int = 0) -> int:
         h = (_rotl(h, 13) * 5 + 0xE6546B64) & _MASK
     tail = data[4 * blocks :]
     k = 0
-    for shift, byte in zip((0, 8, 16), tail):
+    for shift, byte in zip((0, 8, 16), tail, strict=False):
         k |= byte << shift
     if tail:
         k = _rotl((k * c1) & _MASK, 15)

@@ -44,7 +44,9 @@ def flag_state_result(flag: Flag | None) -> Result | None:
     return None
 
 
-def rule_matches(rule: Rule, flag_key: str, user: str, segments: Mapping[str, Container[str]]) -> bool:
+def rule_matches(
+    rule: Rule, flag_key: str, user: str, segments: Mapping[str, Container[str]]
+) -> bool:
     if isinstance(rule, StaticRule):
         return True
     if isinstance(rule, SegmentRule):

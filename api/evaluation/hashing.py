@@ -13,7 +13,9 @@ BUCKETS = 10_000
 
 def bucket(flag_key: str, user_identifier: str) -> int:
     """The user's bucket for this flag, in ``0..9999``."""
-    return mmh3.hash(f"{flag_key}:{user_identifier}", 0, False) % BUCKETS
+    # Bytes, not str: mmh3 crashes the interpreter on a str holding a lone surrogate.
+    data = f"{flag_key}:{user_identifier}".encode("utf-8", "surrogatepass")
+    return mmh3.hash(data, 0, False) % BUCKETS
 
 
 def threshold(percentage: float) -> int:

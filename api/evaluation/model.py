@@ -119,5 +119,9 @@ def rule_to_json(rule: Rule) -> dict[str, Any]:
         return {"type": "STATIC", "value": rule.value}
     if isinstance(rule, SegmentRule):
         return {"type": "SEGMENT", "segment": rule.segment, "value": rule.value}
-    pct = rule.percentage
-    return {"type": "PERCENTAGE", "percentage": int(pct) if pct.is_integer() else pct, "value": rule.value}
+    pct = float(rule.percentage)
+    return {
+        "type": "PERCENTAGE",
+        "percentage": int(pct) if pct.is_integer() else pct,
+        "value": rule.value,
+    }

@@ -1,7 +1,10 @@
-"""The event log: every evaluation and feedback event, appended durably, sealed into Parquet."""
+"""The event log: every evaluation and feedback event, appended durably, sealed into Parquet.
+
+``read_events`` (which needs ``pyarrow.dataset``) is imported from ``api.eventlog.reading`` by
+the tools that read the lake, so API workers do not pay for it.
+"""
 
 from api.eventlog.log import EventLog, EventLogUnavailable
-from api.eventlog.reading import read_events
 from api.eventlog.segmented import SegmentedEventLog
 
-__all__ = ["EventLog", "EventLogUnavailable", "SegmentedEventLog", "read_events"]
+__all__ = ["EventLog", "EventLogUnavailable", "SegmentedEventLog"]

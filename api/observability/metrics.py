@@ -56,7 +56,10 @@ class Metrics:
             "flagsight_event_log_errors", "Failed writes to the event log", registry=r
         )
         self.files_sealed = Counter(
-            "flagsight_event_files_sealed", "Parquet files sealed from the log", ["type"], registry=r
+            "flagsight_event_files_sealed",
+            "Parquet files sealed from the log",
+            ["type"],
+            registry=r,
         )
         self.plan_limit_refusals = Counter(
             "flagsight_plan_limit_refusals", "Evaluations refused at the hard threshold", registry=r

@@ -138,22 +138,40 @@ PUBLIC_PATHS: dict[str, Any] = {
     "/v1/evaluate": _post(
         "Evaluate one flag for one user",
         "EvaluateRequest",
-        {"200": {"description": "The evaluation", **_json(_ref("EvaluateResponse"))}, **_COMMON_ERRORS},
+        {
+            "200": {"description": "The evaluation", **_json(_ref("EvaluateResponse"))},
+            **_COMMON_ERRORS,
+        },
         "evaluation",
     ),
     "/v1/evaluate/bulk": _post(
         "Evaluate one flag for many users (at most 10,000)",
         "BulkEvaluateRequest",
-        {"200": {"description": "One entry per distinct user", **_json(_ref("BulkEvaluateResponse"))}, **_COMMON_ERRORS},
+        {
+            "200": {
+                "description": "One entry per distinct user",
+                **_json(_ref("BulkEvaluateResponse")),
+            },
+            **_COMMON_ERRORS,
+        },
         "evaluation",
     ),
     "/v1/feedback/report": _post(
         "Report the outcome of one evaluation (beta)", "FeedbackEvent", _FEEDBACK_ERRORS, "feedback"
     ),
     "/v1/feedback/bulk": _post(
-        "Report up to 500 outcomes at once (beta)", "BulkFeedbackRequest", _FEEDBACK_ERRORS, "feedback"
+        "Report up to 500 outcomes at once (beta)",
+        "BulkFeedbackRequest",
+        _FEEDBACK_ERRORS,
+        "feedback",
     ),
-    "/healthz": {"get": {"summary": "Liveness", "tags": ["operations"], "responses": {"200": {"description": "Alive", **_json({"type": "object"})}}}},
+    "/healthz": {
+        "get": {
+            "summary": "Liveness",
+            "tags": ["operations"],
+            "responses": {"200": {"description": "Alive", **_json({"type": "object"})}},
+        }
+    },
     "/readyz": {
         "get": {
             "summary": "Readiness",
@@ -168,7 +186,12 @@ PUBLIC_PATHS: dict[str, Any] = {
         "get": {
             "summary": "Prometheus metrics",
             "tags": ["operations"],
-            "responses": {"200": {"description": "Exposition text", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            "responses": {
+                "200": {
+                    "description": "Exposition text",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
         }
     },
 }

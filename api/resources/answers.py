@@ -22,7 +22,9 @@ def response_object(result: Result, evaluation_id: str) -> dict[str, object]:
         error = {"type": str(result.error_type), "message": ERROR_MESSAGES[result.error_type]}
     return {
         "value": result.value,
-        "matchedRuleType": None if result.matched_rule_type is None else str(result.matched_rule_type),
+        "matchedRuleType": None
+        if result.matched_rule_type is None
+        else str(result.matched_rule_type),
         "error": error,
         "evaluationId": evaluation_id,
     }

@@ -12,8 +12,8 @@ from api.errors import BadRequest, Unauthorized
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
 from api.jsonio import optional_str, read_json, require_list, require_object, require_str
 from api.resources.answers import encode_bulk_response, encode_response
-from api.serving import EvaluationServer
 from api.services import Services
+from api.serving import EvaluationServer
 
 FLAG_KEY_MAX = 128
 USER_IDENTIFIER_MAX = 1024
@@ -42,7 +42,9 @@ class EvaluateResource:
         user = require_str(body, "userIdentifier", max_len=USER_IDENTIFIER_MAX)
         sdk = optional_str(body, "sdk", max_len=SDK_MAX)
         environment = key_environment(self._services, key)
-        served = self._server.serve(key, environment, flag_key, [user], sdk=sdk, source=SOURCE_EVALUATE)
+        served = self._server.serve(
+            key, environment, flag_key, [user], sdk=sdk, source=SOURCE_EVALUATE
+        )
         resp.data = encode_response(served.results[0], served.evaluation_ids[0])
         resp.content_type = falcon.MEDIA_JSON
 
@@ -57,10 +59,14 @@ class BulkEvaluateResource:
         key = authenticate_api_key(req, self._services.config)
         body = require_object(await read_json(req, self._limit))
         flag_key = require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
-        users = distinct_user_identifiers(require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS))
+        users = distinct_user_identifiers(
+            require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS)
+        )
         sdk = optional_str(body, "sdk", max_len=SDK_MAX)
         environment = key_environment(self._services, key)
-        served = self._server.serve(key, environment, flag_key, users, sdk=sdk, source=SOURCE_EVALUATE_BULK)
+        served = self._server.serve(
+            key, environment, flag_key, users, sdk=sdk, source=SOURCE_EVALUATE_BULK
+        )
         resp.data = encode_bulk_response(served.users, served.results, served.evaluation_ids)
         resp.content_type = falcon.MEDIA_JSON
 

@@ -46,7 +46,9 @@ def parse_feedback(
     try:
         environment_id = ids.verify(evaluation_id).environment_id
     except InvalidEvaluationId:
-        raise FeedbackProblem(f"Field '{where}evaluationId' was not issued by this service") from None
+        raise FeedbackProblem(
+            f"Field '{where}evaluationId' was not issued by this service"
+        ) from None
     if environment_id != key.environment_id:
         raise FeedbackProblem(
             f"Field '{where}evaluationId' was issued for another environment than this API key's"
@@ -63,7 +65,9 @@ def parse_feedback(
     ):
         raise FeedbackProblem(f"Field '{where}latencyMs' must be a finite number >= 0 or null")
     error_type = item.get("errorType")
-    if error_type is not None and (not isinstance(error_type, str) or len(error_type) > ERROR_TYPE_MAX):
+    if error_type is not None and (
+        not isinstance(error_type, str) or len(error_type) > ERROR_TYPE_MAX
+    ):
         raise FeedbackProblem(
             f"Field '{where}errorType' must be a string of at most {ERROR_TYPE_MAX} characters or null"
         )
@@ -133,12 +137,16 @@ class BulkFeedbackResource(_FeedbackBase):
         problems: list[tuple[int, str]] = []
         for index, item in enumerate(items):
             try:
-                events.append(parse_feedback(item, key, self._services.ids, now_us, f"feedbacks[{index}]."))
+                events.append(
+                    parse_feedback(item, key, self._services.ids, now_us, f"feedbacks[{index}].")
+                )
             except FeedbackProblem as exc:
                 problems.append((index, str(exc)))
         if problems:
             indexes = ", ".join(str(index) for index, _ in problems)
             details = "; ".join(message for _, message in problems[:20])
             more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
-            raise BadRequest(f"Invalid items at indexes {indexes}; nothing was stored: {details}{more}")
+            raise BadRequest(
+                f"Invalid items at indexes {indexes}; nothing was stored: {details}{more}"
+            )
         self._store(events, resp)

@@ -28,7 +28,11 @@ class ReadyResource:
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         checks = {"controlPlane": self._control_plane(), "eventLog": self._event_log()}
         ready = all(v == "ok" for v in checks.values())
-        write_json(resp, {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+        write_json(
+            resp,
+            {"status": "ready" if ready else "not ready", "checks": checks},
+            200 if ready else 503,
+        )
 
     def _control_plane(self) -> str:
         try:

@@ -8,7 +8,11 @@ import pytest
 
 from tests.support.admin import Admin, Tenant
 
-UNAUTHORIZED = {"status": 401, "error": "Unauthorized", "message": "Missing or invalid Authorization header"}
+UNAUTHORIZED = {
+    "status": 401,
+    "error": "Unauthorized",
+    "message": "Missing or invalid Authorization header",
+}
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -37,17 +41,31 @@ def outcome(body: dict) -> tuple:
         {"Authorization": "ApiKey fsk_not-a-real-key"},
         {"Authorization": "{key}"},
     ],
-    ids=["missing", "bearer", "x-api-key", "lowercase-scheme", "no-key", "unknown-key", "no-scheme"],
+    ids=[
+        "missing",
+        "bearer",
+        "x-api-key",
+        "lowercase-scheme",
+        "no-key",
+        "unknown-key",
+        "no-scheme",
+    ],
 )
-@pytest.mark.parametrize("path", ["/v1/evaluate", "/v1/evaluate/bulk", "/v1/feedback/report", "/v1/feedback/bulk"])
+@pytest.mark.parametrize(
+    "path", ["/v1/evaluate", "/v1/evaluate/bulk", "/v1/feedback/report", "/v1/feedback/bulk"]
+)
 def test_only_apikey_scheme_is_accepted(client, tenant, headers, path) -> None:
     headers = {k: v.format(key=tenant.api_key) for k, v in headers.items()}
-    result = client.simulate_post(path, json={"flagKey": "f", "userIdentifier": "u"}, headers=headers)
+    result = client.simulate_post(
+        path, json={"flagKey": "f", "userIdentifier": "u"}, headers=headers
+    )
     assert (result.status_code, result.json) == (401, UNAUTHORIZED)
 
 
 def test_authentication_is_checked_before_the_body(client) -> None:
-    result = client.simulate_post("/v1/evaluate", body="{not json", headers={"Content-Type": "application/json"})
+    result = client.simulate_post(
+        "/v1/evaluate", body="{not json", headers={"Content-Type": "application/json"}
+    )
     assert (result.status_code, result.json) == (401, UNAUTHORIZED)
 
 
@@ -59,12 +77,20 @@ def test_flag_not_found(client, tenant) -> None:
 
 def test_flag_disabled(client, admin, tenant) -> None:
     admin.flag(tenant.environment_id, "off", [{"type": "STATIC"}], enabled=False)
-    assert outcome(evaluate(client, tenant, "off").json) == (False, None, ("FLAG_DISABLED", "Flag disabled"))
+    assert outcome(evaluate(client, tenant, "off").json) == (
+        False,
+        None,
+        ("FLAG_DISABLED", "Flag disabled"),
+    )
 
 
 def test_flag_archived_wins_over_disabled(client, admin, tenant) -> None:
     admin.flag(tenant.environment_id, "old", [{"type": "STATIC"}], enabled=False, archived=True)
-    assert outcome(evaluate(client, tenant, "old").json) == (False, None, ("FLAG_ARCHIVED", "Flag archived"))
+    assert outcome(evaluate(client, tenant, "old").json) == (
+        False,
+        None,
+        ("FLAG_ARCHIVED", "Flag archived"),
+    )
 
 
 def test_rules_decide_in_order(client, admin, tenant) -> None:
@@ -72,16 +98,28 @@ def test_rules_decide_in_order(client, admin, tenant) -> None:
     admin.flag(
         tenant.environment_id,
         "checkout",
-        [{"type": "SEGMENT", "segment": "beta"}, {"type": "PERCENTAGE", "percentage": 6.32}, {"type": "STATIC", "value": False}],
+        [
+            {"type": "SEGMENT", "segment": "beta"},
+            {"type": "PERCENTAGE", "percentage": 6.32},
+            {"type": "STATIC", "value": False},
+        ],
     )
     assert outcome(evaluate(client, tenant, "checkout", "vip-1").json) == (True, "SEGMENT", None)
     # bucket("checkout", "user-1") is computed independently in tests/cases/bucketing.json
-    assert outcome(evaluate(client, tenant, "checkout", "alice@example.com").json) == (False, "STATIC", None)
+    assert outcome(evaluate(client, tenant, "checkout", "alice@example.com").json) == (
+        False,
+        "STATIC",
+        None,
+    )
 
 
 def test_percentage_rule_follows_the_contract_bucketing(client, admin, tenant) -> None:
     admin.flag(tenant.environment_id, "new-checkout", [{"type": "PERCENTAGE", "percentage": 6.32}])
-    assert outcome(evaluate(client, tenant, "new-checkout", "user-1").json) == (True, "PERCENTAGE", None)  # bucket 631
+    assert outcome(evaluate(client, tenant, "new-checkout", "user-1").json) == (
+        True,
+        "PERCENTAGE",
+        None,
+    )  # bucket 631
     admin.flag(tenant.environment_id, "new-checkout", [{"type": "PERCENTAGE", "percentage": 6.31}])
     assert outcome(evaluate(client, tenant, "new-checkout", "user-1").json) == (False, None, None)
 
@@ -122,30 +160,53 @@ def test_every_answer_has_a_unique_evaluation_id(client, admin, tenant) -> None:
     [
         ({"userIdentifier": "u"}, "Field 'flagKey' is required"),
         ({"flagKey": 7, "userIdentifier": "u"}, "Field 'flagKey' must be a string"),
-        ({"flagKey": "", "userIdentifier": "u"}, "Field 'flagKey' must be 1 to 128 characters long"),
-        ({"flagKey": "f" * 129, "userIdentifier": "u"}, "Field 'flagKey' must be 1 to 128 characters long"),
+        (
+            {"flagKey": "", "userIdentifier": "u"},
+            "Field 'flagKey' must be 1 to 128 characters long",
+        ),
+        (
+            {"flagKey": "f" * 129, "userIdentifier": "u"},
+            "Field 'flagKey' must be 1 to 128 characters long",
+        ),
         ({"flagKey": "f"}, "Field 'userIdentifier' is required"),
-        ({"flagKey": "f", "userIdentifier": "u" * 1025}, "Field 'userIdentifier' must be 1 to 1024 characters long"),
+        (
+            {"flagKey": "f", "userIdentifier": "u" * 1025},
+            "Field 'userIdentifier' must be 1 to 1024 characters long",
+        ),
         ({"flagKey": "f", "userIdentifier": "u", "sdk": 3}, "Field 'sdk' must be a string or null"),
         ([1, 2], "The body must be a JSON object"),
     ],
 )
 def test_invalid_bodies_are_400_naming_the_field(client, tenant, body, message) -> None:
-    result = client.simulate_post("/v1/evaluate", json=body, headers={"Authorization": f"ApiKey {tenant.api_key}"})
-    assert (result.status_code, result.json) == (400, {"status": 400, "error": "Bad Request", "message": message})
+    result = client.simulate_post(
+        "/v1/evaluate", json=body, headers={"Authorization": f"ApiKey {tenant.api_key}"}
+    )
+    assert (result.status_code, result.json) == (
+        400,
+        {"status": 400, "error": "Bad Request", "message": message},
+    )
 
 
 def test_malformed_json_is_400(client, tenant) -> None:
     result = client.simulate_post(
-        "/v1/evaluate", body='{"flagKey": ', headers={"Authorization": f"ApiKey {tenant.api_key}", "Content-Type": "application/json"}
+        "/v1/evaluate",
+        body='{"flagKey": ',
+        headers={"Authorization": f"ApiKey {tenant.api_key}", "Content-Type": "application/json"},
     )
     assert result.status_code == 400
-    assert result.json["error"] == "Bad Request" and result.json["message"].startswith("Malformed JSON body")
+    assert result.json["error"] == "Bad Request" and result.json["message"].startswith(
+        "Malformed JSON body"
+    )
 
 
 def test_a_body_that_is_not_json_is_415(client, tenant) -> None:
     result = client.simulate_post(
-        "/v1/evaluate", body="flagKey=f", headers={"Authorization": f"ApiKey {tenant.api_key}", "Content-Type": "application/x-www-form-urlencoded"}
+        "/v1/evaluate",
+        body="flagKey=f",
+        headers={
+            "Authorization": f"ApiKey {tenant.api_key}",
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
     )
     assert result.status_code == 415
     assert result.json["error"] == "Unsupported Media Type"
@@ -162,14 +223,26 @@ def test_a_body_over_the_limit_is_413(client, tenant) -> None:
 
 def test_unknown_path_is_404_and_wrong_method_405(client, tenant) -> None:
     missing = client.simulate_get("/v1/nothing-here")
-    assert (missing.status_code, missing.json["status"], missing.json["error"]) == (404, 404, "Not Found")
-    wrong = client.simulate_get("/v1/evaluate", headers={"Authorization": f"ApiKey {tenant.api_key}"})
-    assert (wrong.status_code, wrong.json["status"], wrong.json["error"]) == (405, 405, "Method Not Allowed")
+    assert (missing.status_code, missing.json["status"], missing.json["error"]) == (
+        404,
+        404,
+        "Not Found",
+    )
+    wrong = client.simulate_get(
+        "/v1/evaluate", headers={"Authorization": f"ApiKey {tenant.api_key}"}
+    )
+    assert (wrong.status_code, wrong.json["status"], wrong.json["error"]) == (
+        405,
+        405,
+        "Method Not Allowed",
+    )
 
 
 def bulk(client, tenant, flag, users):
     return client.simulate_post(
-        "/v1/evaluate/bulk", json={"flagKey": flag, "userIdentifiers": users}, headers={"Authorization": f"ApiKey {tenant.api_key}"}
+        "/v1/evaluate/bulk",
+        json={"flagKey": flag, "userIdentifiers": users},
+        headers={"Authorization": f"ApiKey {tenant.api_key}"},
     )
 
 
@@ -193,7 +266,10 @@ def test_bulk_errors_appear_in_every_entry(client, tenant) -> None:
 
 
 def test_bulk_empty_list_is_an_empty_map(client, tenant) -> None:
-    assert (bulk(client, tenant, "f", []).status_code, bulk(client, tenant, "f", []).json) == (200, {})
+    assert (bulk(client, tenant, "f", []).status_code, bulk(client, tenant, "f", []).json) == (
+        200,
+        {},
+    )
 
 
 def test_bulk_repeated_users_are_evaluated_and_metered_once(client, admin, tenant) -> None:
@@ -217,10 +293,15 @@ def test_bulk_of_ten_thousand_users(client, admin, tenant) -> None:
 def test_bulk_over_ten_thousand_users_is_400(client, tenant) -> None:
     result = bulk(client, tenant, "f", [f"u{i}" for i in range(10_001)])
     assert result.status_code == 400
-    assert result.json["message"] == "Field 'userIdentifiers' has 10001 items; at most 10000 are allowed"
+    assert (
+        result.json["message"]
+        == "Field 'userIdentifiers' has 10001 items; at most 10000 are allowed"
+    )
 
 
-@pytest.mark.parametrize(("users", "index"), [(["ok", 5], 1), (["", "x"], 0), (["a", "b", "u" * 1025], 2)])
+@pytest.mark.parametrize(
+    ("users", "index"), [(["ok", 5], 1), (["", "x"], 0), (["a", "b", "u" * 1025], 2)]
+)
 def test_bulk_invalid_identifier_is_400_naming_the_index(client, tenant, users, index) -> None:
     result = bulk(client, tenant, "f", users)
     assert result.status_code == 400
@@ -250,7 +331,12 @@ def test_overage_before_blocking(client, admin) -> None:
     for i in range(21):
         evaluate(client, tenant, "f", f"u{i}")
     state = usage(admin, tenant)
-    assert (state["evaluations"], state["hardLimit"], state["overage"], state["blocked"]) == (21, 22, True, False)
+    assert (state["evaluations"], state["hardLimit"], state["overage"], state["blocked"]) == (
+        21,
+        22,
+        True,
+        False,
+    )
 
 
 def test_bulk_is_served_in_first_appearance_order_until_the_threshold(client, admin) -> None:
@@ -259,7 +345,9 @@ def test_bulk_is_served_in_first_appearance_order_until_the_threshold(client, ad
     evaluate(client, tenant, "f", "first")
     result = bulk(client, tenant, "f", ["a", "b", "a", "c", "d", "e", "f"]).json
     served = [u for u, e in result.items() if e["error"] is None]
-    refused = [u for u, e in result.items() if e["error"] and e["error"]["type"] == "PLAN_LIMIT_EXCEEDED"]
+    refused = [
+        u for u, e in result.items() if e["error"] and e["error"]["type"] == "PLAN_LIMIT_EXCEEDED"
+    ]
     assert (served, refused) == (["a", "b", "c", "d"], ["e", "f"])
     assert usage(admin, tenant)["evaluations"] == 5
 

@@ -42,7 +42,11 @@ def test_golden_case(case: dict) -> None:
     } == case["expected"]
 
 
-@given(st.lists(st.text(min_size=1, max_size=20), max_size=50), st.integers(0, 10000), st.integers(0, 10000))
+@given(
+    st.lists(st.text(min_size=1, max_size=20), max_size=50),
+    st.integers(0, 10000),
+    st.integers(0, 10000),
+)
 def test_raising_a_percentage_never_removes_a_user(users: list[str], a: int, b: int) -> None:
     low, high = sorted((a / 100, b / 100))
     before = evaluate_many(Flag("rollout", True, False, (PercentageRule(low),)), users, {})
@@ -69,9 +73,18 @@ def test_evaluate_many_matches_evaluate_one_by_one() -> None:
         ({"type": "RANDOM"}, "rule.type must be one of STATIC, SEGMENT, PERCENTAGE"),
         ({"type": "STATIC", "value": "yes"}, "rule.value must be a boolean"),
         ({"type": "SEGMENT"}, "rule.segment must be a segment key"),
-        ({"type": "PERCENTAGE", "percentage": 100.5}, "rule.percentage must be a number from 0 to 100"),
-        ({"type": "PERCENTAGE", "percentage": True}, "rule.percentage must be a number from 0 to 100"),
-        ({"type": "PERCENTAGE", "percentage": 12.345}, "rule.percentage must have at most two decimals"),
+        (
+            {"type": "PERCENTAGE", "percentage": 100.5},
+            "rule.percentage must be a number from 0 to 100",
+        ),
+        (
+            {"type": "PERCENTAGE", "percentage": True},
+            "rule.percentage must be a number from 0 to 100",
+        ),
+        (
+            {"type": "PERCENTAGE", "percentage": 12.345},
+            "rule.percentage must have at most two decimals",
+        ),
         ("STATIC", "rule must be an object"),
     ],
 )
@@ -94,4 +107,15 @@ def test_rules_round_trip_through_json(raw: dict) -> None:
 
 
 def test_matched_rule_type_names_the_rule() -> None:
-    assert evaluate(Flag("f", True, False, (StaticRule(),)), "u", {}).matched_rule_type is RuleType.STATIC
+    assert (
+        evaluate(Flag("f", True, False, (StaticRule(),)), "u", {}).matched_rule_type
+        is RuleType.STATIC
+    )
+
+
+def test_a_rule_built_with_an_integer_percentage_serialises() -> None:
+    assert rule_to_json(PercentageRule(10)) == {
+        "type": "PERCENTAGE",
+        "percentage": 10,
+        "value": True,
+    }

@@ -38,7 +38,10 @@ def test_bucket_matches_independent_reference(flag_key: str, user: str) -> None:
     assert bucket(flag_key, user) == reference_bucket(flag_key, user)
 
 
-@pytest.mark.parametrize(("percentage", "expected"), [(0, 0), (0.01, 1), (33.33, 3333), (50, 5000), (99.99, 9999), (100, 10000)])
+@pytest.mark.parametrize(
+    ("percentage", "expected"),
+    [(0, 0), (0.01, 1), (33.33, 3333), (50, 5000), (99.99, 9999), (100, 10000)],
+)
 def test_threshold_is_round_p_times_100(percentage: float, expected: int) -> None:
     assert threshold(percentage) == expected
 
@@ -61,3 +64,8 @@ def test_two_flags_bucket_independently() -> None:
     )
     share = both / n
     assert abs(share - 0.25) < 4 * math.sqrt(0.25 * 0.75 / n)
+
+
+def test_a_lone_surrogate_is_bucketed_not_crashing() -> None:
+    """A str with a lone surrogate (possible from non-msgspec JSON decoders) is hashed as bytes."""
+    assert 0 <= bucket("flag", "\ud800") < 10_000

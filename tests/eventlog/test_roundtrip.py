@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from api.eventlog import EventLogUnavailable, read_events
+from api.eventlog import EventLogUnavailable
+from api.eventlog.reading import read_events
 from api.eventlog.schema import (
     EVALUATION,
     EVALUATION_SCHEMA,

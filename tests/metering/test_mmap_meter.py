@@ -18,7 +18,10 @@ def _hammer(path: str, org: str, attempts: int, hard: int, out: mp.Queue) -> Non
 def test_concurrent_processes_never_pass_the_hard_threshold(tmp_path: Path) -> None:
     ctx = mp.get_context("fork")
     out: mp.Queue = ctx.Queue()
-    procs = [ctx.Process(target=_hammer, args=(str(tmp_path / "m.bin"), "org_a", 3000, 5000, out)) for _ in range(4)]
+    procs = [
+        ctx.Process(target=_hammer, args=(str(tmp_path / "m.bin"), "org_a", 3000, 5000, out))
+        for _ in range(4)
+    ]
     for p in procs:
         p.start()
     granted = [out.get(timeout=60) for _ in procs]
@@ -41,7 +44,11 @@ def test_months_and_organizations_are_counted_apart(tmp_path: Path) -> None:
     meter.consume("org_a", 202611, 7, 100)
     meter.consume("org_a", 202612, 3, 100)
     meter.consume("org_b", 202611, 5, 100)
-    assert [meter.usage("org_a", 202611), meter.usage("org_a", 202612), meter.usage("org_b", 202611)] == [7, 3, 5]
+    assert [
+        meter.usage("org_a", 202611),
+        meter.usage("org_a", 202612),
+        meter.usage("org_b", 202611),
+    ] == [7, 3, 5]
     assert meter.usage("org_c", 202611) == 0
 
 

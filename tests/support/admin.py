@@ -48,17 +48,32 @@ class Admin:
             "POST", f"/organizations/{organization_id}/environments",
             {"key": environment, "name": environment.title(), "insightsEnabled": insights}, expect=201,
         )  # fmt: skip
-        key = self.request("POST", f"/environments/{env['id']}/api-keys", {"name": "test"}, expect=201)
+        key = self.request(
+            "POST", f"/environments/{env['id']}/api-keys", {"name": "test"}, expect=201
+        )
         return Tenant(organization_id, env["id"], key["key"], key["id"])
 
-    def flag(self, environment_id: str, key: str, rules: list[dict[str, Any]], *, enabled: bool = True, archived: bool = False) -> Any:
+    def flag(
+        self,
+        environment_id: str,
+        key: str,
+        rules: list[dict[str, Any]],
+        *,
+        enabled: bool = True,
+        archived: bool = False,
+    ) -> Any:
         return self.request(
             "PUT", f"/environments/{environment_id}/flags/{key}",
             {"enabled": enabled, "archived": archived, "rules": rules},
         )  # fmt: skip
 
     def segment(self, organization_id: str, key: str, users: list[str]) -> Any:
-        return self.request("PUT", f"/organizations/{organization_id}/segments/{key}", {"userIdentifiers": users}, expect=200)
+        return self.request(
+            "PUT",
+            f"/organizations/{organization_id}/segments/{key}",
+            {"userIdentifiers": users},
+            expect=200,
+        )
 
 
 def requests_caller(base_url: str) -> Caller:
@@ -66,7 +81,9 @@ def requests_caller(base_url: str) -> Caller:
 
     session = requests.Session()
 
-    def call(method: str, path: str, json: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    def call(
+        method: str, path: str, json: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         resp = session.request(method, base_url + path, json=json, headers=headers, timeout=30)
         return resp.status_code, (resp.json() if resp.content else None)
 
@@ -74,7 +91,9 @@ def requests_caller(base_url: str) -> Caller:
 
 
 def testclient_caller(client: Any) -> Caller:
-    def call(method: str, path: str, json: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    def call(
+        method: str, path: str, json: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         result = client.simulate_request(method, path, json=json, headers=headers)
         return result.status_code, (result.json if result.content else None)
 

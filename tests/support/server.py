@@ -24,7 +24,14 @@ def free_port() -> int:
 class GunicornServer:
     """Starts, kills and restarts one server over a data directory."""
 
-    def __init__(self, data_dir: Path, *, admin_token: str, workers: int = 2, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        admin_token: str,
+        workers: int = 2,
+        env: dict[str, str] | None = None,
+    ):
         self.data_dir = data_dir
         self.admin_token = admin_token
         self.workers = workers
@@ -43,11 +50,21 @@ class GunicornServer:
             "FLAGSIGHT_DATA_DIR": str(self.data_dir),
             "FLAGSIGHT_ADMIN_TOKEN": self.admin_token,
             "FLAGSIGHT_SEAL_INTERVAL": "1",
+            "FLAGSIGHT_GRACEFUL_TIMEOUT": "3",
             **self.extra_env,
         }
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                "serve",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+            ],
             cwd=REPO,
             env=env,
             stdout=log,
