@@ -1,1 +1,25 @@
-"""flagsight Python SDK."""
+"""flagsight Python SDK: fail-safe flag evaluation and outcome feedback.
+
+from flagsight_sdk import FlagsightClient
+
+client = FlagsightClient(api_key, "https://flags.example.com")
+evaluation = client.evaluate("new-checkout", user_id)
+if evaluation:                      # False on any failure: the spec's fail-safe rule
+    with client.outcome(evaluation):  # success on exit, failure on an exception
+        new_checkout()
+"""
+
+__version__ = "0.1.0"
+
+from flagsight_sdk.batcher import BatcherStats, FeedbackBatcher  # noqa: E402
+from flagsight_sdk.client import FlagsightClient, Outcome  # noqa: E402
+from flagsight_sdk.model import Evaluation  # noqa: E402
+
+__all__ = [
+    "BatcherStats",
+    "Evaluation",
+    "FeedbackBatcher",
+    "FlagsightClient",
+    "Outcome",
+    "__version__",
+]

@@ -1,0 +1,260 @@
+"""Background feedback delivery: ``/v1/feedback/bulk`` in batches, with retries, bounded.
+
+The application's thread only appends to a bounded queue. One daemon thread sends batches of
+at most 500 when a batch is full or the interval passes, on ``flush``, and at interpreter exit.
+503 (the event log is busy), other 5xx, 429 and network errors are retried with exponential
+backoff (honouring ``Retry-After``); any other refusal is final. Nothing is dropped silently:
+every drop (queue full, refused, retries exhausted, unsent at exit) is counted in ``stats``,
+logged, and passed to ``on_drop``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import requests
+
+from flagsight_sdk.transport import post_json
+
+log = logging.getLogger("flagsight_sdk")
+
+MAX_BATCH = 500
+DROP_QUEUE_FULL = "queue_full"
+DROP_REFUSED = "refused"
+DROP_RETRIES_EXHAUSTED = "retries_exhausted"
+DROP_UNSENT_AT_EXIT = "unsent_at_exit"
+DROP_CLOSED = "closed"
+
+DropHandler = Callable[[str, int], None]
+
+
+@dataclass
+class BatcherStats:
+    """Counts since the batcher started; ``pending`` is queued or in flight."""
+
+    submitted: int = 0
+    sent: int = 0
+    batches: int = 0
+    retries: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> int:
+        return self.submitted - self.sent - sum(self.dropped.values())
+
+
+class FeedbackBatcher:
+    def __init__(
+        self,
+        session: requests.Session,
+        url: str,
+        headers: dict[str, str],
+        *,
+        max_batch: int = MAX_BATCH,
+        interval_s: float = 1.0,
+        max_queue: int = 100_000,
+        request_timeout_s: float = 5.0,
+        max_attempts: int = 8,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 10.0,
+        exit_timeout_s: float = 5.0,
+        on_drop: DropHandler | None = None,
+    ):
+        if not 1 <= max_batch <= MAX_BATCH:
+            raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
+        self._session = session
+        self._url = url
+        self._headers = headers
+        self._max_batch = max_batch
+        self._interval_s = interval_s
+        self._max_queue = max_queue
+        self._request_timeout_s = request_timeout_s
+        self._max_attempts = max_attempts
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        self._exit_timeout_s = exit_timeout_s
+        self._on_drop = on_drop
+        self._cv = threading.Condition()
+        self._start()
+        atexit.register(self._at_exit)
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._queue: deque[dict[str, object]] = deque()
+        self.stats = BatcherStats()
+        self._flush_requested = False
+        self._closing = False
+        self._close_deadline = float("inf")
+        self._last_full_warning = 0.0
+        self._thread = threading.Thread(target=self._run, name="flagsight-feedback", daemon=True)
+        self._thread.start()
+
+    # -- the application's side ----------------------------------------------------------------
+
+    def submit(self, item: dict[str, object]) -> bool:
+        """Queue one FeedbackEvent; False (counted, logged) when the queue is full or closed."""
+        with self._cv:
+            if self._pid != os.getpid():  # forked: the parent's queue and thread are not ours
+                self._start()
+            self.stats.submitted += 1
+            if self._closing or len(self._queue) >= self._max_queue:
+                self._drop_locked(DROP_CLOSED if self._closing else DROP_QUEUE_FULL, 1)
+                return False
+            self._queue.append(item)
+            if len(self._queue) >= self._max_batch:
+                self._cv.notify_all()
+            return True
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait until everything submitted so far is sent or dropped; True when none pending."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            self._flush_requested = True
+            self._cv.notify_all()
+            while self.stats.pending > 0 and self._thread.is_alive():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cv.wait(remaining)
+            return self.stats.pending == 0
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Send what is queued (for at most ``timeout_s``), then stop; the rest is a drop."""
+        timeout_s = self._exit_timeout_s if timeout_s is None else timeout_s
+        with self._cv:
+            if self._closing:
+                return
+            self._closing = True
+            self._close_deadline = time.monotonic() + timeout_s
+            self._cv.notify_all()
+        self._thread.join(timeout_s + self._request_timeout_s)
+
+    def _at_exit(self) -> None:
+        if self._pid == os.getpid():
+            self.close()
+
+    # -- the sending thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            self._deliver(batch)
+
+    def _next_batch(self) -> list[dict[str, object]] | None:
+        """Wait for a full batch, the interval, a flush or close; None when it is time to stop."""
+        with self._cv:
+            deadline = time.monotonic() + self._interval_s
+            while (
+                not self._closing
+                and not self._flush_requested
+                and len(self._queue) < self._max_batch
+            ):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 and self._queue:
+                    break
+                if remaining <= 0:
+                    deadline = time.monotonic() + self._interval_s
+                    remaining = self._interval_s
+                self._cv.wait(remaining)
+            if not self._queue:
+                self._flush_requested = False
+                self._cv.notify_all()
+                if self._closing:
+                    return None
+                return []
+            if self._closing and time.monotonic() >= self._close_deadline:
+                self._drop_locked(DROP_UNSENT_AT_EXIT, len(self._queue))
+                self._queue.clear()
+                return None
+            count = min(self._max_batch, len(self._queue))
+            return [self._queue.popleft() for _ in range(count)]
+
+    def _deliver(self, batch: list[dict[str, object]]) -> None:
+        if not batch:
+            return
+        for attempt in range(self._max_attempts):
+            try:
+                answer = post_json(
+                    self._session,
+                    self._url,
+                    {"feedbacks": batch},
+                    self._headers,
+                    self._request_timeout_s,
+                )
+            except requests.RequestException as exc:
+                problem, retry_after = f"{type(exc).__name__}: {exc}", None
+            else:
+                if answer.status == 204:
+                    self._settled(sent=len(batch))
+                    return
+                problem = f"HTTP {answer.status}: {answer.body[:300].decode('utf-8', 'replace')}"
+                if answer.status != 429 and answer.status < 500:
+                    log.error("flagsight: feedback batch of %d refused (%s)", len(batch), problem)
+                    self._settled(dropped=(DROP_REFUSED, len(batch)))
+                    return
+                retry_after = _seconds(answer.headers.get("Retry-After"))
+            if not self._wait_before_retry(attempt, retry_after):
+                break
+            with self._cv:
+                self.stats.retries += 1
+            log.info(
+                "flagsight: feedback batch of %d not accepted (%s); retrying", len(batch), problem
+            )
+        reason = DROP_UNSENT_AT_EXIT if self._closing else DROP_RETRIES_EXHAUSTED
+        log.error("flagsight: feedback batch of %d not delivered (%s)", len(batch), problem)
+        self._settled(dropped=(reason, len(batch)))
+
+    def _wait_before_retry(self, attempt: int, retry_after: float | None) -> bool:
+        """Back off (exponential, jittered); False when no attempt or time is left."""
+        if attempt + 1 >= self._max_attempts:
+            return False
+        delay = min(self._max_backoff_s, self._backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
+        if retry_after is not None:
+            delay = min(self._max_backoff_s, max(delay, retry_after))
+        end = time.monotonic() + delay
+        with self._cv:
+            while (now := time.monotonic()) < end:
+                if self._closing and end > self._close_deadline:
+                    return False
+                self._cv.wait(end - now)
+        return True
+
+    def _settled(self, *, sent: int = 0, dropped: tuple[str, int] | None = None) -> None:
+        with self._cv:
+            self.stats.sent += sent
+            self.stats.batches += 1 if sent else 0
+            if dropped is not None:
+                self._drop_locked(*dropped)
+            self._cv.notify_all()
+
+    def _drop_locked(self, reason: str, count: int) -> None:
+        self.stats.dropped[reason] = self.stats.dropped.get(reason, 0) + count
+        now = time.monotonic()
+        if reason != DROP_QUEUE_FULL or now - self._last_full_warning >= 10.0:
+            if reason == DROP_QUEUE_FULL:
+                self._last_full_warning = now
+            log.warning(
+                "flagsight: %d feedback event(s) dropped (%s); %d dropped so far",
+                count, reason, sum(self.stats.dropped.values()),
+            )  # fmt: skip
+        if self._on_drop is not None:
+            try:
+                self._on_drop(reason, count)
+            except Exception:  # noqa: BLE001 - a broken callback must not stop delivery
+                log.exception("flagsight: on_drop callback failed")
+
+
+def _seconds(value: str | None) -> float | None:
+    if value is None or not value.strip().isdigit():
+        return None
+    return float(value.strip())

@@ -1,0 +1,263 @@
+"""The flagsight client: evaluations that never raise, and outcome feedback.
+
+The service's fail-safe rule (spec 7): when it is unreachable or answers unexpectedly, the
+flag is off and the application goes on. So ``evaluate`` and ``evaluate_bulk`` catch every
+failure, log one warning and answer False within the timeout; ``report`` never raises either.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable
+from types import TracebackType
+
+import requests
+
+from flagsight_sdk import __version__
+from flagsight_sdk.batcher import FeedbackBatcher
+from flagsight_sdk.model import (
+    FAILURE_CONNECTION,
+    FAILURE_INTERNAL,
+    FAILURE_REFUSED,
+    FAILURE_SERVER,
+    FAILURE_TIMEOUT,
+    FAILURE_UNEXPECTED,
+    Evaluation,
+    UnexpectedResponse,
+    parse_evaluation,
+)
+from flagsight_sdk.transport import HttpAnswer, new_session, post_json
+
+log = logging.getLogger("flagsight_sdk")
+
+SDK_NAME = f"flagsight-sdk-python/{__version__}"
+BULK_MAX_USERS = 10_000
+ERROR_TYPE_MAX = 256
+
+
+class FlagsightClient:
+    """One per process (it holds a keep-alive session and the feedback thread).
+
+    Args:
+        api_key: the environment's API key (``Authorization: ApiKey <key>``).
+        base_url: where the service answers, e.g. ``https://flags.example.com``.
+        timeout_s: the most an evaluation may take, connect to last byte (default 1 s).
+        feedback: options for the ``FeedbackBatcher`` made on the first ``report``.
+    """
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str = "http://127.0.0.1:8000",
+        *,
+        timeout_s: float = 1.0,
+        session: requests.Session | None = None,
+        **feedback: object,
+    ):
+        self._base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"ApiKey {api_key}", "User-Agent": SDK_NAME}
+        self._timeout_s = timeout_s
+        self._session = session or new_session()
+        self._feedback_options = feedback
+        self._batcher: FeedbackBatcher | None = None
+        self._batcher_lock = threading.Lock()
+
+    # -- evaluation ----------------------------------------------------------------------------
+
+    def evaluate(self, flag: str, user: str) -> Evaluation:
+        """The flag for ``user``: truthy when on; False (with a logged warning) on any failure."""
+        try:
+            answer = self._post(
+                "/v1/evaluate", {"flagKey": flag, "userIdentifier": user, "sdk": SDK_NAME}
+            )
+            return parse_evaluation(flag, user, self._expect_200(answer), time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - the fail-safe rule: nothing reaches the app
+            failure, message = _classify(exc)
+            log.warning("flagsight: %s for flag %r: %s; using False", failure, flag, message)
+            return Evaluation.failed(flag, user, failure, message)
+
+    def evaluate_bulk(self, flag: str, users: Iterable[str]) -> dict[str, Evaluation]:
+        """One flag for many users (repeats answered once), 10,000 per request.
+
+        A request that fails answers False for its users; the others keep their answers.
+        """
+        distinct = list(dict.fromkeys(users))
+        answers: dict[str, Evaluation] = {}
+        for start in range(0, len(distinct), BULK_MAX_USERS):
+            answers.update(self._evaluate_chunk(flag, distinct[start : start + BULK_MAX_USERS]))
+        return answers
+
+    def _evaluate_chunk(self, flag: str, users: list[str]) -> dict[str, Evaluation]:
+        body = {"flagKey": flag, "userIdentifiers": users, "sdk": SDK_NAME}
+        try:
+            entries = self._expect_200(self._post("/v1/evaluate/bulk", body))
+            if not isinstance(entries, dict) or set(entries) != set(users):
+                raise UnexpectedResponse("the answer does not have one entry per user")
+            now = time.monotonic()
+            return {user: parse_evaluation(flag, user, entries[user], now) for user in users}
+        except Exception as exc:  # noqa: BLE001 - the fail-safe rule
+            failure, message = _classify(exc)
+            log.warning(
+                "flagsight: %s for flag %r (%d users): %s; using False",
+                failure,
+                flag,
+                len(users),
+                message,
+            )
+            return {user: Evaluation.failed(flag, user, failure, message) for user in users}
+
+    def _post(self, path: str, body: object) -> HttpAnswer:
+        return post_json(self._session, self._base_url + path, body, self._headers, self._timeout_s)
+
+    @staticmethod
+    def _expect_200(answer: HttpAnswer) -> object:
+        if answer.status >= 500:
+            raise _ServerError(f"HTTP {answer.status}")
+        if answer.status != 200:
+            raise _Refused(f"HTTP {answer.status}: {answer.body[:300].decode('utf-8', 'replace')}")
+        try:
+            return answer.json()
+        except ValueError:
+            raise UnexpectedResponse(f"the answer is not JSON: {answer.body[:80]!r}") from None
+
+    # -- feedback ------------------------------------------------------------------------------
+
+    def report(
+        self,
+        evaluation: Evaluation,
+        success: bool,
+        latency_ms: float | None = None,
+        error_type: str | None = None,
+    ) -> bool:
+        """Queue the outcome of ``evaluation`` for ``/v1/feedback/bulk``; never blocks or raises.
+
+        Returns whether it was queued: not when the evaluation has no id (the SDK got no
+        answer) or the queue is full (the batcher counts and logs that drop).
+        """
+        try:
+            item = _feedback_item(evaluation, success, latency_ms, error_type)
+            if item is None:
+                return False
+            return self.batcher.submit(item)
+        except Exception:  # noqa: BLE001 - feedback must never break the application
+            log.warning("flagsight: feedback not queued", exc_info=True)
+            return False
+
+    def outcome(self, evaluation: Evaluation) -> Outcome:
+        """``with client.outcome(ev) as o:`` reports success on exit, failure on an exception
+        (or ``o.failure(...)``), with the latency from the evaluation to the outcome."""
+        return Outcome(self, evaluation)
+
+    @property
+    def batcher(self) -> FeedbackBatcher:
+        """The feedback batcher, started on first use."""
+        with self._batcher_lock:
+            if self._batcher is None:
+                self._batcher = FeedbackBatcher(
+                    self._session,
+                    self._base_url + "/v1/feedback/bulk",
+                    self._headers,
+                    **self._feedback_options,  # type: ignore[arg-type]
+                )
+            return self._batcher
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Send everything reported so far; True when nothing is left pending."""
+        return self._batcher is None or self._batcher.flush(timeout_s)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Flush and stop the feedback thread (it also happens at interpreter exit)."""
+        if self._batcher is not None:
+            self._batcher.close(timeout_s)
+
+    def __enter__(self) -> FlagsightClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Outcome:
+    """Measures from the evaluation to the outcome, then reports it (see ``client.outcome``)."""
+
+    def __init__(self, client: FlagsightClient, evaluation: Evaluation):
+        self._client = client
+        self.evaluation = evaluation
+        self._success: bool | None = None
+        self._error_type: str | None = None
+        self._at: float | None = None
+
+    def success(self) -> None:
+        self._settle(True, None)
+
+    def failure(self, error_type: str | None = None) -> None:
+        self._settle(False, error_type)
+
+    def _settle(self, success: bool, error_type: str | None) -> None:
+        self._success, self._error_type, self._at = success, error_type, time.monotonic()
+
+    def __enter__(self) -> Outcome:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None and self._success is not False:
+            self._settle(False, exc_type.__name__)
+        elif self._success is None:
+            self._settle(True, None)
+        latency_ms = ((self._at or time.monotonic()) - self.evaluation.evaluated_at) * 1000.0
+        self._client.report(self.evaluation, bool(self._success), latency_ms, self._error_type)
+        # the application's own exception, if any, goes on
+
+
+class _ServerError(Exception):
+    pass
+
+
+class _Refused(Exception):
+    pass
+
+
+def _classify(exc: Exception) -> tuple[str, str]:
+    if isinstance(exc, requests.Timeout):
+        return FAILURE_TIMEOUT, str(exc) or "timed out"
+    if isinstance(exc, requests.ConnectionError):
+        return FAILURE_CONNECTION, str(exc)
+    if isinstance(exc, _ServerError):
+        return FAILURE_SERVER, str(exc)
+    if isinstance(exc, _Refused):
+        return FAILURE_REFUSED, str(exc)
+    if isinstance(exc, UnexpectedResponse | requests.RequestException):
+        return FAILURE_UNEXPECTED, str(exc)
+    return FAILURE_INTERNAL, f"{type(exc).__name__}: {exc}"
+
+
+def _feedback_item(
+    evaluation: Evaluation, success: bool, latency_ms: float | None, error_type: str | None
+) -> dict[str, object] | None:
+    """The FeedbackEvent, cleaned so the server cannot refuse the batch it goes in."""
+    if evaluation.evaluation_id is None:
+        log.warning(
+            "flagsight: no feedback for flag %r: the evaluation got no answer", evaluation.flag_key
+        )
+        return None
+    if latency_ms is not None and (
+        not isinstance(latency_ms, int | float) or not math.isfinite(latency_ms) or latency_ms < 0
+    ):
+        log.warning("flagsight: latency %r is not a finite number >= 0; sent as null", latency_ms)
+        latency_ms = None
+    if error_type is not None:
+        error_type = str(error_type)[:ERROR_TYPE_MAX]
+    return {
+        "evaluationId": evaluation.evaluation_id,
+        "result": bool(success),
+        "latencyMs": latency_ms,
+        "errorType": error_type,
+    }

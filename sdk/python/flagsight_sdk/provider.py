@@ -1,0 +1,168 @@
+"""An OpenFeature provider (``openfeature-sdk`` 0.10) over ``FlagsightClient``.
+
+Needs the ``openfeature`` extra: ``pip install "flagsight-sdk[openfeature]"``.
+
+Evaluation: the context's targeting key is the user identifier; flags are boolean. Reasons
+are OpenFeature's: STATIC, TARGETING_MATCH (segment), SPLIT (percentage), DEFAULT (no rule),
+DISABLED (disabled or archived flag); ``flag_metadata["evaluationId"]`` is the service's id.
+A flag that does not exist is ``FLAG_NOT_FOUND``; the plan limit and any transport failure are
+``GENERAL`` errors, so OpenFeature answers the caller's default value.
+
+Feedback: ``client.track(flag_key, context, TrackingEventDetails(value=latency_ms,
+attributes={"success": bool, "errorType": str}))`` reports the outcome of the latest
+evaluation of that flag for that targeting key. Without ``value`` the latency is measured
+from that evaluation to the ``track`` call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+
+from openfeature.evaluation_context import EvaluationContext
+from openfeature.exception import (
+    FlagNotFoundError,
+    GeneralError,
+    TargetingKeyMissingError,
+    TypeMismatchError,
+)
+from openfeature.flag_evaluation import FlagResolutionDetails, FlagValueType, Reason
+from openfeature.provider import AbstractProvider, Metadata
+from openfeature.track import TrackingEventDetails
+
+from flagsight_sdk.client import FlagsightClient
+from flagsight_sdk.model import Evaluation
+
+log = logging.getLogger("flagsight_sdk")
+
+TRACK_SUCCESS = "success"
+TRACK_ERROR_TYPE = "errorType"
+_REASONS = {
+    "STATIC": Reason.STATIC,
+    "SEGMENT": Reason.TARGETING_MATCH,
+    "PERCENTAGE": Reason.SPLIT,
+    None: Reason.DEFAULT,
+}
+_DISABLED = frozenset({"FLAG_DISABLED", "FLAG_ARCHIVED"})
+
+
+class FlagsightProvider(AbstractProvider):
+    """Boolean flags from flagsight; ``track`` sends outcome feedback.
+
+    Args:
+        client: the application's ``FlagsightClient`` (shared: one session, one batcher).
+        remember: how many (flag, targeting key) latest evaluations ``track`` can find.
+    """
+
+    def __init__(self, client: FlagsightClient, remember: int = 10_000):
+        super().__init__()
+        self.client = client
+        self._remember = remember
+        self._latest: OrderedDict[tuple[str, str], Evaluation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_metadata(self) -> Metadata:
+        return Metadata(name="flagsight")
+
+    def shutdown(self) -> None:
+        self.client.close()
+
+    # -- evaluation ----------------------------------------------------------------------------
+
+    def resolve_boolean_details(
+        self,
+        flag_key: str,
+        default_value: bool,
+        evaluation_context: EvaluationContext | None = None,
+    ) -> FlagResolutionDetails[bool]:
+        user = evaluation_context.targeting_key if evaluation_context else None
+        if not user:
+            raise TargetingKeyMissingError(
+                "flagsight needs the targeting key (the user identifier)"
+            )
+        evaluation = self.client.evaluate(flag_key, user)
+        if evaluation.failure is not None:
+            raise GeneralError(f"flagsight: {evaluation.failure}: {evaluation.error_message}")
+        self._remember_latest(evaluation)
+        metadata = {"evaluationId": evaluation.evaluation_id or ""}
+        if evaluation.error_type == "FLAG_NOT_FOUND":
+            raise FlagNotFoundError(evaluation.error_message or "Flag not found")
+        if evaluation.error_type == "PLAN_LIMIT_EXCEEDED":
+            raise GeneralError(evaluation.error_message or "Plan limit exceeded")
+        reason = (
+            Reason.DISABLED
+            if evaluation.error_type in _DISABLED
+            else _REASONS[evaluation.matched_rule_type]
+        )
+        variant = "on" if evaluation.value else "off"
+        return FlagResolutionDetails(
+            value=evaluation.value, reason=reason, variant=variant, flag_metadata=metadata
+        )
+
+    def resolve_string_details(
+        self, flag_key: str, default_value: str, evaluation_context: EvaluationContext | None = None
+    ) -> FlagResolutionDetails[str]:
+        raise TypeMismatchError("flagsight flags are boolean")
+
+    def resolve_integer_details(
+        self, flag_key: str, default_value: int, evaluation_context: EvaluationContext | None = None
+    ) -> FlagResolutionDetails[int]:
+        raise TypeMismatchError("flagsight flags are boolean")
+
+    def resolve_float_details(
+        self,
+        flag_key: str,
+        default_value: float,
+        evaluation_context: EvaluationContext | None = None,
+    ) -> FlagResolutionDetails[float]:
+        raise TypeMismatchError("flagsight flags are boolean")
+
+    def resolve_object_details(
+        self,
+        flag_key: str,
+        default_value: Sequence[FlagValueType] | Mapping[str, FlagValueType],
+        evaluation_context: EvaluationContext | None = None,
+    ) -> FlagResolutionDetails[Sequence[FlagValueType] | Mapping[str, FlagValueType]]:
+        raise TypeMismatchError("flagsight flags are boolean")
+
+    # -- feedback ------------------------------------------------------------------------------
+
+    def track(
+        self,
+        tracking_event_name: str,
+        evaluation_context: EvaluationContext | None = None,
+        tracking_event_details: TrackingEventDetails | None = None,
+    ) -> None:
+        """Report the outcome of the latest evaluation of flag ``tracking_event_name``."""
+        at = time.monotonic()
+        user = evaluation_context.targeting_key if evaluation_context else None
+        with self._lock:
+            evaluation = self._latest.get((tracking_event_name, user or ""))
+        attributes = tracking_event_details.attributes if tracking_event_details else {}
+        success = attributes.get(TRACK_SUCCESS)
+        if evaluation is None or not isinstance(success, bool):
+            problem = (
+                "no evaluation of it for this targeting key"
+                if evaluation is None
+                else "attribute 'success' is not a boolean"
+            )
+            log.warning("flagsight: track(%r) not reported: %s", tracking_event_name, problem)
+            return
+        latency_ms = tracking_event_details.value if tracking_event_details else None
+        if latency_ms is None:
+            latency_ms = (at - evaluation.evaluated_at) * 1000.0
+        error_type = attributes.get(TRACK_ERROR_TYPE)
+        self.client.report(
+            evaluation, success, latency_ms, error_type if isinstance(error_type, str) else None
+        )
+
+    def _remember_latest(self, evaluation: Evaluation) -> None:
+        key = (evaluation.flag_key, evaluation.user)
+        with self._lock:
+            self._latest[key] = evaluation
+            self._latest.move_to_end(key)
+            while len(self._latest) > self._remember:
+                self._latest.popitem(last=False)

@@ -1,0 +1,97 @@
+"""HTTP with a whole-request deadline over one keep-alive session.
+
+``requests``' own timeouts bound each phase (connect, each socket read), so a server that
+answers slowly, or drips its body, could hold a caller far past them. Here the deadline covers
+the request as a whole: urllib3's ``total`` timeout bounds connect plus the wait for headers,
+and the body is read chunk by chunk with the socket's timeout set to what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+class DeadlineExceeded(requests.Timeout):
+    """The whole request took longer than its deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def new_session(pool_size: int = 10) -> requests.Session:
+    """A session whose connections are kept alive and reused across threads."""
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=2, pool_maxsize=pool_size, max_retries=0)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def post_json(
+    session: requests.Session, url: str, body: Any, headers: dict[str, str], timeout_s: float
+) -> HttpAnswer:
+    """POST ``body`` as JSON; raises ``requests.RequestException`` (incl. on the deadline)."""
+    deadline = time.monotonic() + timeout_s
+    data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+    response = session.post(
+        url,
+        data=data,
+        headers={**headers, "Content-Type": "application/json"},
+        timeout=urllib3.Timeout(total=timeout_s),
+        stream=True,
+    )
+    try:
+        content = _read_within(response, deadline)
+    except BaseException:
+        response.close()  # the connection is in an unknown state: never reuse it
+        raise
+    response.raw.release_conn()  # read to the end: back to the pool, kept alive
+    return HttpAnswer(response.status_code, content, dict(response.headers))
+
+
+def _read_within(response: requests.Response, deadline: float) -> bytes:
+    raw = response.raw
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise DeadlineExceeded("the answer did not arrive within the timeout")
+        _limit_socket_wait(raw, remaining)
+        try:
+            chunk = raw.read1(_CHUNK, decode_content=True)  # whatever has arrived, not a full chunk
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError) as exc:
+            raise DeadlineExceeded(str(exc)) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise requests.ConnectionError(str(exc)) from exc
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise requests.ConnectionError(f"answer larger than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+
+
+def _limit_socket_wait(raw: urllib3.HTTPResponse, remaining: float) -> None:
+    """Let no single socket read outlast the deadline (best effort: private structures)."""
+    connection = getattr(raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        sock.settimeout(max(remaining, 0.001))
