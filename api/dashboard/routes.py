@@ -46,7 +46,11 @@ ROUTES: dict[str, type[Page]] = {
 
 def build_dashboard(services: Services) -> Dashboard:
     auth = AdminAuth(services.settings, services.store)
-    signer = SessionSigner(services.store.signing_key(), auth.expected_hash, services.clock)
+    signer = SessionSigner(
+        services.store.signing_key(),
+        auth.expected_hash,
+        lambda: services.clock(),  # read per call: Services.clock is the one time source
+    )
     return Dashboard(services=services, auth=auth, signer=signer, renderer=Renderer())
 
 

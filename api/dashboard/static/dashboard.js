@@ -38,9 +38,11 @@ function renumberRules(list) {
   });
 }
 
-function markDraft(form) {
+// The status line keeps its place whether empty or not, so announcing a draft never shifts
+// the layout under the pointer.
+function markDraft() {
   var status = document.querySelector("[data-draft-status]");
-  if (status) { status.hidden = false; }
+  if (status) { status.textContent = "Changes not saved yet: press \u201cSave flag\u201d."; }
 }
 
 function enableRuleEditor() {
@@ -66,13 +68,13 @@ function enableRuleEditor() {
       focusTarget = next ? next.querySelector('[data-move="remove"]') : form.querySelector(".add-rules button");
     }
     renumberRules(list);
-    markDraft(form);
+    markDraft();
     if (focusTarget && focusTarget.disabled) {
       focusTarget = row.querySelector('[data-move="remove"]');
     }
     if (focusTarget) { focusTarget.focus(); }
   });
-  form.addEventListener("change", function () { markDraft(form); });
+  form.addEventListener("change", function () { markDraft(); });
 }
 
 document.addEventListener("DOMContentLoaded", function () {

@@ -1,0 +1,304 @@
+"""The dashboard in a real browser (Debian's chromium, headless) against a real gunicorn
+server: what a person does and sees. Each test leaves screenshots in its temporary folder."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from api.settings import Settings
+from tests.conftest import ADMIN_TOKEN
+from tests.support.admin import Admin, requests_caller
+from tests.support.server import GunicornServer
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
+    """A fresh browser context (no cookies) on a laptop-sized screen."""
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def admin(dashboard_server: GunicornServer) -> Admin:
+    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
+
+
+def shot(page: Page, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def sign_in(page: Page, server: GunicornServer) -> None:
+    page.goto(f"{server.url}/dashboard")
+    expect(page.get_by_role("heading", name="Sign in to flagsight")).to_be_visible()
+    page.get_by_label("Admin token").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Organizations", exact=True)).to_be_visible()
+
+
+def evaluate(server: GunicornServer, api_key: str, flag: str, user: str) -> requests.Response:
+    return requests.post(
+        f"{server.url}/v1/evaluate", json={"flagKey": flag, "userIdentifier": user},
+        headers={"Authorization": f"ApiKey {api_key}"}, timeout=10,
+    )  # fmt: skip
+
+
+def served(server: GunicornServer, api_key: str, flag: str, user: str) -> tuple[Any, ...]:
+    """What evaluation answers: value, matched rule type, error type."""
+    answer = evaluate(server, api_key, flag, user).json()
+    return answer["value"], answer["matchedRuleType"], (answer["error"] or {}).get("type")
+
+
+def eventually(check: Callable[[], bool], within_s: float = 2.0) -> None:
+    """Changes reach every worker within a second (contract section 2); allow two."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        assert time.monotonic() < deadline, "not true within the allowed time"
+        time.sleep(0.1)
+
+
+def test_sign_in_create_a_key_see_it_once_revoke_it_and_switch_insights_on(
+    page: Page, dashboard_server: GunicornServer, tmp_path: Path
+) -> None:
+    server = dashboard_server
+    page.goto(f"{server.url}/dashboard/organizations")
+    page.get_by_label("Admin token").fill("wrong-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_text("That is not the admin token.")).to_be_visible()
+    shot(page, tmp_path, "01-sign-in-refused")
+    sign_in(page, server)
+
+    org_name = f"Keys Org {uuid.uuid4().hex[:6]}"
+    page.get_by_label("Name", exact=True).fill(org_name)
+    page.get_by_label("Plan", exact=True).select_option("pro")
+    page.get_by_role("button", name="Create organization").click()
+    expect(page.get_by_role("heading", name=org_name)).to_be_visible()
+    page.get_by_label("Key", exact=True).fill("production")
+    page.get_by_role("button", name="Create environment").click()
+    row = page.get_by_role("row", name="production")
+    expect(row.get_by_text("Off", exact=True)).to_be_visible()
+    row.get_by_role("button", name="Turn insights on").click()
+    expect(page.get_by_role("row", name="production").get_by_text("On", exact=True)).to_be_visible()
+    shot(page, tmp_path, "02-organization-insights-on")
+
+    page.get_by_role("link", name="API keys of production").click()
+    page.get_by_label("Name").fill("checkout service")
+    page.get_by_role("button", name="Create API key").click()
+    expect(page.get_by_text("it is shown only this once")).to_be_visible()
+    key = page.get_by_label("The new API key").input_value()
+    assert len(key) > 20
+    page.get_by_role("button", name="Copy").click()
+    expect(page.get_by_text("Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == key
+    shot(page, tmp_path, "03-key-shown-once")
+    eventually(lambda: evaluate(server, key, "any-flag", "u1").status_code == 200)
+
+    page.get_by_role("navigation", name="Environment").get_by_role("link", name="API keys").click()
+    expect(page.get_by_role("row", name="checkout service")).to_be_visible()
+    assert key not in page.content()
+    page.get_by_role("button", name="Revoke key checkout service").click()
+    expect(page.get_by_text("is revoked")).to_be_visible()
+    expect(page.get_by_role("row", name="checkout service")).to_have_count(0)
+    shot(page, tmp_path, "04-key-revoked")
+    eventually(lambda: evaluate(server, key, "any-flag", "u1").status_code == 401)
+
+
+def test_create_a_flag_with_three_rules_and_toggle_it(
+    page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path
+) -> None:
+    server = dashboard_server
+    tenant = admin.tenant(insights=True)
+    sign_in(page, server)
+
+    page.goto(f"{server.url}/dashboard/organizations/{tenant.organization_id}/segments")
+    page.get_by_label("Key", exact=True).fill("beta-users")
+    page.get_by_label("User identifiers").fill("alice\nbob\n\n  carol  \n")
+    page.get_by_role("button", name="Save segment").click()
+    expect(page.get_by_role("row", name="beta-users")).to_contain_text("3")
+
+    page.goto(f"{server.url}/dashboard/environments/{tenant.environment_id}/flags")
+    page.get_by_label("Key").fill("new-checkout")
+    page.get_by_role("button", name="Create flag").click()
+    expect(page.get_by_role("heading", name="Flag new-checkout")).to_be_visible()
+
+    for kind in ("STATIC", "SEGMENT", "PERCENTAGE"):
+        page.get_by_role("button", name=kind, exact=True).click()
+    page.get_by_label("Serve").first.select_option("false")
+    page.get_by_label("Segment").fill("beta-users")
+    page.get_by_label("Percentage of users (0–100)").fill("150")
+    page.get_by_role("button", name="Save flag").first.click()
+    expect(page.get_by_text("Percentage must be a number from 0 to 100")).to_be_visible()
+    expect(page.get_by_label("Percentage of users (0–100)")).to_have_attribute(
+        "aria-invalid", "true"
+    )
+    shot(page, tmp_path, "05-validation-error")
+
+    page.get_by_label("Percentage of users (0–100)").fill("25.5")
+    page.get_by_role("button", name="Move down rule 1").click()  # STATIC below SEGMENT
+    page.get_by_role("button", name="Move down rule 2").click()  # ... and below PERCENTAGE
+    expect(page.get_by_text("Changes not saved yet")).to_be_visible()
+    page.get_by_role("button", name="Save flag").first.click()
+    expect(page.get_by_text("Saved.")).to_be_visible()
+    shot(page, tmp_path, "06-three-rules-saved")
+    stored = admin.request(
+        "GET", f"/environments/{tenant.environment_id}/flags/new-checkout", expect=200
+    )
+    assert stored["rules"] == [
+        {"type": "SEGMENT", "segment": "beta-users", "value": True},
+        {"type": "PERCENTAGE", "percentage": 25.5, "value": True},
+        {"type": "STATIC", "value": False},
+    ]
+    assert stored["enabled"] is False
+
+    page.get_by_role("navigation", name="Environment").get_by_role("link", name="Flags").click()
+    row = page.get_by_role("row", name="new-checkout")
+    expect(row.get_by_text("Disabled")).to_be_visible()
+    row.get_by_role("button", name="Enable new-checkout").click()
+    expect(page.get_by_role("row", name="new-checkout").get_by_text("Enabled")).to_be_visible()
+    shot(page, tmp_path, "07-flag-enabled")
+    eventually(
+        lambda: served(server, tenant.api_key, "new-checkout", "alice") == (True, "SEGMENT", None)
+    )
+
+    page.get_by_role("row", name="new-checkout").get_by_role(
+        "button", name="Disable new-checkout"
+    ).click()
+    expect(page.get_by_role("row", name="new-checkout").get_by_text("Disabled")).to_be_visible()
+    eventually(
+        lambda: (
+            served(server, tenant.api_key, "new-checkout", "alice")
+            == (False, None, "FLAG_DISABLED")
+        )
+    )
+
+
+def _wait_for_sealed_events(data_dir: Path, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        kinds = {p.parts[-3] for p in (data_dir / "events").glob("*/date=*/*.parquet")}
+        if len(kinds) >= 2:
+            return
+        assert time.monotonic() < deadline, f"no sealed events under {data_dir}"
+        time.sleep(0.25)
+
+
+def test_metrics_after_a_pipeline_run_with_the_coverage_warning(
+    page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from pipelines.cli import run_pipeline_once
+
+    server = dashboard_server
+    tenant = admin.tenant(insights=True)
+    admin.flag(tenant.environment_id, "search-v2", [{"type": "PERCENTAGE", "percentage": 50}])
+    headers = {"Authorization": f"ApiKey {tenant.api_key}"}
+    users = [f"user-{i}" for i in range(120)]
+    answers = requests.post(
+        f"{server.url}/v1/evaluate/bulk", json={"flagKey": "search-v2", "userIdentifiers": users},
+        headers=headers, timeout=30,
+    ).json()  # fmt: skip
+    feedback = [
+        {"evaluationId": answers[user]["evaluationId"], "result": i % 4 != 0, "latencyMs": 100 + i}
+        for i, user in enumerate(users[:60])
+    ]
+    status = requests.post(
+        f"{server.url}/v1/feedback/bulk", json={"feedbacks": feedback}, headers=headers, timeout=30
+    ).status_code
+    assert status == 204
+    _wait_for_sealed_events(server.data_dir)
+    monkeypatch.setenv("DAGSTER_HOME", str(server.data_dir / "dagster"))
+    settings = Settings(data_dir=server.data_dir, admin_token=ADMIN_TOKEN)
+    run_pipeline_once(settings, echo=lambda line: None)
+
+    sign_in(page, server)
+    page.goto(
+        f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/search-v2/insights"
+    )
+    metrics = page.locator("dl.metrics")
+    expect(metrics.locator("div", has_text="Evaluations")).to_contain_text("120")
+    expect(metrics.locator("div", has_text="Feedback")).to_contain_text("60")
+    expect(metrics.locator("div", has_text="Coverage")).to_contain_text("50.0 %")
+    expect(metrics.locator("div", has_text="Success rate")).to_contain_text("75.0 %")
+    expect(metrics.locator("div", has_text="Failure rate")).to_contain_text("25.0 %")
+    expect(metrics.locator("div", has_text="Average latency")).to_contain_text("129.5 ms")
+    expect(page.get_by_text("As of")).to_be_visible()
+    expect(page.locator("[data-warning=coverage]")).to_contain_text("under the 80 % advised")
+    expect(page.locator("[data-warning=sample]")).to_contain_text(
+        "Small sample: 60 feedback events"
+    )
+    expect(page.get_by_role("img", name="Feedback coverage per day")).to_be_visible()
+    expect(page.get_by_role("img", name="Success rate per day")).to_be_visible()
+    expect(page.locator("[data-verdict]")).to_contain_text("No verdict yet")
+    shot(page, tmp_path, "08-insights-coverage-warning")
+
+
+@pytest.mark.parametrize("limit", [100])
+def test_usage_states_within_overage_and_blocked(
+    page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path, limit: int
+) -> None:
+    server = dashboard_server
+    tenant = admin.tenant(plan="enterprise", limit=limit)
+    admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    url = f"{server.url}/dashboard/organizations/{tenant.organization_id}/usage"
+    served = 0
+
+    def spend(count: int) -> Any:
+        nonlocal served
+        users = [f"u{served + i}" for i in range(count)]
+        served += count
+        return requests.post(
+            f"{server.url}/v1/evaluate/bulk", json={"flagKey": "f", "userIdentifiers": users},
+            headers={"Authorization": f"ApiKey {tenant.api_key}"}, timeout=30,
+        ).json()  # fmt: skip
+
+    sign_in(page, server)
+    spend(60)
+    page.goto(url)
+    expect(page.get_by_text("60 of 100 evaluations this month")).to_be_visible()
+    expect(page.get_by_text("Within limit")).to_be_visible()
+    expect(page.get_by_text("40 evaluations left before overage")).to_be_visible()
+    shot(page, tmp_path, "09-usage-within")
+
+    spend(45)
+    page.reload()
+    expect(page.get_by_text("105 of 100 evaluations this month")).to_be_visible()
+    expect(page.locator("[data-usage-state]")).to_contain_text("Overage")
+    expect(page.locator("[data-usage-state]")).to_contain_text("still served up to 110")
+    shot(page, tmp_path, "10-usage-overage")
+
+    answers = spend(10)
+    assert sum(a["error"] is not None for a in answers.values()) == 5
+    page.reload()
+    expect(page.get_by_text("110 of 100 evaluations this month")).to_be_visible()
+    expect(page.locator("[data-usage-state]")).to_contain_text("Blocked")
+    expect(page.locator("[data-usage-state]")).to_contain_text("PLAN_LIMIT_EXCEEDED")
+    shot(page, tmp_path, "11-usage-blocked")
