@@ -17,7 +17,7 @@ Behaviour = Callable[[str, Any], Reply | None]
 class FakeServer:
     """Records every request body by path and answers with ``behaviour``."""
 
-    def __init__(self, behaviour: Behaviour):
+    def __init__(self, behaviour: Behaviour, port: int = 0):
         self.behaviour = behaviour
         self.requests: list[tuple[str, Any]] = []
         self.connections = 0
@@ -62,7 +62,7 @@ class FakeServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
