@@ -15,11 +15,26 @@ echo "$init_output"
 DEMO_KEY=$(sed -n 's/^Demo API key (shown once): //p' <<<"$init_output")
 
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+dagster_pid=""
+cleanup() {
+  trap '' INT TERM  # a second signal must not cut the cleanup short
+  trap - EXIT
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  # dagster dev (its own process group, with the webserver and daemon) stops on SIGINT
+  [ -n "$dagster_pid" ] && kill -INT -- "-$dagster_pid" 2>/dev/null || true
+  for _ in $(seq 1 40); do
+    alive=0
+    for pid in "${pids[@]}" $dagster_pid; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive -eq 0 ] && break
+    sleep 0.5
+  done
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+  [ -n "$dagster_pid" ] && kill -KILL -- "-$dagster_pid" 2>/dev/null || true
+}
 trap cleanup EXIT INT TERM
 
 $BIN/flagsight serve --port "$API_PORT" >"$DATA/logs/api.log" 2>&1 & pids+=($!)
-$BIN/dagster dev -w workspace.yaml -p "$DAGSTER_PORT" >"$DATA/logs/dagster.log" 2>&1 & pids+=($!)
+setsid $BIN/dagster dev -w workspace.yaml -p "$DAGSTER_PORT" >"$DATA/logs/dagster.log" 2>&1 & dagster_pid=$!
 
 for _ in $(seq 1 60); do
   curl -fsS "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && break
