@@ -6,11 +6,13 @@ import falcon
 import falcon.asgi
 
 from api.admin.routes import add_admin_routes
+from api.dashboard.routes import add_dashboard_routes
 from api.errors import serialize_error
 from api.openapi.document import OpenApiResource
 from api.resources.evaluate import BulkEvaluateResource, EvaluateResource
 from api.resources.feedback import BulkFeedbackResource, FeedbackResource
 from api.resources.health import HealthResource, MetricsResource, ReadyResource
+from api.resources.ofrep import add_ofrep_routes
 from api.services import Services
 
 
@@ -23,7 +25,9 @@ def create_app(services: Services) -> falcon.asgi.App:
     app.add_route("/v1/evaluate/bulk", BulkEvaluateResource(services))
     app.add_route("/v1/feedback/report", FeedbackResource(services))
     app.add_route("/v1/feedback/bulk", BulkFeedbackResource(services))
+    add_ofrep_routes(app, services)
     add_admin_routes(app, services)
+    add_dashboard_routes(app, services)
 
     app.add_route("/healthz", HealthResource())
     app.add_route("/readyz", ReadyResource(services))
