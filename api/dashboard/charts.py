@@ -16,10 +16,10 @@ from markupsafe import Markup
 
 WIDTH = 640
 HEIGHT = 200
-MARGIN_LEFT = 56
+MARGIN_LEFT = 84
 MARGIN_RIGHT = 12
-MARGIN_TOP = 12
-MARGIN_BOTTOM = 36
+MARGIN_TOP = 28
+MARGIN_BOTTOM = 40
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def column_chart(
         )
     slot = plot_w / max(len(points), 1)
     bar_w = max(min(slot * 0.7, 48.0), 2.0)
-    label_every = max(1, len(points) // 8)
+    label_every = max(1, len(points) // 5)
     for index, point in enumerate(points):
         x = MARGIN_LEFT + slot * index + (slot - bar_w) / 2
         if point.value is not None:
@@ -92,7 +92,7 @@ def column_chart(
             )
         if index % label_every == 0:
             parts.append(
-                f'<text class="axis" x="{x + bar_w / 2:.1f}" y="{HEIGHT - MARGIN_BOTTOM + 16}" '
+                f'<text class="axis" x="{x + bar_w / 2:.1f}" y="{HEIGHT - MARGIN_BOTTOM + 26}" '
                 f'text-anchor="middle">{escape(point.label[5:] or point.label)}</text>'
             )
     if guide is not None and guide <= top:

@@ -78,6 +78,19 @@ def served(server: GunicornServer, api_key: str, flag: str, user: str) -> tuple[
     return answer["value"], answer["matchedRuleType"], (answer["error"] or {}).get("type")
 
 
+def key_is_served(server: GunicornServer, api_key: str) -> bool:
+    """A new key is known to every worker within a second; an empty feedback body is
+    refused 400 (key known) or 401 (not yet), and nothing is metered."""
+    statuses = {
+        requests.post(
+            f"{server.url}/v1/feedback/report", json={}, timeout=10,
+            headers={"Authorization": f"ApiKey {api_key}"},
+        ).status_code
+        for _ in range(4)
+    }  # fmt: skip
+    return statuses == {400}
+
+
 def eventually(check: Callable[[], bool], within_s: float = 2.0) -> None:
     """Changes reach every worker within a second (contract section 2); allow two."""
     deadline = time.monotonic() + within_s
@@ -137,6 +150,7 @@ def test_create_a_flag_with_three_rules_and_toggle_it(
 ) -> None:
     server = dashboard_server
     tenant = admin.tenant(insights=True)
+    eventually(lambda: key_is_served(server, tenant.api_key))
     sign_in(page, server)
 
     page.goto(f"{server.url}/dashboard/organizations/{tenant.organization_id}/segments")
@@ -221,6 +235,7 @@ def test_metrics_after_a_pipeline_run_with_the_coverage_warning(
     tenant = admin.tenant(insights=True)
     admin.flag(tenant.environment_id, "search-v2", [{"type": "PERCENTAGE", "percentage": 50}])
     headers = {"Authorization": f"ApiKey {tenant.api_key}"}
+    eventually(lambda: key_is_served(server, tenant.api_key))
     users = [f"user-{i}" for i in range(120)]
     answers = requests.post(
         f"{server.url}/v1/evaluate/bulk", json={"flagKey": "search-v2", "userIdentifiers": users},
@@ -268,6 +283,7 @@ def test_usage_states_within_overage_and_blocked(
     server = dashboard_server
     tenant = admin.tenant(plan="enterprise", limit=limit)
     admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    eventually(lambda: key_is_served(server, tenant.api_key))
     url = f"{server.url}/dashboard/organizations/{tenant.organization_id}/usage"
     served = 0
 
