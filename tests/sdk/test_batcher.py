@@ -9,7 +9,12 @@ import time
 
 import pytest
 from flagsight_sdk import Evaluation, FlagsightClient
-from flagsight_sdk.batcher import DROP_QUEUE_FULL, DROP_REFUSED, DROP_RETRIES_EXHAUSTED
+from flagsight_sdk.batcher import (
+    DROP_QUEUE_FULL,
+    DROP_REFUSED,
+    DROP_RETRIES_EXHAUSTED,
+    DROP_UNSENT_AT_EXIT,
+)
 
 from tests.sdk.fake_server import FakeServer, json_reply
 from tests.support.server import REPO, free_port
@@ -138,10 +143,11 @@ def test_the_queue_is_bounded_and_reports_drops(caplog) -> None:
             "key", server.url, max_queue=3, interval_s=60, on_drop=lambda r, n: drops.append((r, n))
         )
         accepted = [client.report(evaluation(i), True) for i in range(5)]
+        client.close(0.2)  # the 503s never end: the three queued are dropped, and reported
     finally:
         server.close()
     assert accepted == [True, True, True, False, False]
-    assert drops == [(DROP_QUEUE_FULL, 1), (DROP_QUEUE_FULL, 1)]
+    assert drops == [(DROP_QUEUE_FULL, 1), (DROP_QUEUE_FULL, 1), (DROP_UNSENT_AT_EXIT, 3)]
     assert "feedback event(s) dropped (queue_full)" in caplog.text
 
 
