@@ -182,6 +182,13 @@ PUBLIC_PATHS: dict[str, Any] = {
             },
         }
     },
+    "/openapi.json": {
+        "get": {
+            "summary": "This document",
+            "tags": ["operations"],
+            "responses": {"200": {"description": "OpenAPI 3.1", **_json({"type": "object"})}},
+        }
+    },
     "/metrics": {
         "get": {
             "summary": "Prometheus metrics",

@@ -12,9 +12,6 @@ from typing import Any
 import falcon.asgi
 import falcon.testing
 import pytest
-from jsonschema import Draft202012Validator
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012
 
 from api.admin.routes import add_admin_routes
 from api.controlplane.cache import ConfigCache
@@ -23,9 +20,9 @@ from api.errors import serialize_error
 from api.evaluation_id import EvaluationIdIssuer
 from api.metering.mmap_meter import MmapMeter
 from api.observability.metrics import Metrics
-from api.openapi.admin import ADMIN_PATHS, ADMIN_SCHEMAS
 from api.services import Services
 from api.settings import Settings
+from tests.support.openapi import OpenApiChecker
 
 ADMIN_TOKEN = "admin-test-token-0123456789"
 NOW = 1_741_996_800.0  # 2025-03-15T00:00:00Z
@@ -36,38 +33,11 @@ UNAUTHORIZED = {
 }
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
-_ROOT_URI = "urn:flagsight:admin-openapi"
-_REGISTRY = Registry().with_resource(
-    _ROOT_URI, DRAFT202012.create_resource({"components": {"schemas": ADMIN_SCHEMAS}})
-)
-_TEMPLATES = [
-    (re.compile(re.sub(r"\{[^/]+\}", "[^/]+", template) + "$"), template)
-    for template in sorted(ADMIN_PATHS, key=lambda t: t.count("{"))
-]
-
-
-def documented_response(path: str, method: str, status: int) -> dict[str, Any] | None:
-    """The OpenAPI response object for a concrete call; None if the path is not an admin path."""
-    for pattern, template in _TEMPLATES:
-        if pattern.match(path):
-            operation = ADMIN_PATHS[template].get(method.lower())
-            if operation is None:
-                return None  # 405: not an operation
-            assert str(status) in operation["responses"], f"{method} {template} answered {status}"
-            return operation["responses"][str(status)]
-    return None
+_CHECKER = OpenApiChecker()
 
 
 def check_against_openapi(path: str, method: str, status: int, body: Any, raw: bytes) -> None:
-    response = documented_response(path, method, status)
-    if response is None:
-        return
-    if "content" not in response:
-        assert raw == b"", f"{method} {path} {status} must have no body"
-        return
-    schema = response["content"]["application/json"]["schema"]
-    ref = {"$ref": _ROOT_URI + schema["$ref"]}
-    Draft202012Validator(ref, registry=_REGISTRY).validate(body)
+    _CHECKER.check(path, method, status, body, raw)
 
 
 @dataclass
