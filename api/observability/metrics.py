@@ -37,6 +37,16 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
             registry=r,
         )
+        self.bulk_evaluate_seconds = Histogram(
+            "flagsight_bulk_evaluate_seconds",
+            "Time a worker spends answering one bulk evaluate, from routing to the encoded"
+            " answer: body, validation, metering, evaluation, ids, event log, encoding",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=r,
+        )
+        self.bulk_evaluate_users = Counter(
+            "flagsight_bulk_evaluate_users", "Distinct users answered by bulk evaluate", registry=r
+        )
         self.evaluations = Counter(
             "flagsight_evaluations", "Evaluations answered", ["outcome"], registry=r
         )

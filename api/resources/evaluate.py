@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import falcon
 import falcon.asgi
 
@@ -56,6 +58,7 @@ class BulkEvaluateResource:
         self._limit = services.settings.body_limits.bulk_evaluate
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        started = time.perf_counter()
         key = authenticate_api_key(req, self._services.config)
         body = require_object(await read_json(req, self._limit))
         flag_key = require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
@@ -69,6 +72,9 @@ class BulkEvaluateResource:
         )
         resp.data = encode_bulk_response(served.users, served.results, served.evaluation_ids)
         resp.content_type = falcon.MEDIA_JSON
+        metrics = self._services.metrics
+        metrics.bulk_evaluate_seconds.observe(time.perf_counter() - started)
+        metrics.bulk_evaluate_users.inc(len(users))
 
 
 def distinct_user_identifiers(items: list[object]) -> list[str]:

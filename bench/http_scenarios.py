@@ -1,0 +1,191 @@
+"""The HTTP scenarios: single evaluate against the reference app, bulk, feedback, mixed, memory.
+
+Every run is bounded (wrk ``-d``), starts from a quiet server (the event log sealed, CPU idle)
+and is charged the server CPU it caused, including the sealing that finishes after wrk stops.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.procstat import RssSampler, cpu_seconds, pss_bytes, rss_bytes, wait_idle
+from bench.servers import FlagsightServer, ReferenceServer, Server
+from bench.workload import Workload
+from bench.wrk import run_wrk
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long and how often to measure: the full benchmark or the smoke."""
+
+    duration_s: float
+    rounds: int
+    warmup_s: float
+
+
+def wal_sealed(wal_dir: Path) -> bool:
+    """Every closed segment is sealed and each active one is empty (nothing left to seal)."""
+    try:
+        return all(p.stat().st_size == 0 for p in wal_dir.glob("*.wal"))
+    except FileNotFoundError:
+        return False  # a segment vanished while we looked: sealing is in progress
+
+
+def quiesce(flagsight: FlagsightServer, others: list[Server], timeout_s: float = 60.0) -> None:
+    """Wait for flagsight's event log to be sealed, then for every server to be idle."""
+    deadline = time.monotonic() + timeout_s
+    while not wal_sealed(flagsight.data_dir / "wal") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    wait_idle([p for s in (flagsight, *others) for p in s.pids()], timeout_s=10)
+
+
+def _scrape(server: Server) -> dict[str, float]:
+    text = requests.get(f"{server.url}/metrics", timeout=10).text
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if not sample.labels
+    }
+
+
+class HttpBench:
+    """Both servers up; each ``run_*`` method returns a JSON-ready record of one scenario."""
+
+    def __init__(self, flagsight: FlagsightServer, reference: ReferenceServer, work: Workload,
+                 plan: Plan, log: Callable[[str], None]):  # fmt: skip
+        self.flagsight = flagsight
+        self.reference = reference
+        self.work = work
+        self.plan = plan
+        self.log = log
+
+    def _quiesce(self) -> None:
+        quiesce(self.flagsight, [self.reference])
+
+    def _measure(self, server: Server, script: str, args: list[str], connections: int,
+                 label: str, duration_s: float | None = None) -> dict[str, object]:  # fmt: skip
+        self._quiesce()
+        pids = server.pids()
+        cpu_before = cpu_seconds(pids)
+        result = run_wrk(server.url, script, args, connections=connections,
+                         duration_s=duration_s or self.plan.duration_s)  # fmt: skip
+        self._quiesce()  # sealing this run's events is part of its cost
+        cpu = cpu_seconds(pids) - cpu_before
+        record = {**result.as_dict(), "connections": connections,
+                  "server_cpu_s": round(cpu, 3),
+                  "server_cpu_us_per_request": round(cpu / max(result.requests, 1) * 1e6, 1)}  # fmt: skip
+        self.log(
+            f"  {label:<28} c={connections:<3} {result.requests_per_s:>9.0f} req/s  "
+            f"p50 {result.p50_ms:6.2f} ms  p99 {result.p99_ms:6.2f} ms  "
+            f"cpu {record['server_cpu_us_per_request']:7.1f} us/req  errors {result.failed}"
+        )
+        if result.failed:
+            raise RuntimeError(f"{label}: wrk saw errors {result.errors}")
+        return record
+
+    def _evaluate_args(self) -> list[str]:
+        return [self.work.api_key, self.work.flag_key]
+
+    def warm_up(self) -> None:
+        for server in (self.reference, self.flagsight):
+            run_wrk(server.url, "evaluate.lua", self._evaluate_args(), connections=16,
+                    duration_s=self.plan.warmup_s)  # fmt: skip
+
+    def single_evaluate(self, connection_counts: tuple[int, ...]) -> dict[str, object]:
+        """Rounds of reference then flagsight, at 16 and 64 connections; ratios per round."""
+        rounds: list[dict[str, object]] = []
+        for index in range(self.plan.rounds):
+            self.log(f" round {index + 1}/{self.plan.rounds}")
+            record: dict[str, object] = {}
+            for connections in connection_counts:
+                ref = self._measure(self.reference, "evaluate.lua", self._evaluate_args(),
+                                    connections, "reference evaluate")  # fmt: skip
+                own = self._measure(self.flagsight, "evaluate.lua", self._evaluate_args(),
+                                    connections, "flagsight evaluate")  # fmt: skip
+                record[f"c{connections}"] = {
+                    "reference": ref, "flagsight": own,
+                    "ratio": round(own["requests_per_s"] / ref["requests_per_s"], 3),
+                }  # fmt: skip
+            rounds.append(record)
+        summary = {}
+        for c in (f"c{n}" for n in connection_counts):
+            ratios = [r[c]["ratio"] for r in rounds]
+            summary[c] = {
+                "ratio_median": statistics.median(ratios),
+                "ratios": ratios,
+                "flagsight_rps_median": statistics.median(r[c]["flagsight"]["requests_per_s"] for r in rounds),
+                "reference_rps_median": statistics.median(r[c]["reference"]["requests_per_s"] for r in rounds),
+                "flagsight_p99_ms_median": statistics.median(r[c]["flagsight"]["p99_ms"] for r in rounds),
+                "reference_p99_ms_median": statistics.median(r[c]["reference"]["p99_ms"] for r in rounds),
+                "flagsight_cpu_us_median": statistics.median(r[c]["flagsight"]["server_cpu_us_per_request"] for r in rounds),
+                "reference_cpu_us_median": statistics.median(r[c]["reference"]["server_cpu_us_per_request"] for r in rounds),
+            }  # fmt: skip
+        return {"rounds": rounds, "summary": summary}
+
+    def memory_steady(self) -> dict[str, object]:
+        self._quiesce()
+        workers = self.flagsight.worker_pids()
+        ref_workers = self.reference.worker_pids()
+        return {
+            "flagsight_worker_rss_mb": [round(rss_bytes(p) / MB, 1) for p in workers],
+            "flagsight_worker_pss_mb": [round(pss_bytes(p) / MB, 1) for p in workers],
+            "reference_worker_rss_mb": [round(rss_bytes(p) / MB, 1) for p in ref_workers],
+        }
+
+    def bulk(self, users: int, bodies: Path) -> dict[str, object]:
+        """One connection: the answer's latency, and the in-server rate from ``/metrics``."""
+        self._quiesce()
+        workers = self.flagsight.worker_pids()
+        steady = {p: rss_bytes(p) for p in workers}
+        before = _scrape(self.flagsight)
+        with RssSampler(workers) as sampler:
+            record = self._measure(self.flagsight, "bodies.lua",
+                                   [self.work.api_key, "/v1/evaluate/bulk", str(bodies)], 1,
+                                   f"flagsight bulk {users}")  # fmt: skip
+        after = _scrape(self.flagsight)
+        seconds = (
+            after["flagsight_bulk_evaluate_seconds_sum"]
+            - before["flagsight_bulk_evaluate_seconds_sum"]
+        )
+        answered = (
+            after["flagsight_bulk_evaluate_users_total"]
+            - before["flagsight_bulk_evaluate_users_total"]
+        )
+        record["server_seconds"] = round(seconds, 3)
+        record["server_user_evaluations"] = int(answered)
+        record["server_user_evaluations_per_s_per_core"] = (
+            round(answered / seconds) if seconds else None
+        )
+        record["server_ms_per_request"] = round(seconds / max(record["requests"], 1) * 1000, 2)
+        record["worker_rss_steady_mb"] = {str(p): round(steady[p] / MB, 1) for p in workers}
+        record["worker_rss_peak_mb"] = {str(p): round(sampler.peak[p] / MB, 1) for p in workers}
+        record["worker_rss_added_mb"] = round(
+            max(sampler.peak[p] - steady[p] for p in workers) / MB, 1
+        )
+        self.log(f"    in server: {record['server_user_evaluations_per_s_per_core']} user-evaluations/s"
+                 f" per core, {record['server_ms_per_request']} ms per request;"
+                 f" RSS +{record['worker_rss_added_mb']} MB")  # fmt: skip
+        return record
+
+    def feedback_bulk(self) -> dict[str, object]:
+        record = self._measure(self.flagsight, "bodies.lua",
+                               [self.work.api_key, "/v1/feedback/bulk", str(self.work.feedback_500)],
+                               8, "flagsight feedback bulk 500")  # fmt: skip
+        record["events_per_s"] = round(record["requests_per_s"] * 500)
+        self.log(f"    {record['events_per_s']} feedback events/s")
+        return record
+
+    def mixed(self) -> dict[str, object]:
+        return self._measure(self.flagsight, "mixed.lua",
+                             [*self._evaluate_args(), str(self.work.evaluation_ids)], 64,
+                             "flagsight mixed 80/20")  # fmt: skip

@@ -1,0 +1,177 @@
+"""The goals of the benchmark and the report (markdown and JSON) written from the measurements."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Goal:
+    name: str
+    target: str
+    measured: float | None
+    unit: str
+    met: bool | None
+    how: str
+
+
+def _goal(name: str, value: float | None, op: str, bound: float, unit: str, how: str) -> Goal:
+    met = None if value is None else (value >= bound if op == ">=" else value <= bound)
+    return Goal(name, f"{op} {bound:g} {unit}".strip(), value, unit, met, how)
+
+
+def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
+    goals: list[Goal] = []
+    single = results.get("single_evaluate", {}).get("summary", {})
+    for c in ("c16", "c64"):
+        if c in single:
+            goals.append(_goal(
+                f"single evaluate req/s vs reference, {c[1:]} connections",
+                single[c]["ratio_median"], ">=", 0.8, "x",
+                "median over rounds of flagsight req/s / reference req/s, each round back to back",
+            ))  # fmt: skip
+    if "c64" in single:
+        goals.append(_goal("single evaluate p99 at 64 connections",
+                           single["c64"]["flagsight_p99_ms_median"], "<=", 10, "ms",
+                           "median over rounds of wrk's p99"))  # fmt: skip
+    bulk = results.get("bulk_10k")
+    if bulk:
+        goals.append(_goal("bulk 10,000 users: user-evaluations/s per core in the server",
+                           bulk["server_user_evaluations_per_s_per_core"], ">=", 1_000_000, "/s",
+                           "users answered / worker seconds in the bulk handler"
+                           " (flagsight_bulk_evaluate_seconds), one connection"))  # fmt: skip
+        goals.append(_goal("bulk 10,000 users: answer time", bulk["p50_ms"], "<=", 25, "ms",
+                           "wrk p50 at one connection, network and HTTP included"))  # fmt: skip
+    feedback = results.get("feedback_bulk_500")
+    if feedback:
+        goals.append(_goal("feedback ingest through bulk (2 workers)", feedback["events_per_s"],
+                           ">=", 150_000, "events/s", "wrk req/s x 500, 8 connections"))  # fmt: skip
+    pipeline = results.get("pipeline")
+    if pipeline:
+        n = pipeline["evaluations"] + pipeline["feedback"]
+        goals.append(_goal(f"pipeline over {n:,} events", pipeline["full"]["run_s"], "<=", 60,
+                           "s", "flagsight pipeline run, the run (process start-up excluded)"))  # fmt: skip
+        goals.append(_goal(f"incremental run over {pipeline['incremental_events']:,} new events",
+                           pipeline["incremental"]["run_s"], "<=", 3, "s",
+                           "as above, after the full run"))  # fmt: skip
+        if "small_history_incremental" in pipeline:
+            ratio = (
+                pipeline["incremental"]["run_s"] / pipeline["small_history_incremental"]["run_s"]
+            )
+            goals.append(_goal("incremental run independent of history size", round(ratio, 2),
+                               "<=", 1.5, "x",
+                               f"incremental over {n:,} events of history / over "
+                               f"{pipeline['small_history_events']:,}"))  # fmt: skip
+    memory = results.get("memory_steady")
+    if memory:
+        goals.append(_goal("worker RSS at steady state", max(memory["flagsight_worker_rss_mb"]),
+                           "<=", 120, "MB", "largest VmRSS of the workers after the load, idle"))  # fmt: skip
+    if bulk:
+        goals.append(_goal("RSS added by 10k bulk requests", bulk["worker_rss_added_mb"], "<=", 50,
+                           "MB", "largest (peak sampled every 5 ms - steady) over the workers"))  # fmt: skip
+    return goals
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Made by `{report['command']}` on {report['started_at']} "
+        f"({report['wall_s']:.0f} s wall; {report['machine']}).",
+        "",
+        "Figures are measured in the same invocation: flagsight (`flagsight serve`, its production "
+        "gunicorn configuration) and the reference (a minimal Falcon app that parses the JSON body "
+        "and answers a fixed JSON object, under the same configuration, worker class and count), "
+        "driven by wrk on loopback with keep-alive connections and Lua scripts that send a "
+        "different user on every request. Server CPU per request is the CPU of the master and "
+        "workers from the start of a run until its events are sealed, divided by its requests.",
+        "",
+        "## Goals",
+        "",
+        "| goal | target | measured | met | how |",
+        "|---|---|---|---|---|",
+    ]
+    for g in report["goals"]:
+        met = {True: "yes", False: "**no**", None: "n/a"}[g["met"]]
+        lines.append(
+            f"| {g['name']} | {g['target']} | {_fmt(g['measured'])} {g['unit']} | {met} | {g['how']} |"
+        )
+    r = report["results"]
+    single = r.get("single_evaluate")
+    if single:
+        lines += ["", "## Single evaluate", "",
+                  "| connections | reference req/s | flagsight req/s | ratio (each round) | "
+                  "p99 ref / flagsight ms | CPU µs/req ref / flagsight |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for c, s in single["summary"].items():
+            lines.append(
+                f"| {c[1:]} | {_fmt(s['reference_rps_median'])} | {_fmt(s['flagsight_rps_median'])} | "
+                f"{s['ratio_median']:.2f} ({', '.join(f'{x:.2f}' for x in s['ratios'])}) | "
+                f"{s['reference_p99_ms_median']:.2f} / {s['flagsight_p99_ms_median']:.2f} | "
+                f"{s['reference_cpu_us_median']:.0f} / {s['flagsight_cpu_us_median']:.0f} |"
+            )
+    rows = [(k, r[k]) for k in ("bulk_1k", "bulk_10k", "feedback_bulk_500", "mixed") if k in r]
+    if rows:
+        lines += ["", "## Other HTTP scenarios", "",
+                  "| scenario | connections | req/s | p50 ms | p99 ms | CPU µs/req | in server |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for name, x in rows:
+            extra = ""
+            if "server_user_evaluations_per_s_per_core" in x:
+                extra = (f"{_fmt(x['server_user_evaluations_per_s_per_core'])} user-evaluations/s per core, "
+                         f"{x['server_ms_per_request']} ms/request")  # fmt: skip
+            elif "events_per_s" in x:
+                extra = f"{_fmt(x['events_per_s'])} events/s"
+            lines.append(f"| {name} | {x['connections']} | {_fmt(x['requests_per_s'])} | {x['p50_ms']:.2f} | "
+                         f"{x['p99_ms']:.2f} | {_fmt(x['server_cpu_us_per_request'])} | {extra} |")  # fmt: skip
+    memory = r.get("memory_steady")
+    if memory:
+        lines += ["", "## Memory", "",
+                  f"- flagsight workers at steady state: RSS {memory['flagsight_worker_rss_mb']} MB, "
+                  f"PSS {memory['flagsight_worker_pss_mb']} MB; reference workers: RSS "
+                  f"{memory['reference_worker_rss_mb']} MB."]  # fmt: skip
+        for name in ("bulk_1k", "bulk_10k"):
+            if name in r:
+                lines.append(f"- during {name}: peak RSS {r[name]['worker_rss_peak_mb']} MB, "
+                             f"added {r[name]['worker_rss_added_mb']} MB.")  # fmt: skip
+    pipeline = r.get("pipeline")
+    if pipeline:
+        lines += ["", "## Pipeline", "",
+                  "| run | events | run s | process s |", "|---|---|---|---|",
+                  f"| full | {pipeline['evaluations']:,} + {pipeline['feedback']:,} | "
+                  f"{pipeline['full']['run_s']} | {pipeline['full']['process_s']} |",
+                  f"| incremental | {pipeline['incremental_events']:,} new | "
+                  f"{pipeline['incremental']['run_s']} | {pipeline['incremental']['process_s']} |"]  # fmt: skip
+        if "small_history_incremental" in pipeline:
+            lines.append(f"| incremental, {pipeline['small_history_events']:,} events of history | "
+                         f"{pipeline['incremental_events']:,} new | "
+                         f"{pipeline['small_history_incremental']['run_s']} | "
+                         f"{pipeline['small_history_incremental']['process_s']} |")  # fmt: skip
+        lines.append(
+            f"\nWriting the synthetic lake took {pipeline['lake_write_s']} s (not counted)."
+        )
+    if report.get("noise"):
+        lines += ["", "## Noise", "", report["noise"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], out_dir: Path, extra_markdown: list[Path]) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = {**report, "goals": [asdict(g) for g in evaluate_goals(report["results"])]}
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    markdown = render_markdown(report)
+    (out_dir / "report.md").write_text(markdown)
+    for path in extra_markdown:
+        path.write_text(markdown)
+    return out_dir / "report.md"

@@ -1,0 +1,128 @@
+"""``make bench``: measure flagsight against the reference app and write the report.
+
+    python -m bench.run            # the full benchmark (about 10 minutes on 2 cores)
+    python -m bench.run --smoke    # every scenario for about a second: the suite cannot rot
+
+The report goes to ``bench/results/report.{md,json}``; a full run also rewrites
+``docs/benchmarks.md`` with the same markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.http_scenarios import HttpBench, Plan
+from bench.pipeline_scenarios import pipeline_bench
+from bench.report import write_report
+from bench.servers import REPO, FlagsightServer, ReferenceServer
+from bench.workload import prepare
+
+FULL = Plan(duration_s=10, rounds=3, warmup_s=3)
+SMOKE = Plan(duration_s=1, rounds=1, warmup_s=1)
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def _machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.machine())  # fmt: skip
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
+
+
+def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path) -> dict[str, object]:
+    flagsight = FlagsightServer(work_dir / "data", args.workers, work_dir / "flagsight.log")
+    if args.smoke:  # the smoke checks the machinery, not figures: seal quickly
+        flagsight._env["FLAGSIGHT_SEAL_INTERVAL"] = "1"
+    reference = ReferenceServer(args.workers, work_dir / "reference.log")
+    results: dict[str, object] = {}
+    try:
+        log(f"starting flagsight and the reference app ({args.workers} workers each)")
+        flagsight.start(args.workers)
+        reference.start(args.workers)
+        work = prepare(flagsight.url, flagsight.admin_token, work_dir,
+                       ids=200 if args.smoke else 4000, bodies=4 if args.smoke else 16)  # fmt: skip
+        bench = HttpBench(flagsight, reference, work, plan, log)
+        bench.warm_up()
+        log("single evaluate, reference vs flagsight")
+        results["single_evaluate"] = bench.single_evaluate((16,) if args.smoke else (16, 64))
+        results["memory_steady"] = bench.memory_steady()
+        log(f"  steady state: {results['memory_steady']}")
+        log("bulk evaluate")
+        results["bulk_1k"] = bench.bulk(1000, work.bulk_1k)
+        results["bulk_10k"] = bench.bulk(10_000, work.bulk_10k)
+        log("feedback")
+        results["feedback_bulk_500"] = bench.feedback_bulk()
+        if not args.smoke:
+            log("mixed")
+            results["mixed"] = bench.mixed()
+    finally:
+        flagsight.stop()
+        reference.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument("--smoke", action="store_true", help="every scenario, briefly")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-http", action="store_true", help="skip the HTTP scenarios")
+    parser.add_argument("--no-pipeline", action="store_true", help="skip the pipeline scenarios")
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
+    parser.add_argument("--work-dir", type=Path, help="keep servers' data and logs here")
+    args = parser.parse_args(argv)
+    plan = SMOKE if args.smoke else FULL
+    started = time.monotonic()
+    started_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load_before = os.getloadavg()
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="flagsight-bench-") as tmp:
+        work_dir = args.work_dir or Path(tmp)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        if not args.no_http:
+            results.update(run_http(args, plan, work_dir))
+        if not args.no_pipeline:
+            log("pipeline")
+            results["pipeline"] = pipeline_bench(
+                work_dir,
+                evaluations=20_000 if args.smoke else 10_000_000,
+                feedback=10_000 if args.smoke else 5_000_000,
+                files=2 if args.smoke else 20,
+                incremental=1_000 if args.smoke else 100_000,
+                small_history=None if args.smoke else 150_000,
+                log=log,
+            )
+    load_after = os.getloadavg()
+    command = "make bench" if not args.smoke and argv is None and len(sys.argv) == 1 else (
+        "python -m bench.run " + shlex.join(argv if argv is not None else sys.argv[1:])).strip()  # fmt: skip
+    report = {
+        "command": command,
+        "started_at": started_at,
+        "wall_s": time.monotonic() - started,
+        "machine": _machine(),
+        "smoke": args.smoke,
+        "noise": (
+            f"Load average (1 min) {load_before[0]:.2f} at the start, {load_after[0]:.2f} at the "
+            "end; the machine's 2 cores also run wrk, so absolute figures move with other load. "
+            "Ratios compare runs made back to back; the single-evaluate table lists each round."
+        ),
+        "results": results,
+    }
+    docs = [] if args.smoke or args.no_docs else [REPO / "docs" / "benchmarks.md"]
+    path = write_report(report, args.out, docs)
+    log(f"report: {path} ({report['wall_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

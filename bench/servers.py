@@ -1,0 +1,128 @@
+"""The two servers a benchmark compares: flagsight as ``flagsight serve`` runs it, and the
+reference (a minimal Falcon app) under the same gunicorn configuration, worker class and count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+GUNICORN_CONF = REPO / "api" / "gunicorn_conf.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One gunicorn master on a loopback port, its workers, and its log file."""
+
+    name = "server"
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path):
+        self.port = free_port()
+        self._argv = [a.replace("{port}", str(self.port)) for a in argv]
+        self._env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, workers: int, timeout_s: float = 60.0) -> Server:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                self._argv, cwd=REPO, env=self._env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-3000:]}")
+            if len(self.worker_pids()) == workers and self.ready():
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} not ready: {self.log_path.read_text()[-3000:]}")
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def worker_pids(self) -> list[int]:
+        if self.proc is None:
+            return []
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True)
+        return sorted(int(p) for p in out.stdout.split())
+
+    def pids(self) -> list[int]:
+        return ([self.proc.pid] if self.proc else []) + self.worker_pids()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.proc = None
+
+
+class FlagsightServer(Server):
+    """``flagsight serve`` over a fresh data directory, with its production configuration."""
+
+    name = "flagsight"
+
+    def __init__(self, data_dir: Path, workers: int, log_path: Path):
+        self.data_dir = data_dir
+        self.admin_token = secrets.token_urlsafe(24)
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("FLAGSIGHT_", "PROMETHEUS_"))
+        }
+        env |= {"FLAGSIGHT_DATA_DIR": str(data_dir), "FLAGSIGHT_ADMIN_TOKEN": self.admin_token}
+        argv = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1",
+                "--port", "{port}", "--workers", str(workers)]  # fmt: skip
+        super().__init__(argv, env, log_path)
+
+    def ready(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/readyz", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+
+class ReferenceServer(Server):
+    """``bench.reference_app`` under the same gunicorn configuration file and worker count."""
+
+    name = "reference"
+
+    def __init__(self, workers: int, log_path: Path):
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("FLAGSIGHT_", "PROMETHEUS_"))
+        }
+        argv = [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
+                "--bind", "127.0.0.1:{port}", "--workers", str(workers),
+                "bench.reference_app:app"]  # fmt: skip
+        super().__init__(argv, env, log_path)
+
+    def ready(self) -> bool:
+        try:
+            answer = requests.post(
+                f"{self.url}/v1/evaluate", json={"flagKey": "f", "userIdentifier": "u"}, timeout=1
+            )
+        except requests.RequestException:
+            return False
+        return answer.status_code == 200

@@ -1,0 +1,33 @@
+"""The benchmark smoke: every scenario of ``make bench`` for about a second, so it cannot rot.
+
+It checks the machinery (servers, wrk scripts, metrics, pipeline runs, report), not figures:
+a shared test machine cannot promise performance.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.run import main
+
+pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+
+
+def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:
+    assert main(["--smoke", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    results = report["results"]
+    assert results["single_evaluate"]["summary"]["c16"]["ratio_median"] > 0
+    assert results["bulk_10k"]["server_user_evaluations"] > 0
+    assert results["feedback_bulk_500"]["events_per_s"] > 0
+    assert results["pipeline"]["incremental"]["run_s"] > 0
+    names = {goal["name"] for goal in report["goals"]}
+    assert any(name.startswith("bulk 10,000") for name in names)
+    assert any(name.startswith("worker RSS") for name in names)
+    assert all(goal["measured"] is not None for goal in report["goals"])
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Goals" in markdown and "python -m bench.run --smoke" in markdown
