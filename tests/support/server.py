@@ -50,7 +50,7 @@ class GunicornServer:
             "FLAGSIGHT_DATA_DIR": str(self.data_dir),
             "FLAGSIGHT_ADMIN_TOKEN": self.admin_token,
             "FLAGSIGHT_SEAL_INTERVAL": "1",
-            "FLAGSIGHT_GRACEFUL_TIMEOUT": "3",
+            "FLAGSIGHT_GRACEFUL_TIMEOUT": "10",
             **self.extra_env,
         }
         log = self.log_path.open("ab")

@@ -1,0 +1,115 @@
+"""The flagsight command as an operator uses it: init, serve, pipeline run, admin-token rotate."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import requests
+
+from tests.support.admin import Admin, requests_caller
+from tests.support.server import REPO, GunicornServer
+
+
+def flagsight(
+    data: Path, *args: str, admin_token: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "FLAGSIGHT_ADMIN_TOKEN"}
+    env["FLAGSIGHT_DATA_DIR"] = str(data)
+    env["DAGSTER_HOME"] = str(data / "dagster")
+    if admin_token:
+        env["FLAGSIGHT_ADMIN_TOKEN"] = admin_token
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_init_prints_the_admin_token_once_and_is_idempotent(tmp_path: Path) -> None:
+    first = flagsight(tmp_path, "init")
+    assert first.returncode == 0, first.stderr
+    token = re.search(
+        r"Admin token \(shown once, only its hash is kept\): (\S+)", first.stdout
+    ).group(1)
+    demo_key = re.search(r"Demo API key \(shown once\): (\S+)", first.stdout).group(1)
+    second = flagsight(tmp_path, "init")
+    assert "already set" in second.stdout and token not in second.stdout
+    assert "Demo API key" not in second.stdout
+    stored = (tmp_path / "controlplane.sqlite3").read_bytes()
+    assert token.encode() not in stored and demo_key.encode() not in stored
+
+    rotated = flagsight(tmp_path, "init", "--rotate-demo-key")
+    new_key = re.search(r"Demo API key \(shown once\): (\S+)", rotated.stdout).group(1)
+    assert new_key != demo_key
+
+
+def test_demo_flags_answer_and_pipeline_run_feeds_the_metrics_endpoint(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    init = flagsight(data, "init")
+    token = re.search(
+        r"Admin token \(shown once, only its hash is kept\): (\S+)", init.stdout
+    ).group(1)
+    demo_key = re.search(r"Demo API key \(shown once\): (\S+)", init.stdout).group(1)
+    environment_id = re.search(r"\((env_[0-9a-f]{16})\)", init.stdout).group(1)
+
+    server = GunicornServer(data, admin_token=token).start()
+    session = requests.Session()
+    session.headers["Authorization"] = f"ApiKey {demo_key}"
+    ids = []
+    for i in range(40):
+        answer = session.post(
+            f"{server.url}/v1/evaluate",
+            json={"flagKey": "dark-mode", "userIdentifier": f"u{i}"},
+            timeout=5,
+        ).json()
+        assert (answer["value"], answer["matchedRuleType"]) == (True, "STATIC")
+        ids.append(answer["evaluationId"])
+    feedback = [
+        {"evaluationId": e, "result": n % 4 != 0, "latencyMs": 10.0} for n, e in enumerate(ids[:20])
+    ]
+    assert (
+        session.post(
+            f"{server.url}/v1/feedback/bulk", json={"feedbacks": feedback}, timeout=5
+        ).status_code
+        == 204
+    )
+    session.close()
+    server.stop()  # SIGTERM seals every event
+
+    run = flagsight(data, "pipeline", "run")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "succeeded" in run.stdout
+
+    server = GunicornServer(data, admin_token=token).start()
+    try:
+        admin = Admin(requests_caller(server.url), token)
+        metrics = admin.request(
+            "GET", f"/environments/{environment_id}/flags/dark-mode/metrics", expect=200
+        )
+    finally:
+        server.stop()
+    assert {k: metrics[k] for k in ("environmentKey", "evaluations", "feedbackCount", "feedbackCoverage", "successCount", "failureCount", "successRate", "avgLatencyMs")} == {
+        "environmentKey": "production", "evaluations": 40, "feedbackCount": 20, "feedbackCoverage": 50.0,
+        "successCount": 15, "failureCount": 5, "successRate": 75.0, "avgLatencyMs": 10.0,
+    }  # fmt: skip
+
+
+def test_admin_token_rotate_replaces_the_token(tmp_path: Path) -> None:
+    first = flagsight(tmp_path, "init", "--no-demo")
+    old = re.search(r": (\S+)$", first.stdout.strip().splitlines()[0]).group(1)
+    rotated = flagsight(tmp_path, "admin-token", "rotate")
+    new = re.search(r": (\S+)$", rotated.stdout.strip()).group(1)
+    assert new != old
+    from api.admin.auth import token_hash
+    from api.controlplane.sqlite_store import SqliteControlPlaneStore
+
+    assert SqliteControlPlaneStore(
+        tmp_path / "controlplane.sqlite3"
+    ).admin_token_hash() == token_hash(new)
