@@ -48,7 +48,7 @@ def warnings_for(metrics: dict[str, Any]) -> list[Notice]:
     feedback = metrics.get("feedbackCount") or 0
     if feedback < MIN_FEEDBACK_PER_SIDE:
         found.append(Notice("sample", (
-            f"Small sample: {feedback:,} feedback events. Rates from fewer than"
+            f"Only {feedback:,} feedback events. Rates from fewer than"
             f" {MIN_FEEDBACK_PER_SIDE} are unreliable, and the on/off comparison needs"
             f" {MIN_FEEDBACK_PER_SIDE} on each side.")))  # fmt: skip
     return found

@@ -4,8 +4,6 @@ a real ``flagsight serve`` that serves the dashboard, for the browser tests."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -95,36 +93,11 @@ def person(dash_app: falcon.testing.TestClient) -> DashClient:
     return person
 
 
-class DashboardGunicornServer(GunicornServer):
-    """``flagsight serve`` with ``tests.dashboard.asgi_app`` (see ``tests/dashboard/serve.py``)."""
-
-    def start(self, timeout_s: float = 30.0) -> GunicornServer:
-        real_popen = subprocess.Popen
-
-        def popen(argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-            assert argv[1:4] == ["-m", "api.cli", "serve"], argv
-            return real_popen([sys.executable, "-m", "tests.dashboard.serve", *argv[4:]], **kwargs)  # type: ignore[call-overload]
-
-        subprocess.Popen = popen  # type: ignore[assignment,misc]
-        try:
-            return super().start(timeout_s)
-        finally:
-            subprocess.Popen = real_popen  # type: ignore[misc]
-
-
-def _serves_dashboard(server: GunicornServer) -> bool:
-    return requests.get(f"{server.url}/dashboard/sign-in", timeout=5).status_code == 200
-
-
 @pytest.fixture(scope="module")
 def dashboard_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornServer]:
-    """The real ``flagsight serve`` when ``api/app.py`` wires the dashboard; until then the
-    same command with ``tests.dashboard.asgi_app``. One per test module."""
+    """The real ``flagsight serve``, one per test module."""
     data_dir = tmp_path_factory.mktemp("dashboard-server") / "data"
     server = GunicornServer(data_dir, admin_token=ADMIN_TOKEN).start()
-    if not _serves_dashboard(server):
-        server.stop()
-        server = DashboardGunicornServer(data_dir, admin_token=ADMIN_TOKEN).start()
-    assert _serves_dashboard(server)
+    assert requests.get(f"{server.url}/dashboard/sign-in", timeout=5).status_code == 200
     yield server
     server.stop()

@@ -268,7 +268,7 @@ def test_metrics_after_a_pipeline_run_with_the_coverage_warning(
     expect(page.get_by_text("As of")).to_be_visible()
     expect(page.locator("[data-warning=coverage]")).to_contain_text("under the 80 % advised")
     expect(page.locator("[data-warning=sample]")).to_contain_text(
-        "Small sample: 60 feedback events"
+        "Small sample. Only 60 feedback events"
     )
     expect(page.get_by_role("img", name="Feedback coverage per day")).to_be_visible()
     expect(page.get_by_role("img", name="Success rate per day")).to_be_visible()
