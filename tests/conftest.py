@@ -63,3 +63,21 @@ def server(tmp_path: Path) -> Iterator[GunicornServer]:
 @pytest.fixture
 def server_admin(server: GunicornServer) -> Admin:
     return Admin(requests_caller(server.url), ADMIN_TOKEN)
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornServer]:
+    """One real ``flagsight serve`` shared by a test module; each test makes its own tenant.
+
+    Killed, not stopped, at the end: nothing here depends on a clean shutdown, and a graceful
+    stop waits out clients' idle keep-alive connections."""
+    srv = GunicornServer(
+        tmp_path_factory.mktemp("server") / "data", admin_token=ADMIN_TOKEN
+    ).start()
+    yield srv
+    srv.kill()
+
+
+@pytest.fixture(scope="module")
+def module_server_admin(module_server: GunicornServer) -> Admin:
+    return Admin(requests_caller(module_server.url), ADMIN_TOKEN)

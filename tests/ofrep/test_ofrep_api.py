@@ -69,8 +69,8 @@ class RecordingLog:
 
 
 @pytest.fixture
-def tenant(ofrep_admin: Admin) -> Tenant:
-    return ofrep_admin.tenant()
+def tenant(admin: Admin) -> Tenant:
+    return admin.tenant()
 
 
 @pytest.fixture
@@ -80,16 +80,16 @@ def events(services) -> RecordingLog:
 
 
 @pytest.fixture
-def flags(ofrep_admin: Admin, tenant: Tenant) -> None:
-    ofrep_admin.segment(tenant.organization_id, "beta", ["user-1"])
+def flags(admin: Admin, tenant: Tenant) -> None:
+    admin.segment(tenant.organization_id, "beta", ["user-1"])
     env = tenant.environment_id
-    ofrep_admin.flag(env, "static-on", [{"type": "STATIC"}])
-    ofrep_admin.flag(env, "static-off", [{"type": "STATIC", "value": False}])
-    ofrep_admin.flag(env, "segment", [{"type": "SEGMENT", "segment": "beta"}])
-    ofrep_admin.flag(env, "everyone", [{"type": "PERCENTAGE", "percentage": 100}])
-    ofrep_admin.flag(env, "no-rules", [])
-    ofrep_admin.flag(env, "disabled", [{"type": "STATIC"}], enabled=False)
-    ofrep_admin.flag(env, "archived", [{"type": "STATIC"}], archived=True)
+    admin.flag(env, "static-on", [{"type": "STATIC"}])
+    admin.flag(env, "static-off", [{"type": "STATIC", "value": False}])
+    admin.flag(env, "segment", [{"type": "SEGMENT", "segment": "beta"}])
+    admin.flag(env, "everyone", [{"type": "PERCENTAGE", "percentage": 100}])
+    admin.flag(env, "no-rules", [])
+    admin.flag(env, "disabled", [{"type": "STATIC"}], enabled=False)
+    admin.flag(env, "archived", [{"type": "STATIC"}], archived=True)
 
 
 @pytest.mark.parametrize(
@@ -104,20 +104,18 @@ def flags(ofrep_admin: Admin, tenant: Tenant) -> None:
         ("archived", ("archived", False, "DISABLED", "off")),
     ],
 )
-def test_single_maps_reasons_and_variants(ofrep_client, tenant, flags, flag, expected) -> None:
-    result = single(ofrep_client, tenant, flag)
+def test_single_maps_reasons_and_variants(client, tenant, flags, flag, expected) -> None:
+    result = single(client, tenant, flag)
     assert result.status_code == 200
     assert result.headers["content-type"] == "application/json"
     assert answer(result.json) == expected
 
 
-def test_single_is_one_metered_evaluation_event(
-    ofrep_client, ofrep_admin, tenant, flags, events
-) -> None:
-    first = single(ofrep_client, tenant, "segment").json
-    second = single(ofrep_client, tenant, "segment").json
+def test_single_is_one_metered_evaluation_event(client, admin, tenant, flags, events) -> None:
+    first = single(client, tenant, "segment").json
+    second = single(client, tenant, "segment").json
     assert first["metadata"]["evaluationId"] != second["metadata"]["evaluationId"]
-    assert usage(ofrep_admin, tenant) == 2
+    assert usage(admin, tenant) == 2
     assert [
         (e.evaluation_id, e.flag_key, e.user_identifier, e.value, e.matched_rule_type, e.source)
         for e in events.evaluations
@@ -127,9 +125,9 @@ def test_single_is_one_metered_evaluation_event(
     ]
 
 
-def test_the_evaluation_id_is_accepted_by_feedback(ofrep_client, tenant, flags) -> None:
-    evaluation_id = single(ofrep_client, tenant, "static-on").json["metadata"]["evaluationId"]
-    result = ofrep_client.simulate_post(
+def test_the_evaluation_id_is_accepted_by_feedback(client, tenant, flags) -> None:
+    evaluation_id = single(client, tenant, "static-on").json["metadata"]["evaluationId"]
+    result = client.simulate_post(
         "/v1/feedback/report",
         json={"evaluationId": evaluation_id, "result": True, "latencyMs": 12},
         headers={"Authorization": f"ApiKey {tenant.api_key}"},
@@ -137,10 +135,8 @@ def test_the_evaluation_id_is_accepted_by_feedback(ofrep_client, tenant, flags) 
     assert result.status_code == 204
 
 
-def test_flag_not_found_is_404_and_still_an_event(
-    ofrep_client, ofrep_admin, tenant, events
-) -> None:
-    result = single(ofrep_client, tenant, "Missing")
+def test_flag_not_found_is_404_and_still_an_event(client, admin, tenant, events) -> None:
+    result = single(client, tenant, "Missing")
     assert result.status_code == 404
     body = result.json
     jsonschema.validate(body, schema("OfrepEvaluationFailure"))
@@ -152,7 +148,7 @@ def test_flag_not_found_is_404_and_still_an_event(
     assert [(e.evaluation_id, e.error_type) for e in events.evaluations] == [
         (body["metadata"]["evaluationId"], "FLAG_NOT_FOUND")
     ]
-    assert usage(ofrep_admin, tenant) == 1
+    assert usage(admin, tenant) == 1
 
 
 @pytest.mark.parametrize(
@@ -189,9 +185,9 @@ def test_flag_not_found_is_404_and_still_an_event(
 )
 @pytest.mark.parametrize("path", [f"{BULK}/static-on", BULK])
 def test_invalid_requests_are_400_with_error_details(
-    ofrep_client, ofrep_admin, tenant, flags, events, path, body, code, details
+    client, admin, tenant, flags, events, path, body, code, details
 ) -> None:
-    result = ofrep_client.simulate_post(
+    result = client.simulate_post(
         path, json=body, headers={"Authorization": f"ApiKey {tenant.api_key}"}
     )
     assert result.status_code == 400
@@ -206,11 +202,11 @@ def test_invalid_requests_are_400_with_error_details(
         expected["key"] = "static-on"
     assert result.json == expected
     jsonschema.validate(result.json, schema("OfrepEvaluationFailure"))
-    assert events.evaluations == [] and usage(ofrep_admin, tenant) == 0
+    assert events.evaluations == [] and usage(admin, tenant) == 0
 
 
-def test_malformed_json_is_a_parse_error(ofrep_client, tenant) -> None:
-    result = ofrep_client.simulate_post(
+def test_malformed_json_is_a_parse_error(client, tenant) -> None:
+    result = client.simulate_post(
         f"{BULK}/f",
         body="{nope",
         headers={"Authorization": f"ApiKey {tenant.api_key}", "Content-Type": "application/json"},
@@ -220,8 +216,8 @@ def test_malformed_json_is_a_parse_error(ofrep_client, tenant) -> None:
     assert result.json["errorDetails"].startswith("Malformed JSON body")
 
 
-def test_an_empty_body_means_no_targeting_key(ofrep_client, tenant) -> None:
-    result = ofrep_client.simulate_post(
+def test_an_empty_body_means_no_targeting_key(client, tenant) -> None:
+    result = client.simulate_post(
         BULK,
         body="",
         headers={"Authorization": f"ApiKey {tenant.api_key}", "Content-Type": "application/json"},
@@ -229,9 +225,9 @@ def test_an_empty_body_means_no_targeting_key(ofrep_client, tenant) -> None:
     assert (result.status_code, result.json["errorCode"]) == (400, "TARGETING_KEY_MISSING")
 
 
-def test_non_json_body_is_415_and_oversized_413(ofrep_client, tenant) -> None:
+def test_non_json_body_is_415_and_oversized_413(client, tenant) -> None:
     auth = {"Authorization": f"ApiKey {tenant.api_key}"}
-    result = ofrep_client.simulate_post(
+    result = client.simulate_post(
         f"{BULK}/f", body="x", headers={**auth, "Content-Type": "text/plain"}
     )
     assert (result.status_code, result.json["errorCode"], result.json["status"]) == (
@@ -240,7 +236,7 @@ def test_non_json_body_is_415_and_oversized_413(ofrep_client, tenant) -> None:
         415,
     )
     big = {"context": {"targetingKey": "u", "pad": "x" * 70_000}}
-    result = ofrep_client.simulate_post(BULK, json=big, headers=auth)
+    result = client.simulate_post(BULK, json=big, headers=auth)
     assert (result.status_code, result.json["errorCode"], result.json["error"]) == (
         413,
         "GENERAL",
@@ -248,8 +244,8 @@ def test_non_json_body_is_415_and_oversized_413(ofrep_client, tenant) -> None:
     )
 
 
-def test_flag_key_over_128_characters_is_400(ofrep_client, tenant) -> None:
-    result = single(ofrep_client, tenant, "k" * 129)
+def test_flag_key_over_128_characters_is_400(client, tenant) -> None:
+    result = single(client, tenant, "k" * 129)
     assert (result.status_code, result.json["errorCode"]) == (400, "GENERAL")
     assert result.json["errorDetails"] == "Flag key (path) must be 1 to 128 characters long"
 
@@ -266,19 +262,19 @@ def test_flag_key_over_128_characters_is_400(ofrep_client, tenant) -> None:
     ids=["missing", "bearer", "x-api-key", "unknown"],
 )
 def test_only_the_apikey_header_authenticates_before_the_body(
-    ofrep_client, tenant, path, headers
+    client, tenant, path, headers
 ) -> None:
     headers = {k: v.format(key=tenant.api_key) for k, v in headers.items()}
-    result = ofrep_client.simulate_post(
+    result = client.simulate_post(
         path, body="{not json", headers={**headers, "Content-Type": "application/json"}
     )
     assert (result.status_code, result.json) == (401, UNAUTHORIZED)
 
 
 def test_bulk_answers_every_non_archived_flag_each_an_event(
-    ofrep_client, ofrep_admin, tenant, flags, events
+    client, admin, tenant, flags, events
 ) -> None:
-    result = bulk(ofrep_client, tenant)
+    result = bulk(client, tenant)
     assert result.status_code == 200
     jsonschema.validate(result.json, schema("OfrepBulkEvaluationSuccess"))
     assert [answer(entry) for entry in result.json["flags"]] == [
@@ -295,50 +291,48 @@ def test_bulk_answers_every_non_archived_flag_each_an_event(
         (i, entry["key"], SOURCE_OFREP_BULK)
         for i, entry in zip(ids, result.json["flags"], strict=True)
     ]
-    assert usage(ofrep_admin, tenant) == 6
+    assert usage(admin, tenant) == 6
 
 
 def test_bulk_etag_and_304_which_records_and_meters_nothing(
-    ofrep_client, ofrep_admin, tenant, flags, events
+    client, admin, tenant, flags, events
 ) -> None:
-    first = bulk(ofrep_client, tenant)
+    first = bulk(client, tenant)
     etag = first.headers["etag"]
     assert etag.startswith('"') and not etag.startswith("W/")
-    again = bulk(ofrep_client, tenant, etag=etag)
+    again = bulk(client, tenant, etag=etag)
     assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", etag)
-    weak = bulk(ofrep_client, tenant, etag=f'"other", W/{etag}')
+    weak = bulk(client, tenant, etag=f'"other", W/{etag}')
     assert weak.status_code == 304
-    assert len(events.evaluations) == 6 and usage(ofrep_admin, tenant) == 6
+    assert len(events.evaluations) == 6 and usage(admin, tenant) == 6
 
 
 def test_bulk_etag_changes_with_the_context_and_the_configuration(
-    ofrep_client, ofrep_admin, tenant, flags
+    client, admin, tenant, flags
 ) -> None:
-    etag = bulk(ofrep_client, tenant).headers["etag"]
-    assert bulk(ofrep_client, tenant, {"targetingKey": "user-1"}).headers["etag"] == etag
-    other_user = bulk(ofrep_client, tenant, {"targetingKey": "user-2"}, etag=etag)
+    etag = bulk(client, tenant).headers["etag"]
+    assert bulk(client, tenant, {"targetingKey": "user-1"}).headers["etag"] == etag
+    other_user = bulk(client, tenant, {"targetingKey": "user-2"}, etag=etag)
     assert other_user.status_code == 200 and other_user.headers["etag"] != etag
-    other_attribute = bulk(
-        ofrep_client, tenant, {"targetingKey": "user-1", "country": "FR"}, etag=etag
-    )
+    other_attribute = bulk(client, tenant, {"targetingKey": "user-1", "country": "FR"}, etag=etag)
     assert other_attribute.status_code == 200 and other_attribute.headers["etag"] != etag
 
-    ofrep_admin.flag(tenant.environment_id, "static-on", [{"type": "STATIC", "value": False}])
-    changed = bulk(ofrep_client, tenant, etag=etag)
+    admin.flag(tenant.environment_id, "static-on", [{"type": "STATIC", "value": False}])
+    changed = bulk(client, tenant, etag=etag)
     assert changed.status_code == 200 and changed.headers["etag"] != etag
     assert ("static-on", False, "STATIC", "off") in [answer(e) for e in changed.json["flags"]]
 
     etag = changed.headers["etag"]
-    ofrep_admin.segment(tenant.organization_id, "beta", ["someone-else"])
-    after_segment = bulk(ofrep_client, tenant, etag=etag)
+    admin.segment(tenant.organization_id, "beta", ["someone-else"])
+    after_segment = bulk(client, tenant, etag=etag)
     assert after_segment.status_code == 200 and after_segment.headers["etag"] != etag
     assert ("segment", False, "DEFAULT", "off") in [answer(e) for e in after_segment.json["flags"]]
 
 
-def test_bulk_of_an_environment_without_flags(ofrep_client, tenant) -> None:
-    result = bulk(ofrep_client, tenant)
+def test_bulk_of_an_environment_without_flags(client, tenant) -> None:
+    result = bulk(client, tenant)
     assert (result.status_code, result.json) == (200, {"flags": []})
-    assert bulk(ofrep_client, tenant, etag=result.headers["etag"]).status_code == 304
+    assert bulk(client, tenant, etag=result.headers["etag"]).status_code == 304
 
 
 def expected_retry_after(now: float) -> int:
@@ -347,13 +341,13 @@ def expected_retry_after(now: float) -> int:
     return int(calendar.timegm((year, month, 1, 0, 0, 0)) - now)
 
 
-def test_plan_hard_threshold_is_429_with_retry_after(ofrep_client, ofrep_admin, events) -> None:
-    tenant = ofrep_admin.tenant(plan="enterprise", limit=2)  # hard threshold 2
-    ofrep_admin.flag(tenant.environment_id, "a", [{"type": "STATIC"}])
-    ofrep_admin.flag(tenant.environment_id, "b", [{"type": "STATIC"}])
-    ofrep_admin.flag(tenant.environment_id, "c", [{"type": "STATIC"}])
+def test_plan_hard_threshold_is_429_with_retry_after(client, admin, events) -> None:
+    tenant = admin.tenant(plan="enterprise", limit=2)  # hard threshold 2
+    admin.flag(tenant.environment_id, "a", [{"type": "STATIC"}])
+    admin.flag(tenant.environment_id, "b", [{"type": "STATIC"}])
+    admin.flag(tenant.environment_id, "c", [{"type": "STATIC"}])
 
-    partial = bulk(ofrep_client, tenant)
+    partial = bulk(client, tenant)
     assert partial.status_code == 200 and "etag" not in partial.headers
     entries = partial.json["flags"]
     assert [answer(e)[:3] for e in entries[:2]] == [("a", True, "STATIC"), ("b", True, "STATIC")]
@@ -364,26 +358,26 @@ def test_plan_hard_threshold_is_429_with_retry_after(ofrep_client, ofrep_admin, 
     }
 
     for result in (
-        single(ofrep_client, tenant, "a"),
-        single(ofrep_client, tenant, "missing"),
-        bulk(ofrep_client, tenant),
+        single(client, tenant, "a"),
+        single(client, tenant, "missing"),
+        bulk(client, tenant),
     ):
         now = time.time()
         assert result.status_code == 429
         assert result.json["errorCode"] == "GENERAL" and result.json["errorDetails"] == PLAN_LIMIT
         retry = result.headers["retry-after"]
         assert retry.isdigit() and abs(int(retry) - expected_retry_after(now)) <= 2
-    assert usage(ofrep_admin, tenant) == 2
+    assert usage(admin, tenant) == 2
 
 
-def test_a_blocked_organization_gets_429_not_304(ofrep_client, ofrep_admin) -> None:
-    tenant = ofrep_admin.tenant(plan="enterprise", limit=1)
-    ofrep_admin.flag(tenant.environment_id, "a", [{"type": "STATIC"}])
-    etag = bulk(ofrep_client, tenant).headers["etag"]
-    assert bulk(ofrep_client, tenant, etag=etag).status_code == 429
+def test_a_blocked_organization_gets_429_not_304(client, admin) -> None:
+    tenant = admin.tenant(plan="enterprise", limit=1)
+    admin.flag(tenant.environment_id, "a", [{"type": "STATIC"}])
+    etag = bulk(client, tenant).headers["etag"]
+    assert bulk(client, tenant, etag=etag).status_code == 429
 
 
-def test_openapi_describes_ofrep(ofrep_client) -> None:
-    paths = ofrep_client.simulate_get("/openapi.json").json["paths"]
+def test_openapi_describes_ofrep(client) -> None:
+    paths = client.simulate_get("/openapi.json").json["paths"]
     assert set(paths[BULK]["post"]["responses"]) >= {"200", "304", "400", "401", "429"}
     assert set(paths[f"{BULK}/{{key}}"]["post"]["responses"]) >= {"200", "400", "401", "404", "429"}

@@ -40,8 +40,8 @@ EXPECTED = {  # flag -> (value, reason, variant) for user-1
 
 
 @pytest.fixture
-def tenant(ofrep_server_admin: Admin) -> Tenant:
-    admin = ofrep_server_admin
+def tenant(module_server_admin: Admin) -> Tenant:
+    admin = module_server_admin
     tenant = admin.tenant()
     admin.segment(tenant.organization_id, "beta", ["user-1"])
     env = tenant.environment_id
@@ -68,8 +68,8 @@ def python_client(url: str, api_key: str):  # noqa: ANN201 - openfeature.client.
 # -- Python: openfeature-provider-ofrep ---------------------------------------------------------
 
 
-def test_python_provider_values_reasons_variants(ofrep_server, tenant) -> None:
-    client, _ = python_client(ofrep_server.url, tenant.api_key)
+def test_python_provider_values_reasons_variants(module_server, tenant) -> None:
+    client, _ = python_client(module_server.url, tenant.api_key)
     context = EvaluationContext("user-1")
     for flag, expected in EXPECTED.items():
         details = client.get_boolean_details(flag, not expected[0], context)
@@ -80,8 +80,8 @@ def test_python_provider_values_reasons_variants(ofrep_server, tenant) -> None:
     assert (archived.value, archived.reason, archived.variant) == (False, Reason.DISABLED, "off")
 
 
-def test_python_provider_error_codes(ofrep_server, tenant) -> None:
-    client, _ = python_client(ofrep_server.url, tenant.api_key)
+def test_python_provider_error_codes(module_server, tenant) -> None:
+    client, _ = python_client(module_server.url, tenant.api_key)
     missing = client.get_boolean_details("missing", True, EvaluationContext("user-1"))
     assert (missing.value, missing.reason, missing.error_code, missing.error_message) == (
         True, Reason.ERROR, ErrorCode.FLAG_NOT_FOUND, "Flag not found",
@@ -95,7 +95,7 @@ def test_python_provider_error_codes(ofrep_server, tenant) -> None:
     bad_key = client.get_boolean_details("static-on", False, EvaluationContext("u" * 1025))
     assert bad_key.error_code == ErrorCode.INVALID_CONTEXT
 
-    wrong_api_key, _ = python_client(ofrep_server.url, "fsk_wrong")
+    wrong_api_key, _ = python_client(module_server.url, "fsk_wrong")
     refused = wrong_api_key.get_boolean_details("static-on", False, EvaluationContext("user-1"))
     assert (refused.value, refused.error_code, refused.error_message) == (
         False,
@@ -104,11 +104,11 @@ def test_python_provider_error_codes(ofrep_server, tenant) -> None:
     )
 
 
-def test_python_provider_plan_limit_honours_retry_after(ofrep_server, ofrep_server_admin) -> None:
-    tenant = ofrep_server_admin.tenant(plan="enterprise", limit=1)
-    ofrep_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+def test_python_provider_plan_limit_honours_retry_after(module_server, module_server_admin) -> None:
+    tenant = module_server_admin.tenant(plan="enterprise", limit=1)
+    module_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
     settle()
-    client, provider = python_client(ofrep_server.url, tenant.api_key)
+    client, provider = python_client(module_server.url, tenant.api_key)
     context = EvaluationContext("user-1")
     assert client.get_boolean_value("f", False, context) is True
     limited = client.get_boolean_details("f", False, context)
@@ -117,7 +117,7 @@ def test_python_provider_plan_limit_honours_retry_after(ofrep_server, ofrep_serv
     now = datetime.now(UTC)
     next_month = datetime(now.year + (now.month == 12), now.month % 12 + 1, 1, tzinfo=UTC)
     assert abs((provider.retry_after - next_month).total_seconds()) <= 2
-    usage = ofrep_server_admin.request(
+    usage = module_server_admin.request(
         "GET", f"/organizations/{tenant.organization_id}/usage", expect=200
     )
     assert (usage["evaluations"], usage["blocked"]) == (1, True)
@@ -141,9 +141,9 @@ def run_web_provider(url: str, api_key: str, context: dict, flags: list[str]) ->
     return json.loads(done.stdout)
 
 
-def test_web_provider_values_reasons_and_304_on_unchanged_bulk(ofrep_server, tenant) -> None:
+def test_web_provider_values_reasons_and_304_on_unchanged_bulk(module_server, tenant) -> None:
     flags = [*EXPECTED, "archived", "missing"]
-    out = run_web_provider(ofrep_server.url, tenant.api_key, {"targetingKey": "user-1"}, flags)
+    out = run_web_provider(module_server.url, tenant.api_key, {"targetingKey": "user-1"}, flags)
     assert out["initError"] is None
     for flag, expected in EXPECTED.items():
         got = out["first"][flag]
@@ -173,9 +173,9 @@ def test_web_provider_values_reasons_and_304_on_unchanged_bulk(ofrep_server, ten
     assert out["afterRefresh"] == out["first"]
 
 
-def test_web_provider_sees_a_new_answer_for_another_user(ofrep_server, tenant) -> None:
+def test_web_provider_sees_a_new_answer_for_another_user(module_server, tenant) -> None:
     out = run_web_provider(
-        ofrep_server.url, tenant.api_key, {"targetingKey": "user-2"}, ["segment", "static-on"]
+        module_server.url, tenant.api_key, {"targetingKey": "user-2"}, ["segment", "static-on"]
     )
     assert (out["first"]["segment"]["value"], out["first"]["segment"]["reason"]) == (
         False,
@@ -187,20 +187,24 @@ def test_web_provider_sees_a_new_answer_for_another_user(ofrep_server, tenant) -
     )
 
 
-def test_web_provider_missing_targeting_key(ofrep_server, tenant) -> None:
-    out = run_web_provider(ofrep_server.url, tenant.api_key, {"country": "FR"}, ["static-on"])
+def test_web_provider_missing_targeting_key(module_server, tenant) -> None:
+    out = run_web_provider(module_server.url, tenant.api_key, {"country": "FR"}, ["static-on"])
     assert out["initError"] is not None
     assert out["exchanges"][0]["status"] == 400
     assert out["first"]["static-on"]["value"] is True  # the caller's default
     assert out["first"]["static-on"]["errorCode"] is not None
 
 
-def test_web_provider_plan_limit_is_429_with_retry_after(ofrep_server, ofrep_server_admin) -> None:
-    tenant = ofrep_server_admin.tenant(plan="enterprise", limit=1)
-    ofrep_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-    ofrep_server_admin.flag(tenant.environment_id, "g", [{"type": "STATIC"}])
+def test_web_provider_plan_limit_is_429_with_retry_after(
+    module_server, module_server_admin
+) -> None:
+    tenant = module_server_admin.tenant(plan="enterprise", limit=1)
+    module_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    module_server_admin.flag(tenant.environment_id, "g", [{"type": "STATIC"}])
     settle()
-    out = run_web_provider(ofrep_server.url, tenant.api_key, {"targetingKey": "user-1"}, ["f", "g"])
+    out = run_web_provider(
+        module_server.url, tenant.api_key, {"targetingKey": "user-1"}, ["f", "g"]
+    )
     assert out["initError"] is None
     assert (out["first"]["f"]["value"], out["first"]["f"]["reason"]) == (True, "STATIC")
     assert (out["first"]["g"]["value"], out["first"]["g"]["errorCode"]) == (

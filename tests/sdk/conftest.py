@@ -1,33 +1,16 @@
-"""A real ``flagsight serve`` shared by one test module (each test makes its own tenant)."""
+"""Helpers for SDK tests against a real server (the `module_server` fixture, tests/conftest.py)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pyarrow as pa
-import pytest
 
 from api.eventlog.reading import read_events
-from tests.conftest import ADMIN_TOKEN
-from tests.support.admin import Admin, requests_caller
 from tests.support.server import GunicornServer
 
 CONFIG_PROPAGATION_S = 1.1  # contract 2: an admin change is used by every worker within 1 s
-
-
-@pytest.fixture(scope="module")
-def sdk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornServer]:
-    server = GunicornServer(
-        tmp_path_factory.mktemp("sdk") / "data", admin_token=ADMIN_TOKEN
-    ).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def sdk_admin(sdk_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(sdk_server.url), ADMIN_TOKEN)
 
 
 def settle() -> None:

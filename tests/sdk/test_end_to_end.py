@@ -17,11 +17,13 @@ from warehouse.read import flag_metrics
 USERS = [f"user-{i}" for i in range(50)]
 
 
-def test_sdk_outcomes_reach_the_flag_metrics(sdk_server, sdk_admin) -> None:
-    tenant = sdk_admin.tenant(insights=True)
-    sdk_admin.flag(tenant.environment_id, "checkout", [{"type": "PERCENTAGE", "percentage": 50}])
+def test_sdk_outcomes_reach_the_flag_metrics(module_server, module_server_admin) -> None:
+    tenant = module_server_admin.tenant(insights=True)
+    module_server_admin.flag(
+        tenant.environment_id, "checkout", [{"type": "PERCENTAGE", "percentage": 50}]
+    )
     settle()
-    client = FlagsightClient(tenant.api_key, sdk_server.url, interval_s=0.2)
+    client = FlagsightClient(tenant.api_key, module_server.url, interval_s=0.2)
 
     evaluations = [client.evaluate("checkout", user) for user in USERS[:40]]
     evaluations += list(client.evaluate_bulk("checkout", USERS[40:]).values())
@@ -36,10 +38,10 @@ def test_sdk_outcomes_reach_the_flag_metrics(sdk_server, sdk_admin) -> None:
     assert (client.batcher.stats.sent, client.batcher.stats.dropped) == (30, {})
 
     mine = lambda t: t.filter(pc.equal(t["environment_id"], tenant.environment_id))  # noqa: E731
-    assert wait_for_events(sdk_server, EVALUATION, mine, 50).num_rows == 50
-    assert wait_for_events(sdk_server, FEEDBACK, mine, 30).num_rows == 30
+    assert wait_for_events(module_server, EVALUATION, mine, 50).num_rows == 50
+    assert wait_for_events(module_server, FEEDBACK, mine, 30).num_rows == 30
 
-    settings = Settings(data_dir=sdk_server.data_dir, admin_token=ADMIN_TOKEN)
+    settings = Settings(data_dir=module_server.data_dir, admin_token=ADMIN_TOKEN)
     run_pipeline_once(settings, echo=lambda line: None)
     metrics = flag_metrics(settings.warehouse_path, tenant.environment_id, "checkout")
     assert metrics is not None

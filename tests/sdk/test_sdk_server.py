@@ -21,22 +21,22 @@ from tests.support.admin import Admin, Tenant
 
 
 @pytest.fixture
-def tenant(sdk_admin: Admin) -> Tenant:
-    tenant = sdk_admin.tenant()
-    sdk_admin.segment(tenant.organization_id, "beta", ["user-1"])
+def tenant(module_server_admin: Admin) -> Tenant:
+    tenant = module_server_admin.tenant()
+    module_server_admin.segment(tenant.organization_id, "beta", ["user-1"])
     env = tenant.environment_id
-    sdk_admin.flag(env, "static-on", [{"type": "STATIC"}])
-    sdk_admin.flag(env, "segment", [{"type": "SEGMENT", "segment": "beta"}])
-    sdk_admin.flag(env, "half", [{"type": "PERCENTAGE", "percentage": 50}])
-    sdk_admin.flag(env, "no-rules", [])
-    sdk_admin.flag(env, "disabled", [{"type": "STATIC"}], enabled=False)
-    sdk_admin.flag(env, "archived", [{"type": "STATIC"}], archived=True)
+    module_server_admin.flag(env, "static-on", [{"type": "STATIC"}])
+    module_server_admin.flag(env, "segment", [{"type": "SEGMENT", "segment": "beta"}])
+    module_server_admin.flag(env, "half", [{"type": "PERCENTAGE", "percentage": 50}])
+    module_server_admin.flag(env, "no-rules", [])
+    module_server_admin.flag(env, "disabled", [{"type": "STATIC"}], enabled=False)
+    module_server_admin.flag(env, "archived", [{"type": "STATIC"}], archived=True)
     settle()
     return tenant
 
 
-def test_evaluate_answers_as_the_service(sdk_server, tenant) -> None:
-    client = FlagsightClient(tenant.api_key, sdk_server.url)
+def test_evaluate_answers_as_the_service(module_server, tenant) -> None:
+    client = FlagsightClient(tenant.api_key, module_server.url)
     on = client.evaluate("static-on", "user-1")
     assert (bool(on), on.value, on.matched_rule_type, on.error_type, on.failure) == (
         True,
@@ -58,8 +58,8 @@ def test_evaluate_answers_as_the_service(sdk_server, tenant) -> None:
         assert answer.evaluation_id is not None
 
 
-def test_evaluate_bulk_dedupes_and_splits_past_10000(sdk_server, tenant) -> None:
-    client = FlagsightClient(tenant.api_key, sdk_server.url, timeout_s=10)
+def test_evaluate_bulk_dedupes_and_splits_past_10000(module_server, tenant) -> None:
+    client = FlagsightClient(tenant.api_key, module_server.url, timeout_s=10)
     users = [f"u{i}" for i in range(10_001)] + ["u0"]
     answers = client.evaluate_bulk("half", users)
     assert list(answers) == users[:-1]
@@ -71,8 +71,8 @@ def test_evaluate_bulk_dedupes_and_splits_past_10000(sdk_server, tenant) -> None
     assert answers["u7"].value == client.evaluate("half", "u7").value  # same bucketing either way
 
 
-def test_one_keep_alive_connection_is_reused(sdk_server, tenant, caplog) -> None:
-    client = FlagsightClient(tenant.api_key, sdk_server.url)
+def test_one_keep_alive_connection_is_reused(module_server, tenant, caplog) -> None:
+    client = FlagsightClient(tenant.api_key, module_server.url)
     with caplog.at_level(logging.DEBUG, logger="urllib3.connectionpool"):
         for _ in range(20):
             assert client.evaluate("static-on", "user-1").value is True
@@ -99,14 +99,14 @@ def provider_client(client: FlagsightClient):  # noqa: ANN201 - openfeature.clie
         ("missing", (True, Reason.ERROR, None, ErrorCode.FLAG_NOT_FOUND)),
     ],
 )
-def test_provider_resolves_booleans(sdk_server, tenant, flag, expected) -> None:
-    client = provider_client(FlagsightClient(tenant.api_key, sdk_server.url))
+def test_provider_resolves_booleans(module_server, tenant, flag, expected) -> None:
+    client = provider_client(FlagsightClient(tenant.api_key, module_server.url))
     details = client.get_boolean_details(flag, True, EvaluationContext("user-1"))
     assert (details.value, details.reason, details.variant, details.error_code) == expected
 
 
-def test_provider_split_reason_and_errors(sdk_server, tenant) -> None:
-    client = provider_client(FlagsightClient(tenant.api_key, sdk_server.url))
+def test_provider_split_reason_and_errors(module_server, tenant) -> None:
+    client = provider_client(FlagsightClient(tenant.api_key, module_server.url))
     reasons = {
         client.get_boolean_details("half", False, EvaluationContext(f"u{i}")).reason
         for i in range(40)
@@ -127,8 +127,8 @@ def test_provider_split_reason_and_errors(sdk_server, tenant) -> None:
     )
 
 
-def test_provider_track_reports_the_latest_evaluation(sdk_server, tenant) -> None:
-    sdk = FlagsightClient(tenant.api_key, sdk_server.url)
+def test_provider_track_reports_the_latest_evaluation(module_server, tenant) -> None:
+    sdk = FlagsightClient(tenant.api_key, module_server.url)
     client = provider_client(sdk)
     context = EvaluationContext("user-1")
     client.get_boolean_details("static-on", False, context)
@@ -151,7 +151,7 @@ def test_provider_track_reports_the_latest_evaluation(sdk_server, tenant) -> Non
     assert sdk.batcher.stats.sent == 2
 
     feedback = wait_for_events(
-        sdk_server,
+        module_server,
         FEEDBACK,
         lambda t: t.filter(pc.equal(t["environment_id"], tenant.environment_id)),
         2,
