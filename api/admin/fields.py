@@ -37,6 +37,8 @@ def plan(body: dict[str, Any], *, required: bool) -> Plan | None:
 
 def monthly_limit(body: dict[str, Any]) -> int | None:
     value = body.get("monthlyEvaluationLimit")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # 12073.0 is the integer 12073 in JSON (and JSON Schema)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise BadRequest("Field 'monthlyEvaluationLimit' must be an integer or null")
     return value

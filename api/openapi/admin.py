@@ -72,7 +72,10 @@ def _op(summary: str, responses: dict[str, Any], body: str | None = None) -> dic
         "tags": ["admin"],
         "summary": summary,
         "security": _SECURITY,
-        "responses": responses,
+        "responses": {
+            **responses,
+            "503": _error("The control plane stayed locked or unreadable; nothing changed, retry"),
+        },
     }
     if body:
         operation["requestBody"] = _body(body)
@@ -123,11 +126,18 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "plan": _PLAN,
             "monthlyEvaluationLimit": {"oneOf": [_LIMIT, {"type": "null"}]},
         },
+        "if": {"required": ["plan"], "properties": {"plan": {"const": "enterprise"}}},
+        "then": {
+            "required": ["monthlyEvaluationLimit"],
+            "properties": {"monthlyEvaluationLimit": _LIMIT},
+        },
+        "else": {"properties": {"monthlyEvaluationLimit": {"type": "null"}}},
     },
     "OrganizationUpdate": {
         "type": "object",
+        "description": "A field left out or null is left unchanged.",
         "properties": {
-            "plan": _PLAN,
+            "plan": {"oneOf": [_PLAN, {"type": "null"}]},
             "monthlyEvaluationLimit": {"oneOf": [_LIMIT, {"type": "null"}]},
         },
     },
@@ -222,6 +232,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
                 "type": "number",
                 "minimum": 0,
                 "maximum": 100,
+                "multipleOf": 0.01,
                 "description": "At most two decimals; matches when bucket < round(P * 100)",
             },
             "value": _VALUE,
@@ -229,7 +240,14 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     },
     "Rule": {
         "oneOf": [_ref("StaticRule"), _ref("SegmentRule"), _ref("PercentageRule")],
-        "discriminator": {"propertyName": "type"},
+        "discriminator": {
+            "propertyName": "type",
+            "mapping": {
+                "STATIC": "#/components/schemas/StaticRule",
+                "SEGMENT": "#/components/schemas/SegmentRule",
+                "PERCENTAGE": "#/components/schemas/PercentageRule",
+            },
+        },
     },
     "Flag": {
         "type": "object",

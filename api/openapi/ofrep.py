@@ -38,6 +38,7 @@ OFREP_SCHEMAS: dict[str, Any] = {
     },
     "OfrepEvaluationRequest": {
         "type": "object",
+        "required": ["context"],
         "properties": {"context": _ref("OfrepContext")},
     },
     "OfrepEvaluationSuccess": {
@@ -100,7 +101,7 @@ _BAD_REQUEST = {
     "not a 1..1024-character string (INVALID_CONTEXT), no targeting key (TARGETING_KEY_MISSING)",
     **_json(_ref("OfrepEvaluationFailure")),
 }
-_REQUEST_BODY = {"required": False, **_json(_ref("OfrepEvaluationRequest"))}
+_REQUEST_BODY = {"required": True, **_json(_ref("OfrepEvaluationRequest"))}
 
 OFREP_PATHS: dict[str, Any] = {
     "/ofrep/v1/evaluate/flags/{key}": {

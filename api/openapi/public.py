@@ -97,7 +97,7 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["evaluationId", "result"],
         "properties": {
-            "evaluationId": {"type": "string"},
+            "evaluationId": {"type": "string", "minLength": 1},
             "result": {"type": "boolean"},
             "latencyMs": {"type": ["number", "null"], "minimum": 0},
             "errorType": {"type": ["string", "null"], "maxLength": 256},
