@@ -254,8 +254,18 @@ def main(argv: list[str] | None = None) -> int:
         "errors": errors,
         "data_dir": str(data),
     }
+    # wrk stops with up to one request per connection in flight: the server may have logged
+    # those (and answered into a closed socket), so the warehouse may hold a few more events
+    # than wrk saw acknowledged, never fewer.
+    report["unacknowledged_bound"] = {
+        "evaluations": args.connections * BULK_USERS,
+        "feedback": args.connections,
+    }
     report["ok"] = (
-        errors == 0 and lost == 0 and evaluations == acked_evaluations and feedback == soak["fb_ok"]
+        errors == 0
+        and lost == 0
+        and acked_evaluations <= evaluations <= acked_evaluations + args.connections * BULK_USERS
+        and soak["fb_ok"] <= feedback <= soak["fb_ok"] + args.connections
     )
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(report, indent=2))
