@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ def world(full_admin: Admin) -> World:
     spare = full_admin.request(
         "POST", f"/environments/{tenant.environment_id}/api-keys", {"name": "spare"}, expect=201
     )
+    time.sleep(1.2)  # every worker knows the new keys (contract: within a second)
     ids = {
         "orgId": tenant.organization_id,
         "envId": tenant.environment_id,

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import re
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,7 @@ def test_size_limits_on_a_real_server_and_no_secret_in_its_logs(
 ) -> None:
     tenant = full_admin.tenant()
     full_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    time.sleep(1.2)  # every worker knows the new key (contract: within a second)
     url = full_server.url
     key = {"Authorization": f"ApiKey {tenant.api_key}"}
     big = {"flagKey": "f", "userIdentifier": "u", "pad": "x" * (65 * 1024)}
