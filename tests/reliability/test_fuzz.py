@@ -44,11 +44,11 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(full_admin: Admin) -> World:
-    tenant = full_admin.tenant(plan="enterprise", limit=10**9, environment="fuzz")
-    full_admin.segment(tenant.organization_id, "beta", ["u1", "u2"])
-    full_admin.flag(tenant.environment_id, "f", [{"type": "SEGMENT", "segment": "beta"}])
-    spare = full_admin.request(
+def world(module_server_admin: Admin) -> World:
+    tenant = module_server_admin.tenant(plan="enterprise", limit=10**9, environment="fuzz")
+    module_server_admin.segment(tenant.organization_id, "beta", ["u1", "u2"])
+    module_server_admin.flag(tenant.environment_id, "f", [{"type": "SEGMENT", "segment": "beta"}])
+    spare = module_server_admin.request(
         "POST", f"/environments/{tenant.environment_id}/api-keys", {"name": "spare"}, expect=201
     )
     time.sleep(1.2)  # every worker knows the new keys (contract: within a second)
@@ -68,8 +68,8 @@ def world(full_admin: Admin) -> World:
 schema = schemathesis.openapi.from_dict(openapi_document())
 
 
-def test_the_server_serves_the_fuzzed_document(full_server: GunicornServer) -> None:
-    served = requests.get(f"{full_server.url}/openapi.json", timeout=10).json()
+def test_the_server_serves_the_fuzzed_document(module_server: GunicornServer) -> None:
+    served = requests.get(f"{module_server.url}/openapi.json", timeout=10).json()
     assert served == json.loads(encode(openapi_document()))
     assert any(path.startswith("/ofrep/") for path in served["paths"])
     assert any(path.startswith("/admin/") for path in served["paths"])
@@ -112,12 +112,12 @@ def credentials(case: Any, world: World) -> dict[str, str]:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_operation_answers_as_documented(
-    case: Any, full_server: GunicornServer, world: World
+    case: Any, module_server: GunicornServer, world: World
 ) -> None:
     aim(case, world)
     with requests.Session() as session:
         case.call_and_validate(
-            base_url=full_server.url,
+            base_url=module_server.url,
             session=session,
             headers=credentials(case, world),
             excluded_checks=[positive_data_acceptance],

@@ -19,9 +19,9 @@ import pytest
 import requests
 
 from api.admin.auth import rotate_admin_token
+from api.app import create_app
 from api.services import Services
 from tests.conftest import ADMIN_TOKEN
-from tests.reliability.full_app import complete_app
 from tests.support.admin import Admin, Tenant
 from tests.support.admin import testclient_caller as in_process
 from tests.support.server import GunicornServer
@@ -31,7 +31,7 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 @pytest.fixture
 def app_client(services: Services) -> falcon.testing.TestClient:
-    return falcon.testing.TestClient(complete_app(services))
+    return falcon.testing.TestClient(create_app(services))
 
 
 def routes(app: Any, prefix: str) -> list[tuple[str, str]]:
@@ -228,12 +228,12 @@ def raw_request(server: GunicornServer, payload: bytes) -> bytes:
 
 
 def test_size_limits_on_a_real_server_and_no_secret_in_its_logs(
-    full_server: GunicornServer, full_admin: Admin
+    module_server: GunicornServer, module_server_admin: Admin
 ) -> None:
-    tenant = full_admin.tenant()
-    full_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
     time.sleep(1.2)  # every worker knows the new key (contract: within a second)
-    url = full_server.url
+    url = module_server.url
     key = {"Authorization": f"ApiKey {tenant.api_key}"}
     big = {"flagKey": "f", "userIdentifier": "u", "pad": "x" * (65 * 1024)}
     answer = requests.post(f"{url}/v1/evaluate", json=big, headers=key, timeout=10)
@@ -246,7 +246,7 @@ def test_size_limits_on_a_real_server_and_no_secret_in_its_logs(
         b"Authorization: ApiKey " + tenant.api_key.encode() + b"\r\n"
         b"Content-Length: 999999999\r\n\r\n{}"
     )
-    assert raw_request(full_server, lying).startswith(b"HTTP/1.1 413")
+    assert raw_request(module_server, lying).startswith(b"HTTP/1.1 413")
     long_header = {**key, "X-Pad": "x" * 9000}
     assert requests.post(
         f"{url}/v1/evaluate", json={}, headers=long_header, timeout=10
@@ -271,6 +271,6 @@ def test_size_limits_on_a_real_server_and_no_secret_in_its_logs(
         f"{url}/v1/evaluate", json={"flagKey": "f", "userIdentifier": "u"}, headers=key, timeout=10
     )
     assert ok.status_code == 200
-    log = full_server.log_path.read_text()
+    log = module_server.log_path.read_text()
     for secret in (tenant.api_key, ADMIN_TOKEN, wrong_key, wrong_token):
         assert secret not in log
