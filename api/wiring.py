@@ -11,6 +11,7 @@ import time
 from api.controlplane.cache import ConfigCache
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.evaluation_id import EvaluationIdIssuer
+from api.eventlog.sealer_process import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
 from api.metering.mmap_meter import MmapMeter
 from api.observability.metrics import Metrics
@@ -41,6 +42,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None, clock=tim
             seal_interval_s=settings.seal_interval_s,
             metrics=metrics,
             clock=clock,
+            sealer_lock=sealer_lock_path(settings),
         ),
         ids=EvaluationIdIssuer(store.signing_key()),
         metrics=metrics,

@@ -140,7 +140,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += ["", "## Memory", "",
                   f"- flagsight workers at steady state: RSS {memory['flagsight_worker_rss_mb']} MB, "
                   f"PSS {memory['flagsight_worker_pss_mb']} MB; reference workers: RSS "
-                  f"{memory['reference_worker_rss_mb']} MB."]  # fmt: skip
+                  f"{memory['reference_worker_rss_mb']} MB.",
+                  f"- flagsight's event log sealer process (one per server, pyarrow lives there): "
+                  f"RSS {memory.get('flagsight_sealer_rss_mb')} MB."]  # fmt: skip
         for name in ("bulk_1k", "bulk_10k"):
             if name in r:
                 lines.append(f"- during {name}: peak RSS {r[name]['worker_rss_peak_mb']} MB, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,8 @@ RULES = [
     {"type": "PERCENTAGE", "percentage": 50, "value": True},
 ]
 """A segment first, then a 50% rollout: most users are bucketed (a murmur3 hash each)."""
+CONFIG_PROPAGATION_S = 1.5
+"""The contract: an admin change reaches every worker within one second."""
 LIMIT = 10**15
 """Metering is exact and on every request, but the benchmark must never hit the threshold."""
 
@@ -90,6 +93,7 @@ def _single_evaluation_ids(url: str, api_key: str, count: int) -> list[str]:
 def prepare(url: str, token: str, work_dir: Path, *, ids: int, bodies: int) -> Workload:
     """Tenant, flag and the request bodies the wrk scripts send (``bodies`` of each kind)."""
     api_key, _ = create_tenant(url, token)
+    time.sleep(CONFIG_PROPAGATION_S)  # every worker must know the new key and flag
     evaluation_ids = _single_evaluation_ids(url, api_key, ids)
     rng = random.Random(7)
     feedback = []

@@ -11,9 +11,11 @@ Both event types are appended by API workers and sealed into Hive-partitioned Pa
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from functools import cache
+from typing import TYPE_CHECKING, NamedTuple
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA_VERSION = 1
 
@@ -26,8 +28,6 @@ SOURCE_EVALUATE = "v1"
 SOURCE_EVALUATE_BULK = "v1-bulk"
 SOURCE_OFREP = "ofrep"
 SOURCE_OFREP_BULK = "ofrep-bulk"
-
-_TS = pa.timestamp("us", tz="UTC")
 
 
 class EvaluationEvent(NamedTuple):
@@ -60,36 +60,53 @@ class FeedbackEvent(NamedTuple):
     api_key_id: str
 
 
-EVALUATION_SCHEMA = pa.schema(
-    [
-        pa.field("schema_version", pa.int16(), nullable=False),
-        pa.field("evaluation_id", pa.string(), nullable=False),
-        pa.field("evaluated_at", _TS, nullable=False),
-        pa.field("organization_id", pa.string(), nullable=False),
-        pa.field("environment_id", pa.string(), nullable=False),
-        pa.field("flag_key", pa.string(), nullable=False),
-        pa.field("user_identifier", pa.string(), nullable=False),
-        pa.field("value", pa.bool_(), nullable=False),
-        pa.field("matched_rule_type", pa.string()),
-        pa.field("error_type", pa.string()),
-        pa.field("sdk", pa.string()),
-        pa.field("api_key_id", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-    ]
-)
+@cache
+def _arrow_schemas() -> dict[str, pa.Schema]:
+    """The Arrow schemas, built on first use: API workers append events without pyarrow
+    (tens of MB per process); sealing and the lake's readers import it."""
+    import pyarrow as pa
 
-FEEDBACK_SCHEMA = pa.schema(
-    [
-        pa.field("schema_version", pa.int16(), nullable=False),
-        pa.field("evaluation_id", pa.string(), nullable=False),
-        pa.field("received_at", _TS, nullable=False),
-        pa.field("organization_id", pa.string(), nullable=False),
-        pa.field("environment_id", pa.string(), nullable=False),
-        pa.field("result", pa.bool_(), nullable=False),
-        pa.field("latency_ms", pa.float64()),
-        pa.field("error_type", pa.string()),
-        pa.field("api_key_id", pa.string(), nullable=False),
-    ]
-)
+    ts = pa.timestamp("us", tz="UTC")
+    evaluation = pa.schema(
+        [
+            pa.field("schema_version", pa.int16(), nullable=False),
+            pa.field("evaluation_id", pa.string(), nullable=False),
+            pa.field("evaluated_at", ts, nullable=False),
+            pa.field("organization_id", pa.string(), nullable=False),
+            pa.field("environment_id", pa.string(), nullable=False),
+            pa.field("flag_key", pa.string(), nullable=False),
+            pa.field("user_identifier", pa.string(), nullable=False),
+            pa.field("value", pa.bool_(), nullable=False),
+            pa.field("matched_rule_type", pa.string()),
+            pa.field("error_type", pa.string()),
+            pa.field("sdk", pa.string()),
+            pa.field("api_key_id", pa.string(), nullable=False),
+            pa.field("source", pa.string(), nullable=False),
+        ]
+    )
 
-SCHEMAS = {EVALUATION: EVALUATION_SCHEMA, FEEDBACK: FEEDBACK_SCHEMA}
+    feedback = pa.schema(
+        [
+            pa.field("schema_version", pa.int16(), nullable=False),
+            pa.field("evaluation_id", pa.string(), nullable=False),
+            pa.field("received_at", ts, nullable=False),
+            pa.field("organization_id", pa.string(), nullable=False),
+            pa.field("environment_id", pa.string(), nullable=False),
+            pa.field("result", pa.bool_(), nullable=False),
+            pa.field("latency_ms", pa.float64()),
+            pa.field("error_type", pa.string()),
+            pa.field("api_key_id", pa.string(), nullable=False),
+        ]
+    )
+    return {EVALUATION: evaluation, FEEDBACK: feedback}
+
+
+def __getattr__(name: str) -> object:
+    """``EVALUATION_SCHEMA``, ``FEEDBACK_SCHEMA`` and ``SCHEMAS``, importing pyarrow lazily."""
+    if name == "SCHEMAS":
+        return _arrow_schemas()
+    if name == "EVALUATION_SCHEMA":
+        return _arrow_schemas()[EVALUATION]
+    if name == "FEEDBACK_SCHEMA":
+        return _arrow_schemas()[FEEDBACK]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,12 @@ Background threads (started in the worker, after fork):
   ``seal_interval_s`` (or has grown past ``MAX_SEGMENT_BYTES``), seals closed segments into Parquet and deletes them, and seals orphans:
   segments left behind by killed processes, recognised by their free ``flock``.
 
+Hand-off: given ``sealer_lock``, while a sealer process (``api.eventlog.sealer_process``)
+holds that file's ``flock`` this log does not seal: it fsyncs each closed segment and closes
+it, which makes it an orphan that the sealer seals within one of its ticks. Workers thus never
+load pyarrow (tens of MB each, and a pandas import on the first conversion). If the sealer is
+gone, the log seals in-process again, so no segment waits on a dead sealer.
+
 Timing: an event waits at most ``ROTATE_FRACTION × seal_interval_s`` for rotation plus one
 sealer tick (≤ ``TICK_FRACTION × seal_interval_s``); the remaining fifth of the interval is
 left for writing the files, so the configured ``seal_interval_s`` is the bound.
@@ -18,17 +24,19 @@ left for writing the files, so the configured ``seal_interval_s`` is the bound.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from api.eventlog.frames import TYPE_CODES, InvalidFrame, encode_frame
 from api.eventlog.log import EventLogUnavailable
 from api.eventlog.schema import EVALUATION, EVENT_TYPES, FEEDBACK, EvaluationEvent, FeedbackEvent
-from api.eventlog.sealing import ParquetSink, SealedFile, remove_segment, seal_segment
 from api.eventlog.segments import (
     Segment,
     SegmentNamer,
@@ -38,6 +46,9 @@ from api.eventlog.segments import (
     remove_abandoned_pending,
 )
 from api.observability.metrics import Metrics
+
+if TYPE_CHECKING:
+    from api.eventlog.sealing import ParquetSink, SealedFile
 
 log = logging.getLogger("flagsight.eventlog")
 
@@ -92,11 +103,14 @@ class SegmentedEventLog:
         seal_interval_s: float = 10.0,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        sealer_lock: Path | None = None,
     ):
         if fsync_interval_s <= 0 or seal_interval_s <= 0:
             raise ValueError("fsync_interval_s and seal_interval_s must be positive")
         self.wal_dir = Path(wal_dir)
-        self.sink = ParquetSink(events_location)
+        self._events_location = events_location
+        self._sink: ParquetSink | None = None
+        self._sealer_lock = sealer_lock
         self._fsync_interval_s = fsync_interval_s
         self._seal_interval_s = seal_interval_s
         self._rotate_after_s = seal_interval_s * ROTATE_FRACTION
@@ -115,6 +129,15 @@ class SegmentedEventLog:
         self._logged = (
             {t: metrics.events_logged.labels(type=t) for t in EVENT_TYPES} if metrics else {}
         )
+
+    @property
+    def sink(self) -> ParquetSink:
+        """Where sealed files go; built (and pyarrow imported) on first use."""
+        if self._sink is None:
+            from api.eventlog.sealing import ParquetSink
+
+            self._sink = ParquetSink(self._events_location)
+        return self._sink
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -222,11 +245,31 @@ class SegmentedEventLog:
                         self._end_active_locked()
 
     def _seal_loop(self) -> None:
-        self._guarded(self.recover_orphans)
+        self._guarded(self._recover_unless_handed_off)
         while not self._stop.wait(self._tick_s):
             self._guarded(self._rotate_if_due)
             self._guarded(self._seal_ended)
-            self._guarded(self.recover_orphans)
+            self._guarded(self._recover_unless_handed_off)
+
+    def _recover_unless_handed_off(self) -> None:
+        if not self.sealer_alive():
+            self.recover_orphans()
+
+    def sealer_alive(self) -> bool:
+        """Whether a sealer process holds ``sealer_lock`` (then this log hands segments off)."""
+        if self._sealer_lock is None:
+            return False
+        try:
+            fd = os.open(self._sealer_lock, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # also drops the shared lock if we got it
+        return False
 
     def _guarded(self, step: Callable[[], object]) -> None:
         """The sealer must outlive any one failure: report it and go on with the next tick."""
@@ -260,7 +303,7 @@ class SegmentedEventLog:
                 self._active = fresh
                 return
         fresh.close()
-        remove_segment(fresh.path)
+        _remove(fresh.path)
 
     def seal_now(self) -> None:
         """Rotate and seal what this process has appended so far (tests, tools, shutdown)."""
@@ -271,15 +314,30 @@ class SegmentedEventLog:
         with self._seal_lock:  # so seal_now returns only after a concurrent seal finished
             with self._lock:
                 ended, self._ended = self._ended, []
+            if ended and self.sealer_alive():
+                for segment in ended:
+                    self._hand_off(segment)
+                return
             for segment in ended:
                 self._seal_own(segment)
+
+    def _hand_off(self, segment: Segment) -> None:
+        """fsync and close: the released flock makes the segment the sealer's to seal."""
+        try:
+            segment.sync()
+        except OSError as exc:
+            self._failure(
+                "event_log_fsync_failed", "event log fsync failed", exc, segment=segment.path.name
+            )
+        finally:
+            segment.close()
 
     def _seal_own(self, segment: Segment) -> None:
         try:
             segment.sync()
             if segment.written:
-                self._publish(seal_segment(segment.path, self.sink, self._invalid_frame))
-            remove_segment(segment.path)
+                self._publish(_seal(segment.path, self.sink, self._invalid_frame))
+            _remove(segment.path)
         except Exception as exc:
             self._failure(
                 "event_log_seal_failed", "cannot seal a log segment", exc, segment=segment.path.name
@@ -304,8 +362,8 @@ class SegmentedEventLog:
                 continue
             try:
                 os.fsync(fd)
-                self._publish(seal_segment(path, self.sink, self._invalid_frame))
-                remove_segment(path)
+                self._publish(_seal(path, self.sink, self._invalid_frame))
+                _remove(path)
                 self._retry_after.pop(path, None)
             except Exception as exc:
                 self._failure(
@@ -329,3 +387,15 @@ class SegmentedEventLog:
         if self._metrics is not None:
             self._metrics.event_log_errors.inc()
         self._throttle.warning(kind, message, exc, **fields)
+
+
+def _seal(path: Path, sink: ParquetSink, on_invalid: Callable[[InvalidFrame], None]) -> list:
+    from api.eventlog.sealing import seal_segment  # pyarrow, only where sealing happens
+
+    return seal_segment(path, sink, on_invalid)
+
+
+def _remove(path: Path) -> None:
+    """Delete a sealed segment (a vanished file was already removed: fine)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
