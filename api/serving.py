@@ -99,14 +99,12 @@ class EvaluationServer:
             )
             for user, result, evaluation_id in zip(users, results, ids, strict=True)
         ]
-        metrics = self._services.metrics
-        try:
+        try:  # the log counts what it appended (flagsight_events_logged)
             self._services.event_log.append_evaluations(events)
         except EventLogUnavailable as exc:
-            metrics.events_lost.labels(EVALUATION).inc(len(events))
+            self._services.metrics.events_lost.labels(EVALUATION).inc(len(events))
             log.error(
                 "evaluation events not logged",
                 extra={"lost": len(events), "reason": str(exc), "environment_id": environment.id},
             )
             return
-        metrics.events_logged.labels(EVALUATION).inc(len(events))

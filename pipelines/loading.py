@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import duckdb
-import pyarrow as pa
 
 from api.eventlog.schema import EVALUATION, FEEDBACK
 from pipelines.resources import LakeFile
@@ -142,22 +141,18 @@ def _record_ledger(
     counts: dict[str, int],
     batch: int,
 ) -> None:
-    ledger = pa.table(
-        {
-            "event_type": [event_type] * len(files),
-            "path": [f.relative_path for f in files],
-            "event_date": [f.event_date for f in files],
-            "size_bytes": [f.size_bytes for f in files],
-            "row_count": [counts.get(f.absolute_path, 0) for f in files],
-        }
+    if not files:
+        return
+    # Plain lists as parameters: registering an Arrow table made DuckDB import pandas (about
+    # 1.1 s of an incremental run). The unnests of one SELECT advance together, row by row.
+    con.execute(
+        "INSERT INTO loaded_files SELECT ?, unnest(?), TRY_CAST(unnest(?) AS DATE), unnest(?), "
+        f"unnest(?), {batch}, current_timestamp",
+        [
+            event_type,
+            [f.relative_path for f in files],
+            [f.event_date for f in files],
+            [f.size_bytes for f in files],
+            [counts.get(f.absolute_path, 0) for f in files],
+        ],
     )
-    con.complete()
-    con.register("ledger_batch", ledger)
-    try:
-        con.execute(
-            "INSERT INTO loaded_files SELECT event_type, path, TRY_CAST(event_date AS DATE), "
-            f"size_bytes, row_count, {batch}, current_timestamp FROM ledger_batch"
-        )
-    finally:
-        con.complete()
-        con.unregister("ledger_batch")

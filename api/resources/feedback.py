@@ -19,7 +19,7 @@ from api.controlplane.model import KeyContext
 from api.errors import INSIGHTS_DISABLED_MESSAGE, BadRequest, Forbidden, ServiceUnavailable
 from api.evaluation_id import EvaluationIdIssuer, InvalidEvaluationId
 from api.eventlog import EventLogUnavailable
-from api.eventlog.schema import FEEDBACK, FeedbackEvent
+from api.eventlog.schema import FeedbackEvent
 from api.jsonio import read_json, require_list, require_object
 from api.resources.evaluate import key_environment
 from api.services import Services
@@ -104,7 +104,6 @@ class _FeedbackBase:
                 raise ServiceUnavailable(
                     "The event log cannot take writes now; the feedback was not stored. Retry later."
                 ) from None
-            metrics.events_logged.labels(FEEDBACK).inc(len(events))
             metrics.feedback_events.inc(len(events))
         resp.status = falcon.HTTP_204
 
