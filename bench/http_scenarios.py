@@ -140,22 +140,10 @@ class HttpBench:
             "flagsight_worker_rss_mb": [round(rss_bytes(p) / MB, 1) for p in workers],
             "flagsight_worker_pss_mb": [round(pss_bytes(p) / MB, 1) for p in workers],
             "reference_worker_rss_mb": [round(rss_bytes(p) / MB, 1) for p in ref_workers],
-            "flagsight_sealer_rss_mb": [round(rss_bytes(p) / MB, 1) for p in self._sealers()],
+            "flagsight_sealer_rss_mb": [
+                round(rss_bytes(p) / MB, 1) for p in self.flagsight.helper_pids()
+            ],
         }
-
-    def _sealers(self) -> list[int]:
-        """The event log's sealer process of this server (a grandchild of the master)."""
-        master = str(self.flagsight.proc.pid if self.flagsight.proc else -1)
-        found = []
-        for proc in Path("/proc").iterdir():
-            if proc.name.isdigit():
-                try:
-                    argv = (proc / "cmdline").read_bytes().split(b"\0")
-                except OSError:
-                    continue
-                if b"api.eventlog.sealer_process" in argv and master.encode() in argv:
-                    found.append(int(proc.name))
-        return found
 
     def bulk(self, users: int, bodies: Path) -> dict[str, object]:
         """One connection: the answer's latency, and the in-server rate from ``/metrics``."""

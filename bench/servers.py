@@ -67,7 +67,11 @@ class Server:
         return sorted(int(p) for p in out.stdout.split())
 
     def pids(self) -> list[int]:
-        return ([self.proc.pid] if self.proc else []) + self.worker_pids()
+        """Every process of this server: master, workers and helpers (charged for CPU)."""
+        return ([self.proc.pid] if self.proc else []) + self.worker_pids() + self.helper_pids()
+
+    def helper_pids(self) -> list[int]:
+        return []
 
     def stop(self, timeout_s: float = 30.0) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -96,6 +100,23 @@ class FlagsightServer(Server):
         argv = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1",
                 "--port", "{port}", "--workers", str(workers)]  # fmt: skip
         super().__init__(argv, env, log_path)
+
+    def helper_pids(self) -> list[int]:
+        """The event log's sealer process: a grandchild of the master, found by its argv."""
+        if self.proc is None:
+            return []
+        master = str(self.proc.pid).encode()
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"api.eventlog.sealer_process" in argv and master in argv:
+                found.append(int(proc.name))
+        return found
 
     def ready(self) -> bool:
         try:
