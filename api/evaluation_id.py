@@ -29,6 +29,7 @@ _MAC_BYTES = 12
 MAX_COUNT = 0xFFFF
 
 ENV_ID_PREFIX = "env_"
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def environment_id_to_bytes(environment_id: str) -> bytes:
@@ -64,7 +65,9 @@ class EvaluationIdIssuer:
         nonce = next(self._nonces) & 0xFFFF_FFFF_FFFF_FFFF
         head = _HEAD.pack(VERSION, environment, nonce, count)
         mac = hmac.digest(self._key, head, "sha256")[:_MAC_BYTES]
-        return base64.urlsafe_b64encode(head + mac).decode("ascii")[:_PREFIX_LENGTH]
+        # base64url without the wrapper's extra copies (urlsafe_b64encode = this + translate)
+        encoded = binascii.b2a_base64(head + mac, newline=False).translate(_URLSAFE)
+        return encoded[:_PREFIX_LENGTH].decode("ascii")
 
     def issue(self, environment_id: str) -> str:
         return self._prefix(environment_id_to_bytes(environment_id), 1) + "0000"

@@ -6,6 +6,7 @@ the same answer, the same events and the same metering.
 
 from __future__ import annotations
 
+import calendar
 import logging
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class EvaluationServer:
 
     def __init__(self, services: Services):
         self._services = services
+        self._month: tuple[int, float, float] = (0, 0.0, 0.0)
 
     def serve(
         self,
@@ -66,8 +68,19 @@ class EvaluationServer:
         if organization is None or requested == 0:
             return 0
         return self._services.meter.consume(
-            organization_id, month_of(now), requested, organization.hard_limit
+            organization_id, self._month_of(now), requested, organization.hard_limit
         )
+
+    def _month_of(self, now: float) -> int:
+        """``month_of(now)``, recomputed only when ``now`` leaves the last month seen."""
+        month, start, end = self._month
+        if not start <= now < end:
+            month = month_of(now)
+            year, number = divmod(month, 100)
+            start = calendar.timegm((year, number, 1, 0, 0, 0))
+            end = calendar.timegm((year + number // 12, number % 12 + 1, 1, 0, 0, 0))
+            self._month = (month, start, end)
+        return month
 
     def _record(
         self,

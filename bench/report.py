@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+HISTORY = Path(__file__).with_name("history.md")
+"""Hand-written: what was optimised and what it changed; appended to ``docs/benchmarks.md``."""
+
 
 @dataclass(frozen=True)
 class Goal:
@@ -174,6 +177,7 @@ def write_report(report: dict[str, Any], out_dir: Path, extra_markdown: list[Pat
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     markdown = render_markdown(report)
     (out_dir / "report.md").write_text(markdown)
+    history = HISTORY.read_text() if HISTORY.exists() else ""
     for path in extra_markdown:
-        path.write_text(markdown)
+        path.write_text(markdown + ("\n" + history if history else ""))
     return out_dir / "report.md"
