@@ -97,8 +97,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         "gunicorn configuration) and the reference (a minimal Falcon app that parses the JSON body "
         "and answers a fixed JSON object, under the same configuration, worker class and count), "
         "driven by wrk on loopback with keep-alive connections and Lua scripts that send a "
-        "different user on every request. Server CPU per request is the CPU of the master and "
-        "workers from the start of a run until its events are sealed, divided by its requests.",
+        "different user on every request. Server CPU per request is the CPU of the master, the "
+        "workers and flagsight's sealer process from the start of a run until its events are "
+        "sealed, divided by its requests. Bulk and feedback runs are flagsight alone; the "
+        "reference figures above them calibrate the machine.",
         "",
         "## Goals",
         "",
