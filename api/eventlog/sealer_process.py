@@ -90,10 +90,6 @@ def _alive(pid: int) -> bool:
 
 
 def main() -> None:
-    # pyarrow imports pandas, if installed, on its first conversion of Python objects, only to
-    # recognise pandas inputs; sealing never has any. Refusing the import keeps about 60 MB
-    # and a second of start-up out of this long-lived process.
-    sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]
     configure_logging()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
