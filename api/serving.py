@@ -14,8 +14,9 @@ from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.evaluation import Result
 from api.evaluation.engine import PLAN_LIMIT_EXCEEDED, evaluate_many
+from api.evaluation_id import bulk_ids
 from api.eventlog import EventLogUnavailable
-from api.eventlog.schema import EVALUATION, EvaluationEvent
+from api.eventlog.schema import EVALUATION, OUTCOME_CODES, EvaluationBatch
 from api.metering.meter import month_of
 from api.services import Services
 
@@ -28,7 +29,11 @@ class Served:
 
     users: list[str]
     results: list[Result]
-    evaluation_ids: list[str]
+    evaluation_id_prefix: str
+
+    @property
+    def evaluation_ids(self) -> list[str]:
+        return bulk_ids(self.evaluation_id_prefix, len(self.users))
 
 
 class EvaluationServer:
@@ -57,11 +62,21 @@ class EvaluationServer:
         if granted < len(users):
             results.extend([PLAN_LIMIT_EXCEEDED] * (len(users) - granted))
             s.metrics.plan_limit_refusals.inc(len(users) - granted)
-        ids = s.ids.issue_many(environment.id, len(users))
-        self._record(
-            key, environment, flag_key, users, results, ids, int(now * 1_000_000), sdk, source
+        prefix = s.ids.issue_prefix(environment.id, len(users)) if users else ""
+        batch = EvaluationBatch(
+            prefix,
+            int(now * 1_000_000),
+            key.organization_id,
+            environment.id,
+            flag_key,
+            sdk,
+            key.key_id,
+            source,
+            users,
+            bytes(map(OUTCOME_CODES.__getitem__, results)),
         )
-        return Served(users, results, ids)
+        self._record(batch)
+        return Served(users, results, prefix)
 
     def _meter(self, organization_id: str, now: float, requested: int) -> int:
         organization = self._services.config.organization(organization_id)
@@ -82,42 +97,14 @@ class EvaluationServer:
             self._month = (month, start, end)
         return month
 
-    def _record(
-        self,
-        key: KeyContext,
-        environment: EnvironmentConfig,
-        flag_key: str,
-        users: list[str],
-        results: list[Result],
-        ids: list[str],
-        now_us: int,
-        sdk: str | None,
-        source: str,
-    ) -> None:
+    def _record(self, batch: EvaluationBatch) -> None:
         """Append one event per answer. If the log refuses, flags keep working: count the loss."""
-        events = [
-            EvaluationEvent(
-                evaluation_id,
-                now_us,
-                key.organization_id,
-                environment.id,
-                flag_key,
-                user,
-                result.value,
-                result.matched_rule_type,
-                result.error_type,
-                sdk,
-                key.key_id,
-                source,
-            )
-            for user, result, evaluation_id in zip(users, results, ids, strict=True)
-        ]
         try:  # the log counts what it appended (flagsight_events_logged)
-            self._services.event_log.append_evaluations(events)
+            self._services.event_log.append_evaluation_batch(batch)
         except EventLogUnavailable as exc:
-            self._services.metrics.events_lost.labels(EVALUATION).inc(len(events))
+            lost = len(batch.user_identifiers)
+            self._services.metrics.events_lost.labels(EVALUATION).inc(lost)
             log.error(
                 "evaluation events not logged",
-                extra={"lost": len(events), "reason": str(exc), "environment_id": environment.id},
+                extra={"lost": lost, "reason": str(exc), "environment_id": batch.environment_id},
             )
-            return

@@ -6,6 +6,8 @@ Any client can reproduce it, and a user's bucket for one flag says nothing about
 
 from __future__ import annotations
 
+from functools import partial
+
 import mmh3
 
 BUCKETS = 10_000
@@ -21,3 +23,13 @@ def bucket(flag_key: str, user_identifier: str) -> int:
 def threshold(percentage: float) -> int:
     """Buckets below this number are in the rollout (``round(P * 100)``)."""
     return round(percentage * 100)
+
+
+def buckets(flag_key: str, user_identifiers: list[str]) -> list[int]:
+    """``bucket`` for many users of one flag, without a Python call per user."""
+    prefix = f"{flag_key}:"
+    data = [(prefix + user).encode("utf-8", "surrogatepass") for user in user_identifiers]
+    return [h % BUCKETS for h in map(_UNSIGNED_HASH, data)]
+
+
+_UNSIGNED_HASH = partial(mmh3.hash, seed=0, signed=False)

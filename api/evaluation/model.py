@@ -6,7 +6,7 @@ import re
 from collections.abc import Container
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from api.evaluation.hashing import threshold
 
@@ -69,9 +69,11 @@ class Flag:
     rules: tuple[Rule, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One evaluation's outcome. ``error_type`` set means ``value`` is false."""
+class Result(NamedTuple):
+    """One evaluation's outcome. ``error_type`` set means ``value`` is false.
+
+    A tuple, so that hashing and comparing one (done per user in bulk answers) is C code.
+    """
 
     value: bool
     matched_rule_type: RuleType | None = None

@@ -5,7 +5,8 @@ A frame is one batch of events of one type::
     magic  b"FSW1"             4 bytes
     crc32  of length+payload   4 bytes, little-endian unsigned
     length of payload          4 bytes, little-endian unsigned
-    payload                    msgpack array [type_code, [event, ...]], each event an array
+    payload                    msgpack array [type_code, body]: for codes 1 and 2 a list of
+                               events, each an array; for code 3 one EvaluationBatch
 
 The header is written together with the payload by a single ``write`` so a frame is either
 wholly in the page cache or torn at the tail of its segment. A torn or overwritten frame never
@@ -23,7 +24,14 @@ from typing import BinaryIO, NamedTuple
 
 import msgspec
 
-from api.eventlog.schema import EVALUATION, FEEDBACK, EvaluationEvent, FeedbackEvent
+from api.eventlog.schema import (
+    EVALUATION,
+    FEEDBACK,
+    OUTCOMES,
+    EvaluationBatch,
+    EvaluationEvent,
+    FeedbackEvent,
+)
 
 MAGIC = b"FSW1"
 HEADER = struct.Struct("<4sII")
@@ -32,6 +40,8 @@ MAX_PAYLOAD = 256 * 1024 * 1024
 
 TYPE_CODES = {EVALUATION: 1, FEEDBACK: 2}
 TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
+EVALUATION_BATCH_CODE = 3
+"""An ``EvaluationBatch``: evaluation events in columnar form, expanded when decoded."""
 
 _encoder = msgspec.msgpack.Encoder()
 _envelope = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
@@ -39,6 +49,7 @@ _batch_decoders = {
     EVALUATION: msgspec.msgpack.Decoder(list[EvaluationEvent]),
     FEEDBACK: msgspec.msgpack.Decoder(list[FeedbackEvent]),
 }
+_evaluation_batch_decoder = msgspec.msgpack.Decoder(EvaluationBatch)
 
 
 class Batch(NamedTuple):
@@ -52,10 +63,10 @@ class InvalidFrame(ValueError):
     """A frame whose crc is right but whose content does not fit its schema (a caller's bug)."""
 
 
-def encode_frame(type_code: int, events: Sequence[tuple]) -> bytearray:
-    """One frame holding ``events``; encoded in place after a reserved header (no copy)."""
+def encode_frame(type_code: int, body: Sequence[tuple] | EvaluationBatch) -> bytearray:
+    """One frame holding ``body``; encoded in place after a reserved header (no copy)."""
     buf = bytearray(HEADER.size)
-    _encoder.encode_into((type_code, events), buf, HEADER.size)
+    _encoder.encode_into((type_code, body), buf, HEADER.size)
     length = len(buf) - HEADER.size
     struct.pack_into("<I", buf, 8, length)
     crc = zlib.crc32(memoryview(buf)[8:])
@@ -86,6 +97,13 @@ def decode_payload(payload: bytes) -> Batch:
     """The typed events of one frame; ``InvalidFrame`` if they do not match their schema."""
     try:
         code, raw = _envelope.decode(payload)
+        if code == EVALUATION_BATCH_CODE:
+            batch = _evaluation_batch_decoder.decode(raw)
+            if len(batch.outcomes) != len(batch.user_identifiers) or max(
+                batch.outcomes, default=0
+            ) >= len(OUTCOMES):
+                raise InvalidFrame("evaluation batch: outcomes do not match its users")
+            return Batch(EVALUATION, batch.events())
         event_type = TYPE_NAMES[code]
         return Batch(event_type, _batch_decoders[event_type].decode(raw))
     except (msgspec.DecodeError, KeyError) as exc:

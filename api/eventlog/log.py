@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from api.eventlog.schema import EvaluationEvent, FeedbackEvent
+from api.eventlog.schema import EvaluationBatch, EvaluationEvent, FeedbackEvent
 
 
 class EventLogUnavailable(RuntimeError):
@@ -16,6 +16,9 @@ class EventLog(Protocol):
     def append_evaluations(self, events: Sequence[EvaluationEvent]) -> None:
         """Return only once the events survive the process being killed; else raise
         ``EventLogUnavailable``."""
+
+    def append_evaluation_batch(self, batch: EvaluationBatch) -> None:
+        """As ``append_evaluations``, for one flag's evaluations in columnar form."""
 
     def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
         """As ``append_evaluations``."""

@@ -47,6 +47,66 @@ class EvaluationEvent(NamedTuple):
     source: str
 
 
+OUTCOMES: tuple[tuple[bool, str | None, str | None], ...] = (
+    (False, None, None),
+    (True, "STATIC", None),
+    (False, "STATIC", None),
+    (True, "SEGMENT", None),
+    (False, "SEGMENT", None),
+    (True, "PERCENTAGE", None),
+    (False, "PERCENTAGE", None),
+    (False, None, "FLAG_NOT_FOUND"),
+    (False, None, "FLAG_ARCHIVED"),
+    (False, None, "FLAG_DISABLED"),
+    (False, None, "PLAN_LIMIT_EXCEEDED"),
+)
+"""Every (value, matched_rule_type, error_type) an evaluation can have; a batch stores one
+byte per user, its index here. Append only: the index is part of the write-ahead format."""
+
+OUTCOME_CODES: dict[tuple[bool, str | None, str | None], int] = {
+    o: i for i, o in enumerate(OUTCOMES)
+}
+
+
+class EvaluationBatch(NamedTuple):
+    """Evaluations of one flag for many users, answered together (any evaluate request).
+
+    What the users share is kept once; per user, only the identifier and an outcome byte.
+    Evaluation ids are ``api.evaluation_id.bulk_ids(evaluation_id_prefix, n)``. A frame of
+    10,000 users is a tenth of the size of 10,000 ``EvaluationEvent`` rows, and costs no
+    Python object per user to build: the sealer expands it with ``events()``.
+    """
+
+    evaluation_id_prefix: str
+    evaluated_at_us: int
+    organization_id: str
+    environment_id: str
+    flag_key: str
+    sdk: str | None
+    api_key_id: str
+    source: str
+    user_identifiers: list[str]
+    outcomes: bytes
+
+    def events(self) -> list[EvaluationEvent]:
+        from api.evaluation_id import bulk_ids
+
+        shared_head = (
+            self.evaluated_at_us,
+            self.organization_id,
+            self.environment_id,
+            self.flag_key,
+        )
+        shared_tail = (self.sdk, self.api_key_id, self.source)
+        ids = bulk_ids(self.evaluation_id_prefix, len(self.user_identifiers))
+        return [
+            EvaluationEvent(evaluation_id, *shared_head, user, *OUTCOMES[code], *shared_tail)
+            for evaluation_id, user, code in zip(
+                ids, self.user_identifiers, self.outcomes, strict=True
+            )
+        ]
+
+
 class FeedbackEvent(NamedTuple):
     """One accepted feedback item; ``environment_id`` is read from the evaluation id."""
 

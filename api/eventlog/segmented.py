@@ -34,9 +34,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from api.eventlog.frames import TYPE_CODES, InvalidFrame, encode_frame
+from api.eventlog.frames import EVALUATION_BATCH_CODE, TYPE_CODES, InvalidFrame, encode_frame
 from api.eventlog.log import EventLogUnavailable
-from api.eventlog.schema import EVALUATION, EVENT_TYPES, FEEDBACK, EvaluationEvent, FeedbackEvent
+from api.eventlog.schema import (
+    EVALUATION,
+    EVENT_TYPES,
+    FEEDBACK,
+    EvaluationBatch,
+    EvaluationEvent,
+    FeedbackEvent,
+)
 from api.eventlog.segments import (
     Segment,
     SegmentNamer,
@@ -189,12 +196,21 @@ class SegmentedEventLog:
         """As ``append_evaluations``."""
         self._append(FEEDBACK, events)
 
+    def append_evaluation_batch(self, batch: EvaluationBatch) -> None:
+        """As ``append_evaluations``, for one flag's evaluations in columnar form."""
+        if batch.user_identifiers:
+            self._write(
+                EVALUATION, encode_frame(EVALUATION_BATCH_CODE, batch), len(batch.user_identifiers)
+            )
+
     def _append(self, event_type: str, events: Sequence[tuple]) -> None:
         if not events:
             return
         if not isinstance(events, (list, tuple)):
             events = list(events)
-        frame = encode_frame(TYPE_CODES[event_type], events)
+        self._write(event_type, encode_frame(TYPE_CODES[event_type], events), len(events))
+
+    def _write(self, event_type: str, frame: bytearray, count: int) -> None:
         with self._lock:
             if self._state != _RUNNING:
                 raise EventLogUnavailable(f"event log is {self._state}")
@@ -212,7 +228,7 @@ class SegmentedEventLog:
             raise EventLogUnavailable(f"event log cannot take writes: {failure}") from failure
         counter = self._logged.get(event_type)
         if counter is not None:
-            counter.inc(len(events))
+            counter.inc(count)
 
     def _open_active_locked(self) -> Segment:
         self._active = create_segment(self.wal_dir, self._namer)

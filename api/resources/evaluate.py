@@ -70,7 +70,7 @@ class BulkEvaluateResource:
         served = self._server.serve(
             key, environment, flag_key, users, sdk=sdk, source=SOURCE_EVALUATE_BULK
         )
-        resp.data = encode_bulk_response(served.users, served.results, served.evaluation_ids)
+        resp.data = encode_bulk_response(served.users, served.results, served.evaluation_id_prefix)
         resp.content_type = falcon.MEDIA_JSON
         metrics = self._services.metrics
         metrics.bulk_evaluate_seconds.observe(time.perf_counter() - started)

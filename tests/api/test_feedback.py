@@ -182,6 +182,9 @@ class _RefusingLog:
     def append_evaluations(self, events):
         raise EventLogUnavailable("disk full")
 
+    def append_evaluation_batch(self, batch):
+        raise EventLogUnavailable("disk full")
+
     def append_feedback(self, events):
         raise EventLogUnavailable("disk full")
 

@@ -13,12 +13,14 @@ from api.evaluation import (
     Flag,
     PercentageRule,
     RuleType,
+    SegmentRule,
     StaticRule,
     evaluate,
     evaluate_many,
     rule_from_json,
     rule_to_json,
 )
+from api.evaluation.hashing import bucket, buckets
 from api.evaluation.model import RuleError
 
 CASES = json.loads((Path(__file__).parents[1] / "cases" / "evaluation.json").read_text())
@@ -119,3 +121,29 @@ def test_a_rule_built_with_an_integer_percentage_serialises() -> None:
         "percentage": 10,
         "value": True,
     }
+
+
+_rules = st.lists(
+    st.one_of(
+        st.builds(StaticRule, st.booleans()),
+        st.builds(SegmentRule, st.sampled_from(["a", "b", "missing"]), st.booleans()),
+        st.builds(PercentageRule, st.integers(0, 10000).map(lambda b: b / 100), st.booleans()),
+    ),
+    max_size=4,
+)
+
+
+@given(
+    _rules, st.lists(st.text(min_size=1, max_size=12), max_size=40), st.booleans(), st.booleans()
+)
+def test_batch_evaluation_gives_the_same_answers_as_one_by_one(
+    rules, users, enabled, archived
+) -> None:
+    segments = {"a": frozenset(users[::2]), "b": frozenset(users[::3])}
+    flag = Flag("batch", enabled, archived, tuple(rules))
+    assert evaluate_many(flag, users, segments) == [evaluate(flag, u, segments) for u in users]
+
+
+def test_batch_buckets_equal_single_buckets() -> None:
+    users = [f"u{i}" for i in range(1000)] + ["\ud800", "ünï"]
+    assert buckets("flag", users) == [bucket("flag", u) for u in users]

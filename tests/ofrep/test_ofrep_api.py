@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import jsonschema
 import pytest
 
-from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK, EvaluationEvent
+from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK, EvaluationBatch, EvaluationEvent
 from api.openapi.document import openapi_document
 from tests.support.admin import Admin, Tenant
 
@@ -63,6 +63,10 @@ class RecordingLog:
     def append_evaluations(self, events: Sequence[EvaluationEvent]) -> None:
         self._inner.append_evaluations(events)
         self.evaluations.extend(events)
+
+    def append_evaluation_batch(self, batch: EvaluationBatch) -> None:
+        self._inner.append_evaluation_batch(batch)
+        self.evaluations.extend(batch.events())
 
     def __getattr__(self, name: str):
         return getattr(self._inner, name)
