@@ -6,6 +6,7 @@ seal the event log before the process exits: the lifespan startup/shutdown event
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from typing import Any
@@ -66,8 +67,13 @@ class LifespanMiddleware:
 
     async def process_startup(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
         self._housekeeping = start_services(self._services)
+        # Everything built so far (modules, config, caches) lives as long as the worker: keep
+        # it out of the cyclic collector's generations, so collections only walk new objects.
+        gc.collect()
+        gc.freeze()
         log.info("worker started", extra={"data_dir": str(self._services.settings.data_dir)})
 
     async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
         stop_services(self._services, self._housekeeping)
+        gc.unfreeze()  # let extension modules release their objects at exit, as they expect
         log.info("worker stopped; event log sealed")

@@ -79,6 +79,8 @@ def evaluate_many(
     if state is not None:
         return [state] * len(users)
     assert flag is not None
+    if len(users) == 1:
+        return [evaluate_rules(flag, users[0], segments)]
     results = [NO_MATCH] * len(users)
     pending = range(len(users))
     for rule in flag.rules:

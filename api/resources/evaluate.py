@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 import falcon
 import falcon.asgi
+import msgspec
 
 from api.auth import authenticate_api_key
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.errors import BadRequest, Unauthorized
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
-from api.jsonio import optional_str, read_json, require_list, require_object, require_str
+from api.jsonio import (
+    decode_typed,
+    optional_str,
+    read_body,
+    read_json,
+    require_list,
+    require_object,
+    require_str,
+)
 from api.resources.answers import encode_bulk_response, encode_response
 from api.services import Services
 from api.serving import EvaluationServer
@@ -31,6 +41,27 @@ def key_environment(services: Services, key: KeyContext) -> EnvironmentConfig:
     return environment
 
 
+class EvaluateBody(msgspec.Struct):
+    """A valid EvaluateRequest; unknown fields are ignored."""
+
+    flagKey: Annotated[str, msgspec.Meta(min_length=1, max_length=FLAG_KEY_MAX)]  # noqa: N815
+    userIdentifier: Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX)]  # noqa: N815
+    sdk: Annotated[str, msgspec.Meta(max_length=SDK_MAX)] | None = None
+
+
+def validate_evaluate(body: object) -> tuple[str, str, str | None]:
+    """The fields of an EvaluateRequest, or the 400 naming the first one that is wrong."""
+    body = require_object(body)
+    return (
+        require_str(body, "flagKey", max_len=FLAG_KEY_MAX),
+        require_str(body, "userIdentifier", max_len=USER_IDENTIFIER_MAX),
+        optional_str(body, "sdk", max_len=SDK_MAX),
+    )
+
+
+_EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
+
+
 class EvaluateResource:
     def __init__(self, services: Services):
         self._services = services
@@ -39,13 +70,15 @@ class EvaluateResource:
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         key = authenticate_api_key(req, self._services.config)
-        body = require_object(await read_json(req, self._limit))
-        flag_key = require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
-        user = require_str(body, "userIdentifier", max_len=USER_IDENTIFIER_MAX)
-        sdk = optional_str(body, "sdk", max_len=SDK_MAX)
+        body = decode_typed(await read_body(req, self._limit), _EVALUATE_BODY, validate_evaluate)
         environment = key_environment(self._services, key)
         served = self._server.serve(
-            key, environment, flag_key, [user], sdk=sdk, source=SOURCE_EVALUATE
+            key,
+            environment,
+            body.flagKey,
+            [body.userIdentifier],
+            sdk=body.sdk,
+            source=SOURCE_EVALUATE,
         )
         resp.data = encode_response(served.results[0], served.evaluation_ids[0])
         resp.content_type = falcon.MEDIA_JSON
