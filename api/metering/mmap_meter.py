@@ -1,14 +1,26 @@
 """An exact, cross-process meter in a memory-mapped file.
 
-Every gunicorn worker maps the same file (``$FLAGSIGHT_DATA_DIR/run/meter.bin``); a
-consume is a read-modify-write of one slot under an exclusive ``lockf`` lock (plus a thread
-lock, since POSIX record locks do not exclude threads of one process). The mapping is the
-counter itself, so it survives any worker or master being killed; ``flush`` bounds what a
-machine crash can lose.
+Every gunicorn worker maps the same file (``$FLAGSIGHT_DATA_DIR/run/meter.bin``). The mapping
+is the counter itself, so it survives any worker or master being killed; ``flush`` bounds what
+a machine crash can lose.
 
-Layout: a 64-byte header (magic, capacity) then ``capacity`` slots of 32 bytes:
-organization digest (16 bytes), month ``YYYYMM`` (int32), padding, count (int64).
-Slots are found by linear probing and never move, so each process caches their offsets.
+Each (organization, month) slot holds ``allocated``: evaluations served plus quota leased to
+workers and not spent yet. Changing it takes an exclusive ``lockf`` lock on the file (plus a
+thread lock: POSIX record locks do not exclude threads of one process). Far from the hard
+threshold a worker leases a block of quota (at most 1 % of what remains, at most
+``MAX_LEASE``) and spends it without the file lock; close to the threshold
+(``LEASE_FLOOR``) every evaluation takes the lock, so the last ones are served exactly in
+order and never past the threshold. Taking a file lock per request made the workers queue on
+each other whenever the holder was descheduled.
+
+A lease's unspent quota is published in a cell of the file, so ``usage`` (allocated minus
+unspent) is exact at any moment. Leases go back to the pool every second (``release_leases``)
+and at shutdown; the cells of a worker that died are reclaimed by the next process that takes
+the lock.
+
+Layout: a 64-byte header (magic, capacity), ``capacity`` slots of 32 bytes (organization
+digest, month ``YYYYMM``, padding, allocated), then ``LEASE_CELLS`` cells of 24 bytes (pid,
+padding, slot offset, unspent). Slots are found by linear probing and never move.
 """
 
 from __future__ import annotations
@@ -21,18 +33,43 @@ import struct
 import threading
 from pathlib import Path
 
-MAGIC = b"FSMETER1"
+import numpy as np
+
+MAGIC = b"FSMETER2"
+_OLD_MAGIC = b"FSMETER1"  # the same slots without lease cells: extended in place
 _HEADER = struct.Struct("<8sI")
 _HEADER_SIZE = 64
 _SLOT = struct.Struct("<16siiq")
 _SLOT_SIZE = 32
 _COUNT = struct.Struct("<q")
 _COUNT_OFFSET = 24
+_CELL = struct.Struct("<iiqq")
+_CELL_DTYPE = np.dtype([("pid", "<i4"), ("pad", "<i4"), ("slot", "<i8"), ("unspent", "<i8")])
+_CELL_SIZE = 24
+_CELL_UNSPENT_OFFSET = 16
 DEFAULT_CAPACITY = 1 << 16
+LEASE_CELLS = 4096
+LEASE_FLOOR = 10_000
+"""Below this much remaining quota, every evaluation takes the file lock."""
+MAX_LEASE = 1_000
+
+
+def lease_size(remaining: int) -> int:
+    """How much quota to lease when ``remaining`` is left after the request itself."""
+    return 0 if remaining < LEASE_FLOOR else min(MAX_LEASE, remaining // 100)
 
 
 class MeterFull(RuntimeError):
-    """Every slot is taken: more (organization, month) pairs than the file was sized for."""
+    """Every slot or lease cell is taken: the file was sized for fewer."""
+
+
+class _Lease:
+    __slots__ = ("cell", "slot", "unspent")
+
+    def __init__(self, cell: int, slot: int, unspent: int):
+        self.cell = cell
+        self.slot = slot
+        self.unspent = unspent
 
 
 class MmapMeter:
@@ -43,25 +80,48 @@ class MmapMeter:
             raise ValueError("capacity must be a power of two")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._pid = os.getpid()
         self._thread_lock = threading.Lock()
         self._offsets: dict[tuple[str, int], int] = {}
-        with self._locked():
+        self._leases: dict[tuple[str, int], _Lease] = {}
+        self._file_locked(self._thread_lock.acquire)
+        try:
             self._capacity = self._initialise(capacity)
-        self._map = mmap.mmap(self._fd, _HEADER_SIZE + self._capacity * _SLOT_SIZE)
+        finally:
+            self._file_unlocked()
+        self._cells_at = _HEADER_SIZE + self._capacity * _SLOT_SIZE
+        self._map = mmap.mmap(self._fd, self._cells_at + LEASE_CELLS * _CELL_SIZE)
+        self._cell_table = np.frombuffer(self._map, _CELL_DTYPE, LEASE_CELLS, self._cells_at)
 
     def _initialise(self, capacity: int) -> int:
         header = os.pread(self._fd, _HEADER.size, 0)
-        if len(header) == _HEADER.size and header.startswith(MAGIC):
-            return _HEADER.unpack(header)[1]
-        os.ftruncate(self._fd, _HEADER_SIZE + capacity * _SLOT_SIZE)
+        if len(header) == _HEADER.size and header[:8] in (MAGIC, _OLD_MAGIC):
+            capacity = _HEADER.unpack(header)[1]
+        size = _HEADER_SIZE + capacity * _SLOT_SIZE + LEASE_CELLS * _CELL_SIZE
+        if os.fstat(self._fd).st_size < size:
+            os.ftruncate(self._fd, size)  # new file, or an old one gaining lease cells (zeros)
         os.pwrite(self._fd, _HEADER.pack(MAGIC, capacity), 0)
         return capacity
 
-    def _locked(self) -> _FileLock:
-        return _FileLock(self._fd, self._thread_lock)
+    # -- locking ----------------------------------------------------------------------------
+
+    def _file_locked(self, acquire_thread_lock) -> None:  # noqa: ANN001 - a lock's acquire
+        acquire_thread_lock()
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._thread_lock.release()
+            raise
+
+    def _file_unlocked(self) -> None:
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._thread_lock.release()
+
+    # -- slots and cells (callers hold the file lock) ---------------------------------------
 
     def _slot(self, organization_id: str, month: int, create: bool) -> int | None:
-        """The slot offset for this pair; caller holds the lock when ``create``."""
         cached = self._offsets.get((organization_id, month))
         if cached is not None:
             return cached
@@ -83,66 +143,123 @@ class MmapMeter:
             index = (index + 1) & mask
         raise MeterFull(f"meter file holds at most {self._capacity} organization-months")
 
+    def _allocated(self, slot: int) -> int:
+        return _COUNT.unpack_from(self._map, slot + _COUNT_OFFSET)[0]
+
+    def _set_allocated(self, slot: int, value: int) -> None:
+        _COUNT.pack_into(self._map, slot + _COUNT_OFFSET, value)
+
+    def _reclaim_dead_cells(self) -> None:
+        """Give the unspent quota of workers that died back to their slots."""
+        table = self._cell_table
+        for index in np.flatnonzero(table["pid"]):
+            pid, _pad, slot, unspent = (int(v) for v in table[index].tolist())
+            if pid != self._pid and not _alive(pid):
+                self._set_allocated(slot, self._allocated(slot) - unspent)
+                _CELL.pack_into(self._map, self._cells_at + int(index) * _CELL_SIZE, 0, 0, 0, 0)
+
+    def _reclaim_dead_cells_of(self, slot: int) -> bool:
+        """Reclaim dead workers' leases if any is on ``slot``; whether one was."""
+        table = self._cell_table
+        if not np.any((table["slot"] == slot) & (table["pid"] != 0) & (table["pid"] != self._pid)):
+            return False
+        before = self._allocated(slot)
+        self._reclaim_dead_cells()
+        return self._allocated(slot) != before
+
+    def _new_cell(self, slot: int, unspent: int) -> int:
+        free = np.flatnonzero(self._cell_table["pid"] == 0)
+        if not len(free):
+            raise MeterFull(f"meter file holds at most {LEASE_CELLS} leases")
+        offset = self._cells_at + int(free[0]) * _CELL_SIZE
+        _CELL.pack_into(self._map, offset, self._pid, 0, slot, unspent)
+        return offset
+
+    def _return_lease(self, key: tuple[str, int]) -> None:
+        lease = self._leases.pop(key, None)
+        if lease is not None:
+            self._set_allocated(lease.slot, self._allocated(lease.slot) - lease.unspent)
+            _CELL.pack_into(self._map, lease.cell, 0, 0, 0, 0)
+
+    # -- the Meter protocol -----------------------------------------------------------------
+
     def consume(self, organization_id: str, month: int, requested: int, hard_limit: int) -> int:
-        # The hot path: the locks taken inline (no context-manager object per call); a cached
-        # offset is read before locking, since slots never move once claimed.
-        offset = self._offsets.get((organization_id, month))
+        key = (organization_id, month)
         thread_lock = self._thread_lock
         thread_lock.acquire()
         try:
+            lease = self._leases.get(key)
+            if lease is not None and lease.unspent >= requested:
+                lease.unspent -= requested  # the hot path: no file lock, no system call
+                _COUNT.pack_into(self._map, lease.cell + _CELL_UNSPENT_OFFSET, lease.unspent)
+                return requested
             fcntl.lockf(self._fd, fcntl.LOCK_EX)
             try:
-                if offset is None:
-                    offset = self._slot(organization_id, month, create=True)
-                    assert offset is not None
-                at = offset + _COUNT_OFFSET
-                (used,) = _COUNT.unpack_from(self._map, at)
-                granted = max(0, min(requested, hard_limit - used))
-                if granted:
-                    _COUNT.pack_into(self._map, at, used + granted)
-                return granted
+                return self._consume_locked(key, requested, hard_limit)
             finally:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN)
         finally:
             thread_lock.release()
 
+    def _consume_locked(self, key: tuple[str, int], requested: int, hard_limit: int) -> int:
+        self._return_lease(key)
+        slot = self._slot(*key, create=True)
+        assert slot is not None
+        allocated = self._allocated(slot)
+        granted = max(0, min(requested, hard_limit - allocated))
+        if granted < requested and self._reclaim_dead_cells_of(slot):
+            allocated = self._allocated(slot)  # quota a dead worker held is usable again
+            granted = max(0, min(requested, hard_limit - allocated))
+        leased = lease_size(hard_limit - allocated - granted)
+        self._set_allocated(slot, allocated + granted + leased)
+        if leased:
+            self._leases[key] = _Lease(self._new_cell(slot, leased), slot, leased)
+        return granted
+
     def usage(self, organization_id: str, month: int) -> int:
-        with self._locked():
-            offset = self._slot(organization_id, month, create=False)
-            if offset is None:
+        """Evaluations served: allocated minus every live lease's unspent quota."""
+        self._file_locked(self._thread_lock.acquire)
+        try:
+            slot = self._slot(organization_id, month, create=False)
+            if slot is None:
                 return 0
-            return _COUNT.unpack_from(self._map, offset + _COUNT_OFFSET)[0]
+            self._reclaim_dead_cells()
+            table = self._cell_table
+            unspent = int(table["unspent"][(table["pid"] != 0) & (table["slot"] == slot)].sum())
+            return self._allocated(slot) - unspent
+        finally:
+            self._file_unlocked()
+
+    def release_leases(self) -> None:
+        """Give every lease of this process back, so no quota sits idle in one worker."""
+        if not self._leases:
+            return
+        self._file_locked(self._thread_lock.acquire)
+        try:
+            for key in list(self._leases):
+                self._return_lease(key)
+        finally:
+            self._file_unlocked()
 
     def flush(self) -> None:
-        """Write dirty pages to disk: bounds what a machine crash can lose."""
+        """Return leases and write dirty pages to disk: bounds what a machine crash can lose."""
+        self.release_leases()
         self._map.flush()
 
     def close(self) -> None:
         if not self._map.closed:
+            self.release_leases()
             self._map.flush()
+            del self._cell_table  # a view into the mapping: it must go before the mapping
             self._map.close()
             os.close(self._fd)
 
 
-class _FileLock:
-    """Thread lock, then an exclusive lock on the whole file (the order avoids deadlock)."""
-
-    __slots__ = ("_fd", "_thread_lock")
-
-    def __init__(self, fd: int, thread_lock: threading.Lock):
-        self._fd = fd
-        self._thread_lock = thread_lock
-
-    def __enter__(self) -> None:
-        self._thread_lock.acquire()
-        try:
-            fcntl.lockf(self._fd, fcntl.LOCK_EX)
-        except BaseException:
-            self._thread_lock.release()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            fcntl.lockf(self._fd, fcntl.LOCK_UN)
-        finally:
-            self._thread_lock.release()
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -22,6 +22,7 @@ def test_metering_is_exact_across_workers_and_concurrent_clients(
 ) -> None:
     tenant = server_admin.tenant(plan="enterprise", limit=100)
     server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    time.sleep(1.0)  # contract 2: every worker uses an admin change within one second
 
     def one(i: int) -> dict:
         with requests.Session() as s:
@@ -97,6 +98,7 @@ def test_operations_endpoints(server: GunicornServer, server_admin: Admin) -> No
 def test_bulk_of_ten_thousand_over_http(server: GunicornServer, server_admin: Admin) -> None:
     tenant = server_admin.tenant()
     server_admin.flag(tenant.environment_id, "f", [{"type": "PERCENTAGE", "percentage": 50}])
+    time.sleep(1.0)  # contract 2: every worker uses an admin change within one second
     users = [f"user-{i}" for i in range(10_000)]
     answer = requests.post(
         f"{server.url}/v1/evaluate/bulk",

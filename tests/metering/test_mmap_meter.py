@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
 from pathlib import Path
 
+import pytest
+
 from api.metering.meter import month_label, month_of, seconds_until_next_month
-from api.metering.mmap_meter import MmapMeter
+from api.metering.mmap_meter import MmapMeter, lease_size
 
 
 def _hammer(path: str, org: str, attempts: int, hard: int, out: mp.Queue) -> None:
@@ -64,3 +68,68 @@ def test_month_helpers() -> None:
     assert month_of(last_second_of_november) == 202611
     assert seconds_until_next_month(last_second_of_november) == 1
     assert seconds_until_next_month(last_second_of_november - 0.5) == 2
+
+
+def _drain(path: str, org: str, hard: int, out: mp.Queue) -> None:
+    """Consume one at a time until refused, as workers serving single evaluations do."""
+    meter = MmapMeter(Path(path))
+    granted = 0
+    while meter.consume(org, 202611, 1, hard):
+        granted += 1
+    out.put(granted)
+    meter.close()
+
+
+def test_leases_far_from_the_threshold_stay_exact_across_processes(tmp_path: Path) -> None:
+    hard = 60_000  # leases up to LEASE_FLOOR before the threshold, exact after
+    ctx = mp.get_context("fork")
+    out: mp.Queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_drain, args=(str(tmp_path / "m.bin"), "org_a", hard, out))
+        for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    granted = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join()
+    assert sum(granted) == hard
+    assert MmapMeter(tmp_path / "m.bin").usage("org_a", 202611) == hard
+
+
+def test_usage_is_exact_while_a_lease_is_outstanding(tmp_path: Path) -> None:
+    meter = MmapMeter(tmp_path / "m.bin")
+    for _ in range(12_345):
+        assert meter.consume("org_a", 202611, 1, 1_000_000) == 1
+    other = MmapMeter(tmp_path / "m.bin")  # another worker's view
+    assert other.usage("org_a", 202611) == 12_345
+    meter.release_leases()
+    assert other.usage("org_a", 202611) == 12_345
+
+
+def _take_a_lease_and_die(path: str) -> None:
+    meter = MmapMeter(Path(path))
+    for _ in range(10):
+        meter.consume("org_a", 202611, 1, 50_000)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_workers_lease_is_reclaimed(tmp_path: Path) -> None:
+    child = mp.get_context("fork").Process(
+        target=_take_a_lease_and_die, args=(str(tmp_path / "m.bin"),)
+    )
+    child.start()
+    child.join()
+    meter = MmapMeter(tmp_path / "m.bin")
+    assert meter.usage("org_a", 202611) == 10
+    served = 0
+    while meter.consume("org_a", 202611, 1, 50_000):
+        served += 1
+    assert served == 50_000 - 10
+
+
+@pytest.mark.parametrize(
+    ("remaining", "lease"), [(0, 0), (9_999, 0), (10_000, 100), (55_000, 550), (10_000_000, 1_000)]
+)
+def test_lease_sizes(remaining: int, lease: int) -> None:
+    assert lease_size(remaining) == lease
