@@ -18,7 +18,6 @@ from api.jsonio import (
     decode_typed,
     optional_str,
     read_body,
-    read_json,
     require_list,
     require_object,
     require_str,
@@ -93,21 +92,39 @@ class BulkEvaluateResource:
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         started = time.perf_counter()
         key = authenticate_api_key(req, self._services.config)
-        body = require_object(await read_json(req, self._limit))
-        flag_key = require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
-        users = distinct_user_identifiers(
-            require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS)
-        )
-        sdk = optional_str(body, "sdk", max_len=SDK_MAX)
+        body = decode_typed(await read_body(req, self._limit), _BULK_BODY, validate_bulk)
+        users = list(dict.fromkeys(body.userIdentifiers))  # first appearance order
         environment = key_environment(self._services, key)
         served = self._server.serve(
-            key, environment, flag_key, users, sdk=sdk, source=SOURCE_EVALUATE_BULK
+            key, environment, body.flagKey, users, sdk=body.sdk, source=SOURCE_EVALUATE_BULK
         )
         resp.data = encode_bulk_response(served.users, served.results, served.evaluation_id_prefix)
         resp.content_type = falcon.MEDIA_JSON
         metrics = self._services.metrics
         metrics.bulk_evaluate_seconds.observe(time.perf_counter() - started)
         metrics.bulk_evaluate_users.inc(len(users))
+
+
+class BulkEvaluateBody(msgspec.Struct):
+    """A valid BulkEvaluateRequest; unknown fields are ignored."""
+
+    flagKey: Annotated[str, msgspec.Meta(min_length=1, max_length=FLAG_KEY_MAX)]  # noqa: N815
+    userIdentifiers: Annotated[  # noqa: N815
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX)]],
+        msgspec.Meta(max_length=BULK_MAX_USERS),
+    ]
+    sdk: Annotated[str, msgspec.Meta(max_length=SDK_MAX)] | None = None
+
+
+def validate_bulk(body: object) -> None:
+    """Raise the 400 naming the first wrong field of a BulkEvaluateRequest."""
+    body = require_object(body)
+    require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
+    distinct_user_identifiers(require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS))
+    optional_str(body, "sdk", max_len=SDK_MAX)
+
+
+_BULK_BODY = msgspec.json.Decoder(BulkEvaluateBody)
 
 
 def distinct_user_identifiers(items: list[object]) -> list[str]:
