@@ -8,6 +8,7 @@ import falcon.asgi
 from api.admin.routes import add_admin_routes
 from api.dashboard.routes import add_dashboard_routes
 from api.errors import serialize_error
+from api.observability.tallies import RequestTallyMiddleware
 from api.openapi.document import OpenApiResource
 from api.resources.evaluate import BulkEvaluateResource, EvaluateResource
 from api.resources.feedback import BulkFeedbackResource, FeedbackResource
@@ -17,7 +18,7 @@ from api.services import Services
 
 
 def create_app(services: Services) -> falcon.asgi.App:
-    app = falcon.asgi.App(cors_enable=False)
+    app = falcon.asgi.App(cors_enable=False, middleware=[RequestTallyMiddleware(services.tallies)])
     app.set_error_serializer(serialize_error)
     app.req_options.strip_url_path_trailing_slash = True
 

@@ -17,7 +17,7 @@ log = logging.getLogger("flagsight.lifecycle")
 
 
 class Housekeeping:
-    """Flushes the meter's pages on the fsync interval, bounding what a machine crash loses."""
+    """Every fsync interval: tallies into Prometheus, meter leases back, meter pages to disk."""
 
     def __init__(self, services: Services):
         self._services = services
@@ -32,6 +32,7 @@ class Housekeeping:
     def _run(self) -> None:
         interval = self._services.settings.fsync_interval_s
         while not self._stop.wait(interval):
+            self._services.tallies.flush()
             flush = getattr(self._services.meter, "flush", None)
             if flush is not None:
                 flush()
@@ -53,6 +54,7 @@ def start_services(services: Services) -> Housekeeping:
 def stop_services(services: Services, housekeeping: Housekeeping | None) -> None:
     if housekeeping is not None:
         housekeeping.stop()
+    services.tallies.flush()
     services.event_log.close()
     services.config.stop()
     services.meter.close()

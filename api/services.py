@@ -12,6 +12,7 @@ from api.evaluation_id import EvaluationIdIssuer
 from api.eventlog import EventLog
 from api.metering.meter import Meter
 from api.observability.metrics import Metrics
+from api.observability.tallies import Tallies
 from api.settings import Settings
 
 
@@ -25,3 +26,8 @@ class Services:
     ids: EvaluationIdIssuer
     metrics: Metrics
     clock: Callable[[], float] = field(default=time.time)
+    tallies: Tallies = field(default=None)  # type: ignore[assignment]  # made from metrics
+
+    def __post_init__(self) -> None:
+        if self.tallies is None:
+            self.tallies = Tallies(self.metrics)

@@ -76,6 +76,7 @@ class EvaluationServer:
             bytes(map(OUTCOME_CODES.__getitem__, results)),
         )
         self._record(batch)
+        s.tallies.count_outcomes(batch.outcomes)
         return Served(users, results, prefix)
 
     def _meter(self, organization_id: str, now: float, requested: int) -> int:

@@ -30,11 +30,10 @@ class Metrics:
         self.requests = Counter(
             "flagsight_http_requests", "HTTP requests answered", ["route", "status"], registry=r
         )
-        self.request_seconds = Histogram(
+        self.request_seconds = Counter(
             "flagsight_http_request_seconds",
-            "Time to answer an HTTP request",
+            "Time spent answering HTTP requests (divide by flagsight_http_requests for the mean)",
             ["route"],
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
             registry=r,
         )
         self.bulk_evaluate_seconds = Histogram(
@@ -48,7 +47,10 @@ class Metrics:
             "flagsight_bulk_evaluate_users", "Distinct users answered by bulk evaluate", registry=r
         )
         self.evaluations = Counter(
-            "flagsight_evaluations", "Evaluations answered", ["outcome"], registry=r
+            "flagsight_evaluations",
+            "Evaluations answered, by outcome (RULE:value, NO_MATCH or the error type)",
+            ["outcome"],
+            registry=r,
         )
         self.feedback_events = Counter(
             "flagsight_feedback_events", "Feedback events accepted", registry=r

@@ -53,6 +53,7 @@ class MetricsResource:
         self._services = services
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        self._services.tallies.flush()  # this worker's figures up to now; others within a second
         body, content_type = render(self._services.metrics)
         resp.data = body
         resp.content_type = content_type
