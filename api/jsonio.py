@@ -6,7 +6,6 @@ fields it needs with the helpers below, so every 400 names the field that is wro
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -125,20 +124,6 @@ def optional_bool(
     if value is not None and not isinstance(value, bool):
         raise BadRequest(f"Field '{where}{name}' must be a boolean")
     return value
-
-
-def optional_nonnegative_number(obj: dict[str, Any], name: str, *, where: str = "") -> float | None:
-    value = obj.get(name)
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise BadRequest(f"Field '{where}{name}' must be a finite number >= 0 or null")
-    return float(value)
 
 
 def require_list(obj: dict[str, Any], name: str, *, max_items: int, where: str = "") -> list[Any]:
