@@ -31,6 +31,8 @@ _MAC_BYTES = 12
 MAX_COUNT = 0xFFFF
 
 ENV_ID_PREFIX = "env_"
+_ENVIRONMENTS_KEPT = 4096
+"""Environment ids decoded once each, up to this many (then the memo starts over)."""
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
@@ -66,7 +68,10 @@ class EvaluationIdIssuer:
 
     def __init__(self, signing_key: bytes):
         self._key = signing_key
+        self._keyed = hashlib.blake2b(key=signing_key, digest_size=_MAC_BYTES)
+        """Keyed once: copying it is cheaper than keying a new hash for every id."""
         self._nonces = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
+        self._environments: dict[str, bytes] = {}
 
     def _prefix(self, environment: bytes, count: int) -> str:
         nonce = next(self._nonces) & 0xFFFF_FFFF_FFFF_FFFF
@@ -77,11 +82,19 @@ class EvaluationIdIssuer:
         return encoded[:_PREFIX_LENGTH].decode("ascii")
 
     def _mac(self, head: bytes) -> bytes:
-        return hashlib.blake2b(head, key=self._key, digest_size=_MAC_BYTES).digest()
+        mac = self._keyed.copy()
+        mac.update(head)
+        return mac.digest()
 
     def issue_prefix(self, environment_id: str, count: int) -> str:
         """The signed prefix of ``count`` ids (1 to 65535); ``bulk_ids`` expands it."""
-        return self._prefix(environment_id_to_bytes(environment_id), count)
+        environment = self._environments.get(environment_id)
+        if environment is None:
+            environment = environment_id_to_bytes(environment_id)
+            if len(self._environments) >= _ENVIRONMENTS_KEPT:
+                self._environments.clear()
+            self._environments[environment_id] = environment
+        return self._prefix(environment, count)
 
     def issue(self, environment_id: str) -> str:
         return self.issue_prefix(environment_id, 1) + "0000"

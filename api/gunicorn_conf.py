@@ -33,6 +33,13 @@ loglevel = os.environ.get("FLAGSIGHT_LOG_LEVEL", "warning")
 proc_name = "flagsight"
 
 
+def post_fork(server, worker) -> None:  # noqa: ANN001 - gunicorn hook signature
+    """Large request and answer buffers from the heap, not fresh pages (``api.allocator``)."""
+    from api.allocator import tune_allocator
+
+    tune_allocator()
+
+
 def child_exit(server, worker) -> None:  # noqa: ANN001 - gunicorn hook signature
     """Let the Prometheus multi-process collector drop the dead worker's live gauges."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -7,6 +7,7 @@ fields it needs with the helpers below, so every 400 names the field that is wro
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import falcon
@@ -20,7 +21,9 @@ encode = msgspec.json.encode
 T = TypeVar("T")
 
 
+@lru_cache(maxsize=256)
 def _is_json(content_type: str | None) -> bool:
+    """Memoised: clients send the same one or two content types on every request."""
     if not content_type:
         return False
     media = content_type.split(";", 1)[0].strip().lower()

@@ -8,28 +8,37 @@ from __future__ import annotations
 
 import calendar
 import logging
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.evaluation import Result
-from api.evaluation.engine import PLAN_LIMIT_EXCEEDED, evaluate_many
+from api.evaluation import RESULT_CODES, RESULTS, Result, evaluate_codes
+from api.evaluation.engine import PLAN_LIMIT_EXCEEDED
 from api.evaluation_id import bulk_ids
 from api.eventlog import EventLogUnavailable
-from api.eventlog.schema import EVALUATION, OUTCOME_CODES, EvaluationBatch
+from api.eventlog.schema import EVALUATION, EvaluationBatch
 from api.metering.meter import month_of
 from api.services import Services
 
 log = logging.getLogger("flagsight.serving")
 
+_PLAN_LIMIT_CODE = bytes((RESULT_CODES[PLAN_LIMIT_EXCEEDED],))
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    """The answers for one request, in the order of the (distinct) users asked for."""
+
+class Served(NamedTuple):
+    """The answers for one request, in the order of the (distinct) users asked for.
+
+    ``outcomes`` holds one result code per user (an index into ``RESULTS``), the form the
+    event log stores and the bulk answer is encoded from.
+    """
 
     users: list[str]
-    results: list[Result]
+    outcomes: bytes
     evaluation_id_prefix: str
+
+    @property
+    def results(self) -> list[Result]:
+        return [RESULTS[code] for code in self.outcomes]
 
     @property
     def evaluation_ids(self) -> list[str]:
@@ -58,9 +67,10 @@ class EvaluationServer:
         now = s.clock()
         granted = self._meter(key.organization_id, now, len(users))
         flag = environment.flags.get(flag_key)
-        results = evaluate_many(flag, users[:granted], environment.segments)
+        answered = users if granted == len(users) else users[:granted]
+        outcomes = evaluate_codes(flag, answered, environment.segments)
         if granted < len(users):
-            results.extend([PLAN_LIMIT_EXCEEDED] * (len(users) - granted))
+            outcomes += _PLAN_LIMIT_CODE * (len(users) - granted)
             s.metrics.plan_limit_refusals.inc(len(users) - granted)
         prefix = s.ids.issue_prefix(environment.id, len(users)) if users else ""
         batch = EvaluationBatch(
@@ -73,11 +83,11 @@ class EvaluationServer:
             key.key_id,
             source,
             users,
-            bytes(map(OUTCOME_CODES.__getitem__, results)),
+            outcomes,
         )
         self._record(batch)
-        s.tallies.count_outcomes(batch.outcomes)
-        return Served(users, results, prefix)
+        s.tallies.count_outcomes(outcomes)
+        return Served(users, outcomes, prefix)
 
     def _meter(self, organization_id: str, now: float, requested: int) -> int:
         organization = self._services.config.organization(organization_id)

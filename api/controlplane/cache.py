@@ -56,6 +56,9 @@ class _Snapshot:
 _EMPTY = _Snapshot(-1, {}, {}, {}, {}, {})
 
 
+KEY_HASHES_KEPT = 10_000
+
+
 def _key_hash(api_key: str) -> str:
     return hashlib.sha256(api_key.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -124,6 +127,7 @@ class ConfigCache:
         self._poll_interval_s = poll_interval_s
         self._metrics = metrics
         self._snapshot = _EMPTY
+        self._key_hashes: dict[str, str] = {}
         self._reload_lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -139,8 +143,23 @@ class ConfigCache:
         return self._snapshot.version
 
     def authenticate(self, api_key: str) -> KeyContext | None:
-        """Who holds ``api_key``; None for an unknown or revoked key."""
-        return self._snapshot.api_keys.get(_key_hash(api_key))
+        """Who holds ``api_key``; None for an unknown or revoked key.
+
+        The SHA-256 of a key that authenticated is remembered (up to ``KEY_HASHES_KEPT``
+        keys), so a client's every request after its first costs a dict lookup, not a hash.
+        The lookup by hash still goes through the current snapshot: revoking a key takes
+        effect as before. Keys that fail are not remembered, so they cannot fill the memo.
+        """
+        digest = self._key_hashes.get(api_key)
+        if digest is not None:
+            return self._snapshot.api_keys.get(digest)
+        digest = _key_hash(api_key)
+        context = self._snapshot.api_keys.get(digest)
+        if context is not None:
+            if len(self._key_hashes) >= KEY_HASHES_KEPT:
+                self._key_hashes.clear()
+            self._key_hashes[api_key] = digest
+        return context
 
     def environment(self, environment_id: str) -> EnvironmentConfig | None:
         return self._snapshot.environments.get(environment_id)

@@ -34,9 +34,15 @@ def identifier_hash(identifier: str) -> int:
 
 
 def _hashes(identifiers: Sequence[str]) -> np.ndarray:
-    encoded = (s.encode("utf-8", "surrogatepass") for s in identifiers)
-    hashed = (mmh3.hash64(b, signed=False)[0] for b in encoded)
-    values = np.fromiter(hashed, dtype=np.uint64, count=len(identifiers))
+    """``identifier_hash`` of each identifier, as one array.
+
+    The 16-byte little-endian digests are joined and viewed as uint64 pairs, whose first
+    halves are the hashes: no Python int is made per identifier, which makes this several
+    times faster than calling ``identifier_hash`` in a loop.
+    """
+    encoded = [s.encode("utf-8", "surrogatepass") for s in identifiers]
+    digests = b"".join(map(mmh3.mmh3_x64_128_digest, encoded))
+    values = np.frombuffer(digests, dtype="<u8")[::2].astype(np.uint64)
     values[values == _EMPTY] = 1
     return values
 
@@ -101,6 +107,24 @@ class SegmentMembership:
             if found == _EMPTY:
                 return False
             index = (index + 1) & mask
+
+    def contains_many(self, identifiers: Sequence[str]) -> np.ndarray:
+        """``identifier in self`` for each identifier, as a boolean array (bulk evaluation).
+
+        Every identifier's probe advances together, one slot per round; with a load factor of
+        at most 0.5 nearly all of them end in the first round or two.
+        """
+        wanted = _hashes(identifiers)
+        found = np.zeros(wanted.size, dtype=bool)
+        position = (wanted & np.uint64(self._mask)).astype(np.int64)
+        pending = np.arange(wanted.size)
+        while pending.size:
+            slots = self._table[position[pending]]
+            hit = slots == wanted[pending]
+            found[pending[hit]] = True
+            pending = pending[~hit & (slots != _EMPTY)]
+            position[pending] = (position[pending] + 1) & self._mask
+        return found
 
     def __len__(self) -> int:
         """Distinct identifier hashes held (equals distinct identifiers but for collisions)."""

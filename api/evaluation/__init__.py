@@ -4,9 +4,11 @@ No I/O, clock, logging or environment in here. Callers (the HTTP resources, OFRE
 any other implementation checked against ``tests/cases``) supply everything.
 """
 
-from api.evaluation.engine import evaluate, evaluate_many
+from api.evaluation.engine import evaluate, evaluate_codes, evaluate_many
 from api.evaluation.model import (
     ERROR_MESSAGES,
+    RESULT_CODES,
+    RESULTS,
     ErrorType,
     Flag,
     PercentageRule,
@@ -21,6 +23,8 @@ from api.evaluation.model import (
 
 __all__ = [
     "ERROR_MESSAGES",
+    "RESULTS",
+    "RESULT_CODES",
     "ErrorType",
     "Flag",
     "PercentageRule",
@@ -30,6 +34,7 @@ __all__ = [
     "SegmentRule",
     "StaticRule",
     "evaluate",
+    "evaluate_codes",
     "evaluate_many",
     "rule_from_json",
     "rule_to_json",

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
 
+import numpy as np
+
 from api.evaluation.hashing import bucket, buckets
 from api.evaluation.model import (
+    RESULT_CODES,
+    RESULTS,
     ErrorType,
     Flag,
     PercentageRule,
@@ -67,55 +71,61 @@ def evaluate(flag: Flag | None, user: str, segments: Mapping[str, Container[str]
     return flag_state_result(flag) or evaluate_rules(flag, user, segments)  # type: ignore[arg-type]
 
 
-def evaluate_many(
-    flag: Flag | None, users: Sequence[str], segments: Mapping[str, Container[str]]
-) -> list[Result]:
-    """Results for many users of one flag, in order: the same answers as ``evaluate``.
+SMALL_BATCH = 8
+"""Below this many users, evaluating one at a time is cheaper than the array work."""
 
-    Works rule by rule over the users no earlier rule matched, so the per-user work is one
-    membership test or one hash per rule, with no dispatch on the rule's type per user.
+
+def evaluate_codes(
+    flag: Flag | None, users: Sequence[str], segments: Mapping[str, Container[str]]
+) -> bytes:
+    """Result codes (indices into ``RESULTS``) for many users of one flag, in order: the
+    same answers as ``evaluate``, one byte each.
+
+    Works rule by rule over the users no earlier rule matched, each rule over all of them at
+    once (one membership probe or one murmur3 hash per user, in C), so a bulk request makes
+    no Python object per user.
     """
     state = flag_state_result(flag)
     if state is not None:
-        return [state] * len(users)
+        return bytes((RESULT_CODES[state],)) * len(users)
     assert flag is not None
-    if len(users) == 1:
-        return [evaluate_rules(flag, users[0], segments)]
-    results = [NO_MATCH] * len(users)
-    pending = range(len(users))
+    if len(users) < SMALL_BATCH:
+        return bytes([RESULT_CODES[evaluate_rules(flag, user, segments)] for user in users])
+    codes = np.full(len(users), RESULT_CODES[NO_MATCH], dtype=np.uint8)
+    pending = np.arange(len(users))
     for rule in flag.rules:
-        if not pending:
+        if not pending.size:
             break
-        pending = _apply_rule(rule, flag.key, users, pending, segments, results)
-    return results
+        asked = users if pending.size == len(users) else [users[i] for i in pending.tolist()]
+        hits = _rule_hits(rule, flag.key, asked, segments)
+        codes[pending[hits]] = RESULT_CODES[_MATCHED[(rule.type, rule.value)]]
+        pending = pending[~hits]
+    return codes.tobytes()
 
 
-def _apply_rule(
-    rule: Rule,
-    flag_key: str,
-    users: Sequence[str],
-    pending: Sequence[int],
-    segments: Mapping[str, Container[str]],
-    results: list[Result],
-) -> list[int]:
-    """Set ``results`` for the pending users the rule matches; return those it does not."""
-    matched = _MATCHED[(rule.type, rule.value)]
+def evaluate_many(
+    flag: Flag | None, users: Sequence[str], segments: Mapping[str, Container[str]]
+) -> list[Result]:
+    """``evaluate`` for each user, in order (``evaluate_codes`` as ``Result`` objects)."""
+    return [RESULTS[code] for code in evaluate_codes(flag, users, segments)]
+
+
+def _rule_hits(
+    rule: Rule, flag_key: str, users: Sequence[str], segments: Mapping[str, Container[str]]
+) -> np.ndarray:
+    """Whether the rule matches each user, as a boolean array."""
     if isinstance(rule, StaticRule):
-        for index in pending:
-            results[index] = matched
-        return []
+        return np.ones(len(users), dtype=bool)
     if isinstance(rule, SegmentRule):
-        members = segments.get(rule.segment, _EMPTY)
-        hits = [users[index] in members for index in pending]
-    else:
-        assert isinstance(rule, PercentageRule)
-        hits = [
-            bucket < rule.threshold for bucket in buckets(flag_key, [users[i] for i in pending])
-        ]
-    remaining = []
-    for index, hit in zip(pending, hits, strict=True):
-        if hit:
-            results[index] = matched
-        else:
-            remaining.append(index)
-    return remaining
+        return _membership(segments.get(rule.segment, _EMPTY), users)
+    assert isinstance(rule, PercentageRule)
+    return buckets(flag_key, users) < rule.threshold
+
+
+def _membership(members: Container[str], users: Sequence[str]) -> np.ndarray:
+    """``user in members`` for each user; in one call where the container offers one
+    (``SegmentMembership.contains_many``)."""
+    contains_many = getattr(members, "contains_many", None)
+    if contains_many is not None:
+        return contains_many(users)
+    return np.fromiter((user in members for user in users), dtype=bool, count=len(users))

@@ -6,9 +6,10 @@ Any client can reproduce it, and a user's bucket for one flag says nothing about
 
 from __future__ import annotations
 
-from functools import partial
+from collections.abc import Sequence
 
 import mmh3
+import numpy as np
 
 BUCKETS = 10_000
 
@@ -25,11 +26,13 @@ def threshold(percentage: float) -> int:
     return round(percentage * 100)
 
 
-def buckets(flag_key: str, user_identifiers: list[str]) -> list[int]:
-    """``bucket`` for many users of one flag, without a Python call per user."""
+def buckets(flag_key: str, user_identifiers: Sequence[str]) -> np.ndarray:
+    """``bucket`` for many users of one flag, as an array.
+
+    The 4-byte little-endian digests are joined and read as one uint32 array, so no Python
+    int is made per user (several times faster than calling ``bucket`` in a loop).
+    """
     prefix = f"{flag_key}:"
     data = [(prefix + user).encode("utf-8", "surrogatepass") for user in user_identifiers]
-    return [h % BUCKETS for h in map(_UNSIGNED_HASH, data)]
-
-
-_UNSIGNED_HASH = partial(mmh3.hash, seed=0, signed=False)
+    digests = b"".join(map(mmh3.mmh3_32_digest, data))
+    return np.frombuffer(digests, dtype="<u4") % BUCKETS

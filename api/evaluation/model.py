@@ -80,6 +80,26 @@ class Result(NamedTuple):
     error_type: ErrorType | None = None
 
 
+RESULTS: tuple[Result, ...] = (
+    Result(False),
+    Result(True, RuleType.STATIC),
+    Result(False, RuleType.STATIC),
+    Result(True, RuleType.SEGMENT),
+    Result(False, RuleType.SEGMENT),
+    Result(True, RuleType.PERCENTAGE),
+    Result(False, RuleType.PERCENTAGE),
+    Result(False, None, ErrorType.FLAG_NOT_FOUND),
+    Result(False, None, ErrorType.FLAG_ARCHIVED),
+    Result(False, None, ErrorType.FLAG_DISABLED),
+    Result(False, None, ErrorType.PLAN_LIMIT_EXCEEDED),
+)
+"""Every result an evaluation can have. Bulk evaluation answers with one byte per user, an
+index here (a *result code*), so that many answers cost no Python object each. The event log
+stores the same bytes (``api.eventlog.schema.OUTCOMES`` is this table): append only."""
+
+RESULT_CODES: dict[Result, int] = {result: code for code, result in enumerate(RESULTS)}
+
+
 Segments = dict[str, Container[str]]
 
 

@@ -98,7 +98,7 @@ class BulkEvaluateResource:
         served = self._server.serve(
             key, environment, body.flagKey, users, sdk=body.sdk, source=SOURCE_EVALUATE_BULK
         )
-        resp.data = encode_bulk_response(served.users, served.results, served.evaluation_id_prefix)
+        resp.data = encode_bulk_response(served.users, served.outcomes, served.evaluation_id_prefix)
         resp.content_type = falcon.MEDIA_JSON
         metrics = self._services.metrics
         metrics.bulk_evaluate_seconds.observe(time.perf_counter() - started)

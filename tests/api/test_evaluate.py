@@ -290,6 +290,16 @@ def test_bulk_of_ten_thousand_users(client, admin, tenant) -> None:
     assert len({entry["evaluationId"] for entry in result.json.values()}) == 10_000
 
 
+def test_bulk_answers_identifiers_that_json_must_escape(client, admin, tenant) -> None:
+    """Quotes, backslashes and control characters come back as the same identifiers."""
+    admin.segment(tenant.organization_id, "beta", ['say "hi"', "tab\there"])
+    admin.flag(tenant.environment_id, "f", [{"type": "SEGMENT", "segment": "beta"}])
+    users = ['say "hi"', "back\\slash", "tab\there", "naïve ☃", "line\u2028sep", "plain"]
+    result = bulk(client, tenant, "f", users)
+    assert result.status_code == 200 and list(result.json) == users
+    assert [result.json[u]["value"] for u in users] == [True, False, True, False, False, False]
+
+
 def test_bulk_over_ten_thousand_users_is_400(client, tenant) -> None:
     result = bulk(client, tenant, "f", [f"u{i}" for i in range(10_001)])
     assert result.status_code == 400

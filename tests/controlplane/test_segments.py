@@ -25,6 +25,28 @@ def test_answers_like_a_set(members, probes) -> None:
         assert (identifier in membership) == (identifier in expected)
 
 
+@given(
+    members=st.lists(st.text(min_size=1, max_size=40), max_size=200),
+    probes=st.lists(st.text(min_size=1, max_size=40), max_size=50),
+)
+def test_bulk_lookup_answers_like_one_by_one(members, probes) -> None:
+    membership = SegmentMembership.build(members)
+    asked = [*probes, *members[::2]]
+    assert membership.contains_many(asked).tolist() == [u in membership for u in asked]
+
+
+def test_bulk_lookup_follows_probe_chains_in_a_full_table() -> None:
+    """A table at its 0.5 load factor has long probe chains: members at their ends are found,
+    and non-members stop only at an empty slot."""
+    members = [f"member-{i}" for i in range(4096)]
+    membership = SegmentMembership.build(members)
+    others = [f"other-{i}" for i in range(4096)]
+    assert membership.contains_many(members).all()
+    assert not membership.contains_many(others).any()
+    assert membership.contains_many(["\ud800", "member-7"]).tolist() == [False, True]
+    assert SegmentMembership.build([]).contains_many(["a", "b"]).tolist() == [False, False]
+
+
 def test_lone_surrogates_and_non_strings() -> None:
     membership = SegmentMembership.build(["\ud800", "é", "😀"])
     assert "\ud800" in membership and "é" in membership and "😀" in membership

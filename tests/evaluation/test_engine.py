@@ -9,19 +9,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from api.controlplane.segments import SegmentMembership
 from api.evaluation import (
+    RESULT_CODES,
+    RESULTS,
     Flag,
     PercentageRule,
     RuleType,
     SegmentRule,
     StaticRule,
     evaluate,
+    evaluate_codes,
     evaluate_many,
     rule_from_json,
     rule_to_json,
 )
 from api.evaluation.hashing import bucket, buckets
 from api.evaluation.model import RuleError
+from api.eventlog.schema import OUTCOMES
 
 CASES = json.loads((Path(__file__).parents[1] / "cases" / "evaluation.json").read_text())
 
@@ -144,6 +149,24 @@ def test_batch_evaluation_gives_the_same_answers_as_one_by_one(
     assert evaluate_many(flag, users, segments) == [evaluate(flag, u, segments) for u in users]
 
 
+@given(_rules, st.lists(st.text(min_size=1, max_size=12), min_size=8, max_size=60, unique=True))
+def test_result_codes_with_worker_segments_match_one_by_one(rules, users) -> None:
+    """As the workers run it: segments held as ``SegmentMembership`` tables, looked up in bulk."""
+    segments = {
+        "a": SegmentMembership.build(users[::2]),
+        "b": SegmentMembership.build(users[::3]),
+    }
+    flag = Flag("batch", True, False, tuple(rules))
+    codes = evaluate_codes(flag, users, segments)
+    assert [RESULTS[code] for code in codes] == [evaluate(flag, u, segments) for u in users]
+    assert all(RESULT_CODES[RESULTS[code]] == code for code in codes)
+
+
+def test_result_codes_are_the_event_logs_outcomes() -> None:
+    """The event log stores result codes as outcome bytes: both tables must agree, in order."""
+    assert [tuple(result) for result in RESULTS] == list(OUTCOMES)
+
+
 def test_batch_buckets_equal_single_buckets() -> None:
     users = [f"u{i}" for i in range(1000)] + ["\ud800", "ünï"]
-    assert buckets("flag", users) == [bucket("flag", u) for u in users]
+    assert buckets("flag", users).tolist() == [bucket("flag", u) for u in users]
