@@ -136,6 +136,9 @@ class SegmentedEventLog:
         self._logged = (
             {t: metrics.events_logged.labels(type=t) for t in EVENT_TYPES} if metrics else {}
         )
+        self._unreported = dict.fromkeys(EVENT_TYPES, 0)
+        """Appended events not yet added to ``events_logged``: a multi-process counter write
+        per append would cost as much as the append itself (see ``flush_counts``)."""
 
     @property
     def sink(self) -> ParquetSink:
@@ -184,6 +187,7 @@ class SegmentedEventLog:
         self._stop.set()
         for thread in self._threads:
             thread.join()
+        self.flush_counts()
         self._seal_ended()
 
     # -- hot path --------------------------------------------------------------------------
@@ -217,6 +221,7 @@ class SegmentedEventLog:
             try:
                 segment = self._active or self._open_active_locked()
                 segment.append(frame)
+                self._unreported[event_type] += count
                 failure = None
             except OSError as exc:
                 # Torn or not, this segment takes no more frames: nothing valid may follow a
@@ -226,9 +231,20 @@ class SegmentedEventLog:
         if failure is not None:
             self._failure("event_log_write_failed", "event log append failed", failure)
             raise EventLogUnavailable(f"event log cannot take writes: {failure}") from failure
-        counter = self._logged.get(event_type)
-        if counter is not None:
-            counter.inc(count)
+
+    def flush_counts(self) -> None:
+        """Add the events appended since the last call to ``flagsight_events_logged_total``.
+
+        The syncer calls it every fsync interval and ``/metrics`` before rendering, so the
+        figure is current in this process and at most one interval behind in the others.
+        """
+        with self._lock:
+            unreported = self._unreported
+            self._unreported = dict.fromkeys(EVENT_TYPES, 0)
+        for event_type, count in unreported.items():
+            counter = self._logged.get(event_type)
+            if counter is not None and count:
+                counter.inc(count)
 
     def _open_active_locked(self) -> Segment:
         self._active = create_segment(self.wal_dir, self._namer)
@@ -244,6 +260,7 @@ class SegmentedEventLog:
     def _sync_loop(self) -> None:
         while not self._stop.wait(self._fsync_interval_s):
             self.sync()
+            self.flush_counts()
 
     def sync(self) -> None:
         """fsync every segment holding unsynced frames (the syncer does this periodically)."""

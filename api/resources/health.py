@@ -53,7 +53,11 @@ class MetricsResource:
         self._services = services
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        self._services.tallies.flush()  # this worker's figures up to now; others within a second
+        # This worker's figures up to now; the other workers' are at most a second behind.
+        self._services.tallies.flush()
+        flush_counts = getattr(self._services.event_log, "flush_counts", None)
+        if flush_counts is not None:
+            flush_counts()
         body, content_type = render(self._services.metrics)
         resp.data = body
         resp.content_type = content_type

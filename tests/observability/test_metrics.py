@@ -38,6 +38,8 @@ def test_requests_and_evaluation_outcomes_are_counted(client, admin, tenant) -> 
     assert metric(text, "flagsight_http_request_seconds_total", route="/v1/evaluate") > 0
     assert metric(text, "flagsight_evaluations_total", outcome="STATIC:true") == 5
     assert metric(text, "flagsight_evaluations_total", outcome="FLAG_NOT_FOUND") == 1
+    # The event log counts its appends in memory; /metrics adds them before rendering.
+    assert metric(text, "flagsight_events_logged_total", type="evaluation") == 6
 
 
 def test_outcome_labels() -> None:
