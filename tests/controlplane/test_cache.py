@@ -72,6 +72,20 @@ def test_authenticate_and_revoke(store, environment, cache) -> None:
     assert cache.authenticate(created.plaintext) is None
 
 
+def test_remembered_key_hashes_are_bounded(store, environment, cache, monkeypatch) -> None:
+    """Keys are hashed once each; the memo starts over when full, and keys keep working."""
+    monkeypatch.setattr("api.controlplane.cache.KEY_HASHES_KEPT", 2)
+    keys = [store.create_api_key(environment.id, f"k{i}") for i in range(5)]
+    cache.refresh()
+    for _ in range(2):
+        for key in keys:
+            assert cache.authenticate(key.plaintext).key_id == key.record.id
+            assert len(cache._key_hashes) <= 2
+    for _ in range(50):
+        assert cache.authenticate(f"fsk_unknown{_}") is None
+    assert len(cache._key_hashes) <= 2
+
+
 def test_another_worker_sees_a_change_within_a_second(
     store_path, organization, environment
 ) -> None:
