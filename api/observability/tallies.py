@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 import falcon.asgi
+import numpy as np
 
 from api.eventlog.schema import OUTCOMES
 from api.observability.metrics import Metrics
@@ -46,11 +47,14 @@ class Tallies:
 
     def count_outcomes(self, outcomes: bytes) -> None:
         """One byte per evaluation, an index into ``OUTCOMES`` (as in the event log)."""
-        with self._lock:
-            if len(outcomes) == 1:
+        if len(outcomes) == 1:
+            with self._lock:
                 self._outcomes[outcomes[0]] += 1
-            else:
-                self._outcomes.update(outcomes)
+            return
+        counts = np.bincount(np.frombuffer(outcomes, dtype=np.uint8), minlength=len(OUTCOMES))
+        with self._lock:
+            for code in np.flatnonzero(counts).tolist():
+                self._outcomes[code] += int(counts[code])
 
     def flush(self) -> None:
         with self._lock:
