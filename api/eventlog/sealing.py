@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
 from collections.abc import Callable
@@ -23,11 +24,20 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from api.eventlog.frames import InvalidFrame, decode_payload, iter_payloads
-from api.eventlog.schema import EVENT_TYPES, SCHEMA_VERSION, SCHEMAS
+from api.evaluation_id import bulk_ids
+from api.eventlog.frames import InvalidFrame, Run, iter_runs
+from api.eventlog.schema import (
+    EVALUATION,
+    EVENT_TYPES,
+    OUTCOMES,
+    SCHEMA_VERSION,
+    SCHEMAS,
+    EvaluationBatch,
+)
 from api.eventlog.segments import fsync_dir
 
 log = logging.getLogger("flagsight.eventlog")
@@ -38,6 +48,10 @@ COMPRESSION = "zstd"
 _US_PER_DAY = 86_400 * 1_000_000
 _EPOCH = dt.date(1970, 1, 1)
 _TIME_COLUMN = 2  # evaluated_at / received_at, right after schema_version
+_SHARED_STRINGS = ("organization_id", "environment_id", "flag_key", "sdk", "api_key_id", "source")
+"""The string columns an ``EvaluationBatch`` holds once for all its users, in its field order."""
+_OUTCOME_FIELDS = ("value", "matched_rule_type", "error_type")
+_USERS = EvaluationBatch._fields.index("user_identifiers")
 
 
 def filesystem_for(location: str) -> tuple[pafs.FileSystem, str]:
@@ -97,52 +111,199 @@ def _fsync_file(path: str) -> None:
 
 _ROW_TYPES = {event_type: pa.struct(list(SCHEMAS[event_type])[1:]) for event_type in EVENT_TYPES}
 """Each schema minus ``schema_version``: the fields of the event tuples, in order."""
+_STRING = pa.string()
+_BATCH_TYPE = pa.struct(
+    [
+        ("evaluation_id_prefix", _STRING),
+        ("evaluated_at", _ROW_TYPES[EVALUATION].field("evaluated_at").type),
+        *(_ROW_TYPES[EVALUATION].field(name) for name in _SHARED_STRINGS),
+        ("user_identifiers", pa.list_(_STRING)),
+        ("outcomes", pa.binary()),
+    ]
+)
+"""The fields of an ``EvaluationBatch`` tuple, in order."""
 
 
-CHUNK_EVENTS = 8192
-"""Events converted to Arrow at a time: enough to amortize a conversion call over the
-one-event frames of ordinary traffic, few enough that the Python objects die young (holding
-a whole segment's events as tuples made the garbage collector dominate sealing, 4-8x)."""
+CHUNK_EVENTS = 2048
+"""Rows converted to Arrow at a time. A conversion costs ~60 µs whatever its size, so much
+smaller chunks cost more per row; larger ones keep more decoded frames alive at once, which
+are cheapest while CPython recycles their memory and before they reach the garbage
+collector's older generations: chunks of 4096 rows or more sealed 5-15% slower (holding a
+whole segment's events as Python objects made allocation and the collector dominate
+sealing, 4-8x)."""
+
+RUN_BYTES = 64 * 1024
+"""Payload decoded at a time (``iter_runs``), for the same reason: its Python objects are a
+few times its size, and larger runs were slower."""
+
+Columns = list[pa.Array]
+"""One chunk of an event type: its schema's columns after ``schema_version``, equal lengths."""
 
 
 def read_segment(
     path: Path, on_invalid: Callable[[InvalidFrame], None]
-) -> dict[str, list[pa.StructArray]]:
-    """Events of every complete, valid frame of a segment, by type, as Arrow chunks.
+) -> dict[str, list[Columns]]:
+    """Events of every complete, valid frame of a segment, by type, as Arrow column chunks.
 
     A crc-valid frame that does not fit its schema was appended by a buggy caller; it is
     reported and skipped so one bad batch cannot block its segment (and every event in it)
-    from ever being sealed.
+    from ever being sealed. The segment is read whole: it is bounded (``MAX_SEGMENT_BYTES``)
+    and smaller than the Arrow columns built from it.
     """
-    chunks: dict[str, list[pa.StructArray]] = {event_type: [] for event_type in EVENT_TYPES}
-    pending: dict[str, list] = {event_type: [] for event_type in EVENT_TYPES}
-
-    def flush(event_type: str) -> None:
-        if pending[event_type]:
-            rows = pa.array(pending[event_type], type=_ROW_TYPES[event_type])
-            chunks[event_type].append(rows)
-            pending[event_type] = []
-
+    converters = {event_type: _Converter(event_type) for event_type in EVENT_TYPES}
     with open(path, "rb") as stream:
-        for payload in iter_payloads(stream):
-            try:
-                batch = decode_payload(payload)
-            except InvalidFrame as exc:
-                on_invalid(exc)
-                continue
-            pending[batch.event_type].extend(batch.events)
-            if len(pending[batch.event_type]) >= CHUNK_EVENTS:
-                flush(batch.event_type)
-    for event_type in EVENT_TYPES:
-        flush(event_type)
-    return chunks
+        segment = stream.read()
+    for run in iter_runs(segment, on_invalid, RUN_BYTES):
+        converters[run.event_type].add(run)
+    return {event_type: converter.finish() for event_type, converter in converters.items()}
 
 
-def build_table(event_type: str, chunks: list[pa.StructArray]) -> pa.Table:
-    """Frame chunks as one contiguous table of exactly ``SCHEMAS[event_type]``."""
-    rows = pa.chunked_array(chunks, type=_ROW_TYPES[event_type]).combine_chunks()
-    version = pa.array(np.full(len(rows), SCHEMA_VERSION, dtype=np.int16))
-    return pa.Table.from_arrays([version, *rows.flatten()], schema=SCHEMAS[event_type])
+class _Converter:
+    """One event type's frames, turned into Arrow columns a chunk at a time.
+
+    A batch (code 3) is never expanded into events: its shared fields are converted once and
+    repeated by Arrow, so a 10,000-user batch costs little more than its user identifiers.
+    Chunks keep frame order even where event lists (codes 1, 2) and batches mix.
+    """
+
+    def __init__(self, event_type: str):
+        self.event_type = event_type
+        self.chunks: list[Columns] = []
+        self._batches: list[tuple] = []
+        self._batch_rows = 0
+        self._events: list[tuple] = []
+        self._inserts: list[tuple[int, int]] = []
+        """(batch rows before it, rows) of each run of events, to restore frame order."""
+
+    def add(self, run: Run) -> None:
+        if run.batches:
+            self._batches += run.items
+            self._batch_rows += run.rows
+        else:
+            self._inserts.append((self._batch_rows, run.rows))
+            self._events += run.items
+        if self._batch_rows + len(self._events) >= CHUNK_EVENTS:
+            self._flush()
+
+    def finish(self) -> list[Columns]:
+        self._flush()
+        return self.chunks
+
+    def _flush(self) -> None:
+        batches, events, inserts = self._batches, self._events, self._inserts
+        if not self._batch_rows:  # none, or only batches of no users
+            batches = []
+        self._batches, self._batch_rows, self._events, self._inserts = [], 0, [], []
+        if not batches and not events:
+            return
+        if not events:
+            self.chunks.append(_batch_columns(batches))
+        elif not batches:
+            self.chunks.append(_event_columns(self.event_type, events))
+        else:
+            self.chunks.append(
+                _merge(_batch_columns(batches), _event_columns(self.event_type, events), inserts)
+            )
+
+
+def _event_columns(event_type: str, events: list[tuple]) -> Columns:
+    """Event tuples as one Arrow array per field.
+
+    One struct conversion, then its children: it reads each tuple once, while converting
+    transposed columns (``zip(*events)``) walks the chunk once per field (~1.7x slower).
+    """
+    return pa.array(events, type=_ROW_TYPES[event_type]).flatten()
+
+
+def _batch_columns(batches: list[tuple]) -> Columns:
+    """The evaluation columns of ``batches``' users, equal to those of their ``events()``.
+
+    Per user only the identifier is converted; the outcome byte indexes ``OUTCOMES``' columns
+    and the shared fields are converted once per batch and repeated with a ``take``.
+    """
+    prefix, evaluated_at, *shared, users, outcomes = pa.array(batches, _BATCH_TYPE).flatten()
+    counts = np.diff(users.offsets.to_numpy())
+    if (counts == 1).all():  # one user each, as in ordinary traffic
+        evaluation_id = pc.binary_join_element_wise(prefix, bulk_ids("", 1)[0], "")
+    else:
+        owners = np.repeat(np.arange(len(batches)), counts)
+        prefix, evaluated_at, *shared = (
+            column.take(owners) for column in (prefix, evaluated_at, *shared)
+        )
+        evaluation_id = pc.binary_join_element_wise(prefix, _id_suffixes(counts), "")
+    codes = _bytes_of(outcomes)
+    columns = dict(zip(_SHARED_STRINGS, shared, strict=True))
+    columns.update(
+        zip(_OUTCOME_FIELDS, (column.take(codes) for column in _outcome_columns()), strict=True)
+    )
+    columns.update(
+        evaluation_id=evaluation_id, evaluated_at=evaluated_at, user_identifier=users.flatten()
+    )
+    return [columns[field.name] for field in _ROW_TYPES[EVALUATION]]
+
+
+@functools.cache
+def _outcome_columns() -> tuple[pa.Array, ...]:
+    """The outcome fields of each outcome code: a batch's outcome bytes index these. Built on
+    first use, as a conversion imports pandas (~1 s of CPU) and importing this module
+    should not."""
+    return tuple(
+        pa.array(column, type=_ROW_TYPES[EVALUATION].field(name).type)
+        for column, name in zip(zip(*OUTCOMES, strict=True), _OUTCOME_FIELDS, strict=True)
+    )
+
+
+def _bytes_of(values: pa.BinaryArray) -> np.ndarray:
+    """The concatenated bytes of a binary array (a batch's outcome codes, one per user)."""
+    _, offsets, data = values.buffers()
+    bounds = np.frombuffer(offsets, np.int32, count=len(values) + 1, offset=4 * values.offset)
+    first, last = int(bounds[0]), int(bounds[-1])
+    if first == last:
+        return np.zeros(0, dtype=np.uint8)
+    return np.frombuffer(data, np.uint8, count=last - first, offset=first)
+
+
+def _id_suffixes(counts: np.ndarray) -> pa.Array:
+    """What ``bulk_ids`` appends to each user's prefix: the user's index in its batch."""
+    starts = np.cumsum(counts) - counts
+    indices = np.arange(counts.sum()) - np.repeat(starts, counts)
+    most = max(int(counts.max()), 1 << 16)  # a table per power of two: 65536 in practice
+    return _suffix_table(1 << (most - 1).bit_length()).take(indices)
+
+
+@functools.cache
+def _suffix_table(size: int) -> pa.Array:
+    """``bulk_ids("", size)``, built once: ids of a batch's users are its prefix and these."""
+    return pa.array(bulk_ids("", size), type=_STRING)
+
+
+def _merge(
+    batch_columns: Columns, event_columns: Columns, inserts: list[tuple[int, int]]
+) -> Columns:
+    """Batch rows and event rows of one chunk back in frame order.
+
+    ``inserts`` holds, for each run of event rows in order, the batch rows that preceded it
+    and its own rows. Rare (evaluations are appended as batches), so a ``take`` per column.
+    """
+    before, sizes = (np.array(column, dtype=np.int64) for column in zip(*inserts, strict=True))
+    batch_rows, event_rows = len(batch_columns[0]), len(event_columns[0])
+    ends = np.concatenate(([0], np.cumsum(sizes)))
+    order = np.empty(batch_rows + event_rows, dtype=np.int64)
+    batch_index = np.arange(batch_rows)
+    events_before = ends[np.searchsorted(before, batch_index, side="right")]
+    order[batch_index + events_before] = batch_index
+    order[np.repeat(before, sizes) + np.arange(event_rows)] = batch_rows + np.arange(event_rows)
+    return [
+        pa.concat_arrays([batches, events]).take(order)
+        for batches, events in zip(batch_columns, event_columns, strict=True)
+    ]
+
+
+def build_table(event_type: str, chunks: list[Columns]) -> pa.Table:
+    """Column chunks as one contiguous table of exactly ``SCHEMAS[event_type]``."""
+    columns = [pa.concat_arrays(parts) for parts in zip(*chunks, strict=True)]
+    version = pa.array(np.full(len(columns[0]), SCHEMA_VERSION, dtype=np.int16))
+    return pa.Table.from_arrays([version, *columns], schema=SCHEMAS[event_type])
 
 
 def split_by_date(table: pa.Table) -> list[tuple[str, pa.Table]]:
