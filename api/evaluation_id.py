@@ -41,6 +41,11 @@ def bulk_ids(prefix: str, count: int) -> list[str]:
     return [f"{prefix}{index:04x}" for index in range(count)]
 
 
+def entry_id(prefix: str, index: int) -> str:
+    """``bulk_ids(prefix, count)[index]``, without the list."""
+    return f"{prefix}{index:04x}"
+
+
 def environment_id_to_bytes(environment_id: str) -> bytes:
     """Environment ids are ``env_`` and 16 hex digits: 8 bytes that fit in the id."""
     return bytes.fromhex(environment_id[len(ENV_ID_PREFIX) :])

@@ -34,6 +34,10 @@ _MATCHED = {
     (kind, value): Result(value, kind, None) for kind in RuleType for value in (False, True)
 }
 
+_MATCHED_CODES = {key: RESULT_CODES[result] for key, result in _MATCHED.items()}
+_NO_MATCH_CODE = RESULT_CODES[NO_MATCH]
+_CODE_BYTES = [bytes((code,)) for code in range(len(RESULTS))]
+
 _EMPTY: frozenset[str] = frozenset()
 
 
@@ -60,10 +64,15 @@ def rule_matches(
 
 
 def evaluate_rules(flag: Flag, user: str, segments: Mapping[str, Container[str]]) -> Result:
+    return RESULTS[_rules_code(flag, user, segments)]
+
+
+def _rules_code(flag: Flag, user: str, segments: Mapping[str, Container[str]]) -> int:
+    """The result code of the first rule that matches the user (``NO_MATCH``'s if none)."""
     for rule in flag.rules:
         if rule_matches(rule, flag.key, user, segments):
-            return _MATCHED[(rule.type, rule.value)]
-    return NO_MATCH
+            return _MATCHED_CODES[(rule.type, rule.value)]
+    return _NO_MATCH_CODE
 
 
 def evaluate(flag: Flag | None, user: str, segments: Mapping[str, Container[str]]) -> Result:
@@ -89,16 +98,18 @@ def evaluate_codes(
     if state is not None:
         return bytes((RESULT_CODES[state],)) * len(users)
     assert flag is not None
+    if len(users) == 1:  # a single evaluate: the common case
+        return _CODE_BYTES[_rules_code(flag, users[0], segments)]
     if len(users) < SMALL_BATCH:
-        return bytes([RESULT_CODES[evaluate_rules(flag, user, segments)] for user in users])
-    codes = np.full(len(users), RESULT_CODES[NO_MATCH], dtype=np.uint8)
+        return bytes([_rules_code(flag, user, segments) for user in users])
+    codes = np.full(len(users), _NO_MATCH_CODE, dtype=np.uint8)
     pending = np.arange(len(users))
     for rule in flag.rules:
         if not pending.size:
             break
         asked = users if pending.size == len(users) else [users[i] for i in pending.tolist()]
         hits = _rule_hits(rule, flag.key, asked, segments)
-        codes[pending[hits]] = RESULT_CODES[_MATCHED[(rule.type, rule.value)]]
+        codes[pending[hits]] = _MATCHED_CODES[(rule.type, rule.value)]
         pending = pending[~hits]
     return codes.tobytes()
 

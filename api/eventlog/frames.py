@@ -37,6 +37,8 @@ from api.eventlog.schema import (
 
 MAGIC = b"FSW1"
 HEADER = struct.Struct("<4sII")
+_LENGTH = struct.Struct("<I")
+_MAGIC_CRC = struct.Struct("<4sI")
 MAX_PAYLOAD = 256 * 1024 * 1024
 """Larger lengths are treated as corruption, so garbage never makes a reader allocate GBs."""
 
@@ -64,10 +66,8 @@ def encode_frame(type_code: int, body: Sequence[tuple] | EvaluationBatch) -> byt
     """One frame holding ``body``; encoded in place after a reserved header (no copy)."""
     buf = bytearray(HEADER.size)
     _encoder.encode_into((type_code, body), buf, HEADER.size)
-    length = len(buf) - HEADER.size
-    struct.pack_into("<I", buf, 8, length)
-    crc = zlib.crc32(memoryview(buf)[8:])
-    struct.pack_into("<4sI", buf, 0, MAGIC, crc)
+    _LENGTH.pack_into(buf, 8, len(buf) - HEADER.size)
+    _MAGIC_CRC.pack_into(buf, 0, MAGIC, zlib.crc32(memoryview(buf)[8:]))
     return buf
 
 

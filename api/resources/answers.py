@@ -6,8 +6,6 @@ so each one's JSON up to the evaluation id is encoded once and reused.
 
 from __future__ import annotations
 
-from functools import cache
-
 import msgspec
 
 from api.evaluation import ERROR_MESSAGES, RESULTS, Result
@@ -30,15 +28,19 @@ def response_object(result: Result, evaluation_id: str) -> dict[str, object]:
     }
 
 
-@cache
-def _prefix(result: Result) -> bytes:
+def _head(result: Result) -> bytes:
     """Everything up to the evaluation id's value; ids are URL-safe, so need no escaping."""
     whole = _encode(response_object(result, ""))
     return whole[: -len(b'""}')] + b'"'
 
 
-def encode_response(result: Result, evaluation_id: str) -> bytes:
-    return b"".join((_prefix(result), evaluation_id.encode("ascii"), b'"}'))
+_HEADS = [_head(result) for result in RESULTS]
+"""The head of each result code's answer."""
+
+
+def encode_response(outcome: int, evaluation_id: str) -> bytes:
+    """The EvaluateResponse of a result code (an index into ``RESULTS``)."""
+    return _HEADS[outcome] + evaluation_id.encode("ascii") + b'"}'
 
 
 MAX_BULK_ENTRIES = 10_000
@@ -63,7 +65,7 @@ def encode_bulk_response(users: list[str], outcomes: bytes, evaluation_id_prefix
         return b"{}"
     if _need_escaping(users):
         return _encode_bulk_escaped(users, outcomes, evaluation_id_prefix)
-    heads = [f'":{_prefix(result).decode()}{evaluation_id_prefix}' for result in RESULTS]
+    heads = [f'":{head.decode()}{evaluation_id_prefix}' for head in _HEADS]
     parts: list[str] = [""] * (3 * len(users))
     parts[0::3] = users
     parts[1::3] = map(heads.__getitem__, outcomes)
@@ -84,7 +86,7 @@ def _need_escaping(users: list[str]) -> bool:
 def _encode_bulk_escaped(users: list[str], outcomes: bytes, evaluation_id_prefix: str) -> bytes:
     """``encode_bulk_response`` for identifiers that need escaping: each one encoded by msgspec."""
     id_prefix = evaluation_id_prefix.encode("ascii")
-    heads = [b":" + _prefix(result) + id_prefix for result in RESULTS]
+    heads = [b":" + head + id_prefix for head in _HEADS]
     parts = list(
         map(
             bytes.__add__,

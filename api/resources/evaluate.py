@@ -13,6 +13,7 @@ from api.auth import authenticate_api_key
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.errors import BadRequest, Unauthorized
+from api.evaluation_id import entry_id
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
 from api.jsonio import (
     decode_typed,
@@ -79,7 +80,7 @@ class EvaluateResource:
             sdk=body.sdk,
             source=SOURCE_EVALUATE,
         )
-        resp.data = encode_response(served.results[0], served.evaluation_ids[0])
+        resp.data = encode_response(served.outcomes[0], entry_id(served.evaluation_id_prefix, 0))
         resp.content_type = falcon.MEDIA_JSON
 
 
