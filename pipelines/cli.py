@@ -34,7 +34,11 @@ def run_pipeline_once(settings: Settings, echo: Callable[[str], None] = print) -
         echo(line)
     elapsed = time.monotonic() - started
     if not result.success:
-        failed = [event.step_key for event in result.all_events if event.is_step_failure]
+        failed = [
+            f"{event.step_key} ({_failure(event)})"
+            for event in result.all_events
+            if event.is_step_failure
+        ]
         raise PipelineRunFailed(f"insights run {result.run_id} failed at step(s): {failed}")
     echo(f"insights pipeline: run {result.run_id} succeeded in {elapsed:.1f} s")
 
@@ -52,5 +56,15 @@ def _summary(result: dg.ExecuteInProcessResult) -> list[str]:
                 f"  check {evaluation.asset_key.to_user_string()}:{evaluation.check_name} {state}"
             )
         elif event.is_step_failure:
-            lines.append(f"  step {event.step_key} FAILED")
+            lines.append(f"  step {event.step_key} FAILED: {_failure(event)}")
     return lines
+
+
+def _failure(event: dg.DagsterEvent) -> str:
+    """The first line of a step failure's error: for the insights step, the assets and checks
+    that failed (see ``pipelines/assets/insights.py``)."""
+    data = event.step_failure_data
+    if data.user_failure_data and data.user_failure_data.description:
+        return data.user_failure_data.description
+    message = data.error.message.strip() if data.error else ""
+    return message.splitlines()[0] if message else "no error recorded"

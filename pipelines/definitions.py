@@ -10,7 +10,6 @@ import dagster as dg
 
 from api.settings import Settings
 from pipelines.assets import ALL_ASSETS
-from pipelines.checks import ALL_CHECKS
 from pipelines.constants import JOB_NAME
 from pipelines.resources import ControlPlaneResource, EventLakeResource, WarehouseResource
 from pipelines.schedules import build_schedule
@@ -43,7 +42,6 @@ def build_definitions(settings: Settings) -> dg.Definitions:
     )
     return dg.Definitions(
         assets=ALL_ASSETS,
-        asset_checks=ALL_CHECKS,
         jobs=[job],
         schedules=[build_schedule(settings.schedule_cron)],
         resources=build_resources(settings),

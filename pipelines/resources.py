@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 import dagster as dg
 import duckdb
+from pydantic import PrivateAttr
 
 from warehouse.sql import run_script
 
@@ -68,11 +69,28 @@ class WarehouseResource(dg.ConfigurableResource):
 
     Only the pipeline opens ``working_path`` (read-write); analysts, notebooks and the dashboard
     open ``published_path`` read-only, which the pipeline replaces by an atomic rename.
+
+    Within a run every step shares one connection, opened by the first step that needs it and
+    closed when the run's resources are torn down: the file is opened, its schema ensured and its
+    write-ahead log checkpointed once per run, not once per step. Outside a run (no resource
+    lifecycle), each ``connect()`` opens and closes its own connection.
     """
 
     working_path: str
     published_path: str
     lock_timeout_s: float = 300.0
+
+    _run_scoped: bool = PrivateAttr(default=False)
+    _shared: duckdb.DuckDBPyConnection | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._run_scoped = True
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        self._run_scoped = False
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.close()
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -80,14 +98,27 @@ class WarehouseResource(dg.ConfigurableResource):
 
         Waits while another pipeline run holds the file, up to ``lock_timeout_s``.
         """
+        if not self._run_scoped:
+            con = self._open()
+            try:
+                yield con
+            finally:
+                con.close()
+            return
+        if self._shared is None:
+            self._shared = self._open()
+        yield self._shared
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
         Path(self.working_path).parent.mkdir(parents=True, exist_ok=True)
         con = self._open_waiting()
         try:
             con.execute("SET TimeZone = 'UTC'")
             run_script(con, "working_schema")
-            yield con
-        finally:
+        except BaseException:
             con.close()
+            raise
+        return con
 
     def _open_waiting(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout_s

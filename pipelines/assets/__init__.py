@@ -1,7 +1,8 @@
-"""The insights assets, in dependency order."""
+"""The insights assets, in dependency order, and the one multi-asset that computes them."""
 
 from pipelines.assets.dimensions import environment_keys
 from pipelines.assets.feedback import attributed_feedback
+from pipelines.assets.insights import build_insights_asset
 from pipelines.assets.metrics import (
     flag_environment_daily,
     flag_environment_metrics,
@@ -9,8 +10,9 @@ from pipelines.assets.metrics import (
 )
 from pipelines.assets.publish import published_warehouse
 from pipelines.assets.raw import raw_evaluation_events, raw_feedback_events
+from pipelines.checks import CHECKS
 
-ALL_ASSETS = [
+ASSET_PARTS = [
     raw_evaluation_events,
     raw_feedback_events,
     environment_keys,
@@ -21,4 +23,9 @@ ALL_ASSETS = [
     published_warehouse,
 ]
 
-__all__ = ["ALL_ASSETS"]
+insights = build_insights_asset(ASSET_PARTS, CHECKS)
+
+# Every asset and check of the code location (the checks are part of the multi-asset).
+ALL_ASSETS = [insights]
+
+__all__ = ["ALL_ASSETS", "ASSET_PARTS", "insights"]

@@ -13,69 +13,75 @@ from pipelines.constants import (
     SIGNIFICANCE_LEVEL,
 )
 from pipelines.derived import build_daily, build_metrics, build_value_comparison
-from pipelines.resources import WarehouseResource
+from pipelines.parts import InsightsAsset, InsightsResources, Metadata
 
 
-@dg.asset(
-    name=FLAG_ENVIRONMENT_METRICS,
-    group_name=GROUP,
-    kinds={"duckdb"},
-    deps=[ATTRIBUTED_FEEDBACK, ENVIRONMENT_KEYS],
-    description=(
-        "One row per (environment, flag key) seen in evaluation events, unknown flag keys "
-        "included: evaluations, feedback_count (evaluations with feedback), feedback_coverage, "
-        "success/failure counts and rates, avg_latency_ms, computed_at, exactly as contract "
-        "section 6 defines them. Rates are unrounded percentages, NULL where the denominator is "
-        "0. The admin metrics endpoint and the dashboard read this table."
-    ),
-)
-def flag_environment_metrics(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    with warehouse.connect() as con:
+def _metrics(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+    with resources.warehouse.connect() as con:
         rows = build_metrics(con)
-    return dg.MaterializeResult(metadata={"dagster/row_count": rows})
+    return {"dagster/row_count": rows}
 
 
-@dg.asset(
-    name=FLAG_ENVIRONMENT_DAILY,
-    group_name=GROUP,
-    kinds={"duckdb"},
-    deps=[ATTRIBUTED_FEEDBACK],
-    description=(
-        "The same figures per flag environment and UTC date of the evaluation: feedback counts "
-        "on the day its evaluation happened, whenever it arrived. For coverage and success-rate "
-        "charts over time."
-    ),
-)
-def flag_environment_daily(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    with warehouse.connect() as con:
+def _daily(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+    with resources.warehouse.connect() as con:
         rows = build_daily(con)
-    return dg.MaterializeResult(metadata={"dagster/row_count": rows})
+    return {"dagster/row_count": rows}
 
 
-@dg.asset(
-    name=FLAG_VALUE_COMPARISON,
-    group_name=GROUP,
-    kinds={"duckdb"},
-    deps=[ATTRIBUTED_FEEDBACK],
-    description=(
-        "The figures split by served value (on = true, off = false) per flag environment, with a "
-        "two-sided two-proportion z-test of the success rates (alpha "
-        f"{SIGNIFICANCE_LEVEL}). Below {MIN_FEEDBACK_PER_SIDE} deduplicated feedback events on "
-        "either side no p-value and no verdict are given; `no_verdict_reason` says why."
-    ),
-)
-def flag_value_comparison(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    with warehouse.connect() as con:
+def _comparison(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+    with resources.warehouse.connect() as con:
         rows = build_value_comparison(con)
         verdicts = con.execute(
             "SELECT count(*) FROM flag_value_comparison WHERE verdict IS NOT NULL"
         ).fetchone()[0]
-    return dg.MaterializeResult(
-        metadata={"dagster/row_count": rows, "flags_with_verdict": int(verdicts)}
-    )
+    return {"dagster/row_count": rows, "flags_with_verdict": int(verdicts)}
+
+
+flag_environment_metrics = InsightsAsset(
+    spec=dg.AssetSpec(
+        FLAG_ENVIRONMENT_METRICS,
+        group_name=GROUP,
+        kinds={"duckdb"},
+        deps=[ATTRIBUTED_FEEDBACK, ENVIRONMENT_KEYS],
+        description=(
+            "One row per (environment, flag key) seen in evaluation events, unknown flag keys "
+            "included: evaluations, feedback_count (evaluations with feedback), "
+            "feedback_coverage, success/failure counts and rates, avg_latency_ms, computed_at, "
+            "exactly as contract section 6 defines them. Rates are unrounded percentages, NULL "
+            "where the denominator is 0. The admin metrics endpoint and the dashboard read this "
+            "table."
+        ),
+    ),
+    materialize=_metrics,
+)
+
+flag_environment_daily = InsightsAsset(
+    spec=dg.AssetSpec(
+        FLAG_ENVIRONMENT_DAILY,
+        group_name=GROUP,
+        kinds={"duckdb"},
+        deps=[ATTRIBUTED_FEEDBACK],
+        description=(
+            "The same figures per flag environment and UTC date of the evaluation: feedback "
+            "counts on the day its evaluation happened, whenever it arrived. For coverage and "
+            "success-rate charts over time."
+        ),
+    ),
+    materialize=_daily,
+)
+
+flag_value_comparison = InsightsAsset(
+    spec=dg.AssetSpec(
+        FLAG_VALUE_COMPARISON,
+        group_name=GROUP,
+        kinds={"duckdb"},
+        deps=[ATTRIBUTED_FEEDBACK],
+        description=(
+            "The figures split by served value (on = true, off = false) per flag environment, "
+            "with a two-sided two-proportion z-test of the success rates (alpha "
+            f"{SIGNIFICANCE_LEVEL}). Below {MIN_FEEDBACK_PER_SIDE} deduplicated feedback events "
+            "on either side no p-value and no verdict are given; `no_verdict_reason` says why."
+        ),
+    ),
+    materialize=_comparison,
+)

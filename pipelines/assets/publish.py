@@ -13,33 +13,36 @@ from pipelines.constants import (
     GROUP,
     PUBLISHED_WAREHOUSE,
 )
+from pipelines.parts import InsightsAsset, InsightsResources, Metadata
 from pipelines.publishing import publish
-from pipelines.resources import WarehouseResource
 
 
-@dg.asset(
-    name=PUBLISHED_WAREHOUSE,
-    group_name=GROUP,
-    kinds={"duckdb"},
-    deps=[
-        FLAG_ENVIRONMENT_METRICS,
-        FLAG_ENVIRONMENT_DAILY,
-        FLAG_VALUE_COMPARISON,
-        ENVIRONMENT_KEYS,
-        ATTRIBUTED_FEEDBACK,
-    ],
-    description=(
-        "`$FLAGSIGHT_DATA_DIR/warehouse.duckdb`: the metric tables, environments, pending "
-        "feedback and a load summary, written to a new file and swapped in by atomic rename. "
-        "Readers open it read-only at any time without lock errors; a reader keeps the snapshot "
-        "it opened. Its size (and publishing time) depends on flag environments and days, not "
-        "on the number of events. Tables are documented in warehouse/README.md."
-    ),
-)
-def published_warehouse(
-    context: dg.AssetExecutionContext, warehouse: WarehouseResource
-) -> dg.MaterializeResult:
-    target = Path(warehouse.published_path)
-    with warehouse.connect() as con:
+def _publish(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+    target = Path(resources.warehouse.published_path)
+    with resources.warehouse.connect() as con:
         size = publish(con, target, context.run_id)
-    return dg.MaterializeResult(metadata={"path": str(target), "size_bytes": size})
+    return {"path": str(target), "size_bytes": size}
+
+
+published_warehouse = InsightsAsset(
+    spec=dg.AssetSpec(
+        PUBLISHED_WAREHOUSE,
+        group_name=GROUP,
+        kinds={"duckdb"},
+        deps=[
+            FLAG_ENVIRONMENT_METRICS,
+            FLAG_ENVIRONMENT_DAILY,
+            FLAG_VALUE_COMPARISON,
+            ENVIRONMENT_KEYS,
+            ATTRIBUTED_FEEDBACK,
+        ],
+        description=(
+            "`$FLAGSIGHT_DATA_DIR/warehouse.duckdb`: the metric tables, environments, pending "
+            "feedback and a load summary, written to a new file and swapped in by atomic rename. "
+            "Readers open it read-only at any time without lock errors; a reader keeps the "
+            "snapshot it opened. Its size (and publishing time) depends on flag environments and "
+            "days, not on the number of events. Tables are documented in warehouse/README.md."
+        ),
+    ),
+    materialize=_publish,
+)

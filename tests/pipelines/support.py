@@ -8,14 +8,13 @@ import dagster as dg
 
 from api.settings import Settings
 from pipelines.assets import ALL_ASSETS
-from pipelines.checks import ALL_CHECKS
 from pipelines.definitions import build_resources
 
 
 def materialize_all(settings: Settings) -> dg.ExecuteInProcessResult:
     """Every asset and check once, in an ephemeral instance."""
     return dg.materialize(
-        [*ALL_ASSETS, *ALL_CHECKS],
+        ALL_ASSETS,
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
     )

@@ -1,44 +1,15 @@
 -- The metrics split by served value (on = true, off = false) and a two-sided two-proportion
 -- z-test of the success rates. Parameters: $min_feedback (per side, below it no verdict) and
--- $alpha. Needs the UDF normal_two_sided_p_value(z) registered by the pipeline.
+-- $alpha. Reads value_comparison_scores (flag_value_comparison_scores.sql) and
+-- value_comparison_p_values (p-value of each defined z, computed by the pipeline).
 CREATE OR REPLACE TABLE flag_value_comparison AS
-WITH sides AS (
-    SELECT environment_id, flag_key,
-           any_value(organization_id) AS organization_id,
-           coalesce(sum(evaluations) FILTER (WHERE served_value), 0)::BIGINT AS on_evaluations,
-           coalesce(sum(feedback_count) FILTER (WHERE served_value), 0)::BIGINT AS on_feedback_count,
-           coalesce(sum(success_count) FILTER (WHERE served_value), 0)::BIGINT AS on_success_count,
-           coalesce(sum(failure_count) FILTER (WHERE served_value), 0)::BIGINT AS on_failure_count,
-           coalesce(sum(latency_sum) FILTER (WHERE served_value), 0) AS on_latency_sum,
-           coalesce(sum(latency_count) FILTER (WHERE served_value), 0)::BIGINT AS on_latency_count,
-           coalesce(sum(evaluations) FILTER (WHERE NOT served_value), 0)::BIGINT AS off_evaluations,
-           coalesce(sum(feedback_count) FILTER (WHERE NOT served_value), 0)::BIGINT AS off_feedback_count,
-           coalesce(sum(success_count) FILTER (WHERE NOT served_value), 0)::BIGINT AS off_success_count,
-           coalesce(sum(failure_count) FILTER (WHERE NOT served_value), 0)::BIGINT AS off_failure_count,
-           coalesce(sum(latency_sum) FILTER (WHERE NOT served_value), 0) AS off_latency_sum,
-           coalesce(sum(latency_count) FILTER (WHERE NOT served_value), 0)::BIGINT AS off_latency_count
-    FROM flag_value_daily_stats
-    GROUP BY environment_id, flag_key
-), test AS (
-    SELECT *,
-           on_feedback_count >= $min_feedback AND off_feedback_count >= $min_feedback AS sample_ok,
-           CASE WHEN on_feedback_count + off_feedback_count > 0
-                THEN (on_success_count + off_success_count)::DOUBLE
-                     / (on_feedback_count + off_feedback_count) END AS pooled
-    FROM sides
-), scored AS (
-    SELECT *,
-           CASE WHEN sample_ok AND pooled > 0 AND pooled < 1 THEN
-                (on_success_count::DOUBLE / on_feedback_count - off_success_count::DOUBLE / off_feedback_count)
-                / sqrt(pooled * (1 - pooled) * (1.0::DOUBLE / on_feedback_count + 1.0::DOUBLE / off_feedback_count))
-           END AS z
-    FROM test
-), tested AS (
-    SELECT *,
-           CASE WHEN NOT sample_ok THEN NULL
-                WHEN z IS NULL THEN 1.0::DOUBLE   -- both sides all success or all failure
-                ELSE normal_two_sided_p_value(z) END AS p_value
-    FROM scored
+WITH tested AS (
+    SELECT s.*,
+           CASE WHEN NOT s.sample_ok THEN NULL
+                WHEN s.z IS NULL THEN 1.0::DOUBLE   -- both sides all success or all failure
+                ELSE p.p_value END AS p_value
+    FROM value_comparison_scores s
+    LEFT JOIN value_comparison_p_values p USING (environment_id, flag_key)
 )
 SELECT organization_id, environment_id, flag_key,
        on_evaluations, on_feedback_count,
