@@ -27,6 +27,7 @@ from pathlib import Path
 from api.eventlog.segmented import MAX_TICK_S, TICK_FRACTION, SegmentedEventLog
 from api.observability.logging import configure_logging
 from api.observability.metrics import Metrics
+from api.processes import pid_alive
 from api.settings import Settings
 
 LOCK_NAME = "sealer.lock"
@@ -63,7 +64,7 @@ def run(settings: Settings, stop: threading.Event, master_pid: int | None = None
     try:
         while True:
             _pass(event_log)
-            if stop.wait(tick) or not _alive(master_pid):
+            if stop.wait(tick) or not pid_alive(master_pid):
                 break
         _pass(event_log)  # whatever the workers handed off while stopping
     finally:
@@ -77,16 +78,6 @@ def _pass(event_log: SegmentedEventLog) -> None:
         event_log.recover_orphans()
     except Exception:  # the sealer must outlive any one failure; the next pass retries
         log.exception("sealing pass failed")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main() -> None:

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from api.processes import pid_alive
+
 MAGIC = b"FSMETER2"
 _OLD_MAGIC = b"FSMETER1"  # the same slots without lease cells: extended in place
 _HEADER = struct.Struct("<8sI")
@@ -154,7 +156,7 @@ class MmapMeter:
         table = self._cell_table
         for index in np.flatnonzero(table["pid"]):
             pid, _pad, slot, unspent = (int(v) for v in table[index].tolist())
-            if pid != self._pid and not _alive(pid):
+            if pid != self._pid and not pid_alive(pid):
                 self._set_allocated(slot, self._allocated(slot) - unspent)
                 _CELL.pack_into(self._map, self._cells_at + int(index) * _CELL_SIZE, 0, 0, 0, 0)
 
@@ -253,13 +255,3 @@ class MmapMeter:
             del self._cell_table  # a view into the mapping: it must go before the mapping
             self._map.close()
             os.close(self._fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
