@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.evaluation import RESULT_CODES, RESULTS, Result, evaluate_codes
+from api.evaluation import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide
 from api.evaluation.engine import PLAN_LIMIT_EXCEEDED
 from api.evaluation_id import bulk_ids
 from api.eventlog import EventLogUnavailable
@@ -23,6 +23,7 @@ from api.services import Services
 log = logging.getLogger("flagsight.serving")
 
 _PLAN_LIMIT_CODE = bytes((RESULT_CODES[PLAN_LIMIT_EXCEEDED],))
+_NOT_EVALUATED = bytes((NOT_EVALUATED,))
 
 
 class Served(NamedTuple):
@@ -68,9 +69,10 @@ class EvaluationServer:
         granted = self._meter(key.organization_id, now, len(users))
         flag = environment.flags.get(flag_key)
         answered = users if granted == len(users) else users[:granted]
-        outcomes = evaluate_codes(flag, answered, environment.segments)
+        outcomes, rules = decide(flag, answered, environment.segments)
         if granted < len(users):
             outcomes += _PLAN_LIMIT_CODE * (len(users) - granted)
+            rules += _NOT_EVALUATED * (len(users) - granted)
             s.metrics.plan_limit_refusals.inc(len(users) - granted)
         prefix = s.ids.issue_prefix(environment.id, len(users)) if users else ""
         batch = EvaluationBatch(
@@ -84,6 +86,9 @@ class EvaluationServer:
             source,
             users,
             outcomes,
+            rules,
+            -1 if flag is None else flag.split_rule,
+            None if flag is None else flag.split_percentage,
         )
         self._record(batch)
         s.tallies.count_outcomes(outcomes)

@@ -4,11 +4,14 @@ No I/O, clock, logging or environment in here. Callers (the HTTP resources, OFRE
 any other implementation checked against ``tests/cases``) supply everything.
 """
 
-from api.evaluation.engine import evaluate, evaluate_codes, evaluate_many
+from api.evaluation.engine import Decisions, decide, evaluate, evaluate_codes, evaluate_many
 from api.evaluation.model import (
     ERROR_MESSAGES,
+    NO_RULE,
+    NOT_EVALUATED,
     RESULT_CODES,
     RESULTS,
+    RULE_TYPES,
     ErrorType,
     Flag,
     PercentageRule,
@@ -23,6 +26,11 @@ from api.evaluation.model import (
 
 __all__ = [
     "ERROR_MESSAGES",
+    "NOT_EVALUATED",
+    "NO_RULE",
+    "RULE_TYPES",
+    "Decisions",
+    "decide",
     "RESULTS",
     "RESULT_CODES",
     "ErrorType",

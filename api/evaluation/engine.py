@@ -1,27 +1,30 @@
 """Evaluation order (contract section 2), as a pipeline of small functions.
 
 Plan blocking is decided by the caller (it needs the meter); everything about the flag is
-decided here. Evaluation never raises: every outcome is a ``Result``.
+decided here. Evaluation never raises: every outcome is a ``Result``. Each rule type owns how
+it matches one user and many (``api.evaluation.model``); this module only walks the rules.
+
+The rules decide, per user, the index of the first rule that matches (its *rule byte*,
+``NO_RULE`` when none does); the flag's ``code_table`` turns rule bytes into result codes.
+The event log keeps both: the result for the metrics, the rule for the arms of release health.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from api.evaluation.hashing import bucket, buckets
 from api.evaluation.model import (
+    NO_RULE,
+    NOT_EVALUATED,
     RESULT_CODES,
     RESULTS,
     ErrorType,
     Flag,
-    PercentageRule,
     Result,
-    Rule,
-    RuleType,
-    SegmentRule,
-    StaticRule,
+    Segments,
 )
 
 NOT_FOUND = Result(False, None, ErrorType.FLAG_NOT_FOUND)
@@ -30,15 +33,15 @@ DISABLED = Result(False, None, ErrorType.FLAG_DISABLED)
 PLAN_LIMIT_EXCEEDED = Result(False, None, ErrorType.PLAN_LIMIT_EXCEEDED)
 NO_MATCH = Result(False, None, None)
 
-_MATCHED = {
-    (kind, value): Result(value, kind, None) for kind in RuleType for value in (False, True)
-}
+_RULE_BYTES = [bytes((index,)) for index in range(256)]
+_NOT_EVALUATED = bytes((NOT_EVALUATED,))
 
-_MATCHED_CODES = {key: RESULT_CODES[result] for key, result in _MATCHED.items()}
-_NO_MATCH_CODE = RESULT_CODES[NO_MATCH]
-_CODE_BYTES = [bytes((code,)) for code in range(len(RESULTS))]
 
-_EMPTY: frozenset[str] = frozenset()
+class Decisions(NamedTuple):
+    """Per user, in order: the result code (index into ``RESULTS``) and the rule byte."""
+
+    codes: bytes
+    rules: bytes
 
 
 def flag_state_result(flag: Flag | None) -> Result | None:
@@ -52,30 +55,19 @@ def flag_state_result(flag: Flag | None) -> Result | None:
     return None
 
 
-def rule_matches(
-    rule: Rule, flag_key: str, user: str, segments: Mapping[str, Container[str]]
-) -> bool:
-    if isinstance(rule, StaticRule):
-        return True
-    if isinstance(rule, SegmentRule):
-        return user in segments.get(rule.segment, _EMPTY)
-    assert isinstance(rule, PercentageRule)
-    return bucket(flag_key, user) < rule.threshold
+def deciding_rule(flag: Flag, user: str, segments: Segments) -> int:
+    """The index of the first rule that matches the user, ``NO_RULE`` if none does."""
+    for index, rule in enumerate(flag.rules):
+        if rule.matches(flag.key, user, segments):
+            return index
+    return NO_RULE
 
 
-def evaluate_rules(flag: Flag, user: str, segments: Mapping[str, Container[str]]) -> Result:
-    return RESULTS[_rules_code(flag, user, segments)]
+def evaluate_rules(flag: Flag, user: str, segments: Segments) -> Result:
+    return RESULTS[flag.code_table[deciding_rule(flag, user, segments)]]
 
 
-def _rules_code(flag: Flag, user: str, segments: Mapping[str, Container[str]]) -> int:
-    """The result code of the first rule that matches the user (``NO_MATCH``'s if none)."""
-    for rule in flag.rules:
-        if rule_matches(rule, flag.key, user, segments):
-            return _MATCHED_CODES[(rule.type, rule.value)]
-    return _NO_MATCH_CODE
-
-
-def evaluate(flag: Flag | None, user: str, segments: Mapping[str, Container[str]]) -> Result:
+def evaluate(flag: Flag | None, user: str, segments: Segments) -> Result:
     """The result for one user: flag state first, then the first matching rule."""
     return flag_state_result(flag) or evaluate_rules(flag, user, segments)  # type: ignore[arg-type]
 
@@ -84,11 +76,9 @@ SMALL_BATCH = 8
 """Below this many users, evaluating one at a time is cheaper than the array work."""
 
 
-def evaluate_codes(
-    flag: Flag | None, users: Sequence[str], segments: Mapping[str, Container[str]]
-) -> bytes:
-    """Result codes (indices into ``RESULTS``) for many users of one flag, in order: the
-    same answers as ``evaluate``, one byte each.
+def decide(flag: Flag | None, users: Sequence[str], segments: Segments) -> Decisions:
+    """Result codes and rule bytes for many users of one flag, in order: the same answers
+    as ``evaluate``, one byte each.
 
     Works rule by rule over the users no earlier rule matched, each rule over all of them at
     once (one membership probe or one murmur3 hash per user, in C), so a bulk request makes
@@ -96,47 +86,35 @@ def evaluate_codes(
     """
     state = flag_state_result(flag)
     if state is not None:
-        return bytes((RESULT_CODES[state],)) * len(users)
+        return Decisions(bytes((RESULT_CODES[state],)) * len(users), _NOT_EVALUATED * len(users))
     assert flag is not None
     if len(users) == 1:  # a single evaluate: the common case
-        return _CODE_BYTES[_rules_code(flag, users[0], segments)]
-    if len(users) < SMALL_BATCH:
-        return bytes([_rules_code(flag, user, segments) for user in users])
-    codes = np.full(len(users), _NO_MATCH_CODE, dtype=np.uint8)
+        rules = _RULE_BYTES[deciding_rule(flag, users[0], segments)]
+    elif len(users) < SMALL_BATCH:
+        rules = bytes([deciding_rule(flag, user, segments) for user in users])
+    else:
+        rules = _decide_many(flag, users, segments)
+    return Decisions(rules.translate(flag.code_table), rules)
+
+
+def _decide_many(flag: Flag, users: Sequence[str], segments: Segments) -> bytes:
+    decided = np.full(len(users), NO_RULE, dtype=np.uint8)
     pending = np.arange(len(users))
-    for rule in flag.rules:
+    for index, rule in enumerate(flag.rules):
         if not pending.size:
             break
         asked = users if pending.size == len(users) else [users[i] for i in pending.tolist()]
-        hits = _rule_hits(rule, flag.key, asked, segments)
-        codes[pending[hits]] = _MATCHED_CODES[(rule.type, rule.value)]
+        hits = rule.matches_many(flag.key, asked, segments)
+        decided[pending[hits]] = index
         pending = pending[~hits]
-    return codes.tobytes()
+    return decided.tobytes()
 
 
-def evaluate_many(
-    flag: Flag | None, users: Sequence[str], segments: Mapping[str, Container[str]]
-) -> list[Result]:
+def evaluate_codes(flag: Flag | None, users: Sequence[str], segments: Segments) -> bytes:
+    """Result codes (indices into ``RESULTS``) for many users of one flag, in order."""
+    return decide(flag, users, segments).codes
+
+
+def evaluate_many(flag: Flag | None, users: Sequence[str], segments: Segments) -> list[Result]:
     """``evaluate`` for each user, in order (``evaluate_codes`` as ``Result`` objects)."""
     return [RESULTS[code] for code in evaluate_codes(flag, users, segments)]
-
-
-def _rule_hits(
-    rule: Rule, flag_key: str, users: Sequence[str], segments: Mapping[str, Container[str]]
-) -> np.ndarray:
-    """Whether the rule matches each user, as a boolean array."""
-    if isinstance(rule, StaticRule):
-        return np.ones(len(users), dtype=bool)
-    if isinstance(rule, SegmentRule):
-        return _membership(segments.get(rule.segment, _EMPTY), users)
-    assert isinstance(rule, PercentageRule)
-    return buckets(flag_key, users) < rule.threshold
-
-
-def _membership(members: Container[str], users: Sequence[str]) -> np.ndarray:
-    """``user in members`` for each user; in one call where the container offers one
-    (``SegmentMembership.contains_many``)."""
-    contains_many = getattr(members, "contains_many", None)
-    if contains_many is not None:
-        return contains_many(users)
-    return np.fromiter((user in members for user in users), dtype=bool, count=len(users))

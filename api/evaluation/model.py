@@ -1,14 +1,21 @@
-"""Typed flag configuration and evaluation results."""
+"""Typed flag configuration and evaluation results: the one table of rule types and outcomes.
+
+Every layer derives its names from here: the event log's outcome codes (``RESULTS``), OFREP's
+reasons (``RULE_TYPES[...].ofrep_reason``), the admin API's rule JSON and the SDK's known rule
+types (checked against this table by ``tests/sdk``).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
-from api.evaluation.hashing import threshold
+import numpy as np
+
+from api.evaluation.hashing import bucket, buckets, threshold
 
 FLAG_KEY_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
@@ -33,40 +40,121 @@ ERROR_MESSAGES: dict[ErrorType, str] = {
     ErrorType.PLAN_LIMIT_EXCEEDED: "Plan limit exceeded. Upgrade your plan to continue.",
 }
 
+Segments = Mapping[str, Container[str]]
+_EMPTY: frozenset[str] = frozenset()
+
+
+class RuleError(ValueError):
+    """A rule's JSON is not one of the rule shapes; the message says why."""
+
+
+def _rule_value(raw: dict[str, Any], where: str) -> bool:
+    value = raw.get("value", True)
+    if not isinstance(value, bool):
+        raise RuleError(f"{where}.value must be a boolean")
+    return value
+
 
 @dataclass(frozen=True, slots=True)
 class StaticRule:
+    """Matches every user that reaches it."""
+
     value: bool = True
-    type: RuleType = field(default=RuleType.STATIC, init=False)
+    type: ClassVar[RuleType] = RuleType.STATIC
+    ofrep_reason: ClassVar[str] = "STATIC"
+
+    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
+        return True
+
+    def matches_many(self, flag_key: str, users: Sequence[str], segments: Segments) -> np.ndarray:
+        return np.ones(len(users), dtype=bool)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "STATIC", "value": self.value}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], where: str) -> StaticRule:
+        return cls(_rule_value(raw, where))
 
 
 @dataclass(frozen=True, slots=True)
 class SegmentRule:
+    """Matches the members of an organization's segment."""
+
     segment: str
     value: bool = True
-    type: RuleType = field(default=RuleType.SEGMENT, init=False)
+    type: ClassVar[RuleType] = RuleType.SEGMENT
+    ofrep_reason: ClassVar[str] = "TARGETING_MATCH"
+
+    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
+        return user in segments.get(self.segment, _EMPTY)
+
+    def matches_many(self, flag_key: str, users: Sequence[str], segments: Segments) -> np.ndarray:
+        """One call where the members offer it (``SegmentMembership.contains_many``)."""
+        members = segments.get(self.segment, _EMPTY)
+        contains_many = getattr(members, "contains_many", None)
+        if contains_many is not None:
+            return contains_many(users)
+        return np.fromiter((user in members for user in users), dtype=bool, count=len(users))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "SEGMENT", "segment": self.segment, "value": self.value}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], where: str) -> SegmentRule:
+        segment = raw.get("segment")
+        if not isinstance(segment, str) or not FLAG_KEY_PATTERN.fullmatch(segment):
+            raise RuleError(f"{where}.segment must be a segment key ([A-Za-z0-9._-]{{1,128}})")
+        return cls(segment, _rule_value(raw, where))
 
 
 @dataclass(frozen=True, slots=True)
 class PercentageRule:
+    """Matches users whose murmur3 bucket is below the percentage: the randomized rule.
+
+    The first percentage rule of a flag splits the users who reach it into two arms
+    (``Flag.split_rule``): those it matches (treatment) and those it does not (control).
+    """
+
     percentage: float
     value: bool = True
-    type: RuleType = field(default=RuleType.PERCENTAGE, init=False)
+    type: ClassVar[RuleType] = RuleType.PERCENTAGE
+    ofrep_reason: ClassVar[str] = "SPLIT"
     threshold: int = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "threshold", threshold(self.percentage))
 
+    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
+        return bucket(flag_key, user) < self.threshold
+
+    def matches_many(self, flag_key: str, users: Sequence[str], segments: Segments) -> np.ndarray:
+        return buckets(flag_key, users) < self.threshold
+
+    def to_json(self) -> dict[str, Any]:
+        pct = float(self.percentage)
+        return {
+            "type": "PERCENTAGE",
+            "percentage": int(pct) if pct.is_integer() else pct,
+            "value": self.value,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], where: str) -> PercentageRule:
+        pct = raw.get("percentage")
+        if isinstance(pct, bool) or not isinstance(pct, int | float) or not 0 <= pct <= 100:
+            raise RuleError(f"{where}.percentage must be a number from 0 to 100")
+        if abs(pct * 100 - round(pct * 100)) > 1e-6:
+            raise RuleError(f"{where}.percentage must have at most two decimals")
+        return cls(float(pct), _rule_value(raw, where))
+
 
 Rule = StaticRule | SegmentRule | PercentageRule
 
-
-@dataclass(frozen=True, slots=True)
-class Flag:
-    key: str
-    enabled: bool
-    archived: bool = False
-    rules: tuple[Rule, ...] = ()
+RULE_TYPES: dict[RuleType, type[StaticRule] | type[SegmentRule] | type[PercentageRule]] = {
+    cls.type: cls for cls in (StaticRule, SegmentRule, PercentageRule)
+}
+"""Every rule type and the class that parses, matches and serializes it."""
 
 
 class Result(NamedTuple):
@@ -95,55 +183,59 @@ RESULTS: tuple[Result, ...] = (
 )
 """Every result an evaluation can have. Bulk evaluation answers with one byte per user, an
 index here (a *result code*), so that many answers cost no Python object each. The event log
-stores the same bytes (``api.eventlog.schema.OUTCOMES`` is this table): append only."""
+stores the same bytes (``api.eventlog.schema.OUTCOMES`` is derived from this table): append
+only."""
 
 RESULT_CODES: dict[Result, int] = {result: code for code, result in enumerate(RESULTS)}
+NO_MATCH_CODE = RESULT_CODES[Result(False)]
+
+NO_RULE = 255
+"""A user's rule byte when no rule matched."""
+NOT_EVALUATED = 254
+"""A user's rule byte when the flag's state or the plan decided (an error outcome)."""
 
 
-Segments = dict[str, Container[str]]
+@dataclass(frozen=True, slots=True)
+class Flag:
+    key: str
+    enabled: bool
+    archived: bool = False
+    rules: tuple[Rule, ...] = ()
+    code_table: bytes = field(init=False, repr=False, compare=False)
+    """``bytes.translate`` table from a user's rule byte (rule index or ``NO_RULE``) to its
+    result code: the rules decide an index, the table names the outcome, in C."""
+    split_rule: int = field(init=False, repr=False, compare=False)
+    """The index of the first percentage rule (the randomized split), or -1."""
 
+    def __post_init__(self) -> None:
+        if len(self.rules) >= NOT_EVALUATED:
+            raise ValueError(f"a flag holds at most {NOT_EVALUATED - 1} rules")
+        table = bytearray([NO_MATCH_CODE]) * 256
+        for index, rule in enumerate(self.rules):
+            table[index] = RESULT_CODES[Result(rule.value, rule.type)]
+        object.__setattr__(self, "code_table", bytes(table))
+        split = next(
+            (i for i, rule in enumerate(self.rules) if isinstance(rule, PercentageRule)), -1
+        )
+        object.__setattr__(self, "split_rule", split)
 
-class RuleError(ValueError):
-    """A rule's JSON is not one of the three rule shapes; the message says why."""
-
-
-def _rule_value(raw: dict[str, Any], where: str) -> bool:
-    value = raw.get("value", True)
-    if not isinstance(value, bool):
-        raise RuleError(f"{where}.value must be a boolean")
-    return value
+    @property
+    def split_percentage(self) -> float | None:
+        """The first percentage rule's percentage: the share of reaching users in treatment."""
+        if self.split_rule < 0:
+            return None
+        return self.rules[self.split_rule].percentage  # type: ignore[union-attr]
 
 
 def rule_from_json(raw: Any, where: str = "rule") -> Rule:
     """Parse one rule of the contract's JSON shape; raise ``RuleError`` naming the field."""
     if not isinstance(raw, dict):
         raise RuleError(f"{where} must be an object")
-    kind = raw.get("type")
-    if kind == RuleType.STATIC:
-        return StaticRule(_rule_value(raw, where))
-    if kind == RuleType.SEGMENT:
-        segment = raw.get("segment")
-        if not isinstance(segment, str) or not FLAG_KEY_PATTERN.fullmatch(segment):
-            raise RuleError(f"{where}.segment must be a segment key ([A-Za-z0-9._-]{{1,128}})")
-        return SegmentRule(segment, _rule_value(raw, where))
-    if kind == RuleType.PERCENTAGE:
-        pct = raw.get("percentage")
-        if isinstance(pct, bool) or not isinstance(pct, int | float) or not 0 <= pct <= 100:
-            raise RuleError(f"{where}.percentage must be a number from 0 to 100")
-        if abs(pct * 100 - round(pct * 100)) > 1e-6:
-            raise RuleError(f"{where}.percentage must have at most two decimals")
-        return PercentageRule(float(pct), _rule_value(raw, where))
-    raise RuleError(f"{where}.type must be one of STATIC, SEGMENT, PERCENTAGE")
+    cls = RULE_TYPES.get(raw.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise RuleError(f"{where}.type must be one of {', '.join(RULE_TYPES)}")
+    return cls.from_json(raw, where)
 
 
 def rule_to_json(rule: Rule) -> dict[str, Any]:
-    if isinstance(rule, StaticRule):
-        return {"type": "STATIC", "value": rule.value}
-    if isinstance(rule, SegmentRule):
-        return {"type": "SEGMENT", "segment": rule.segment, "value": rule.value}
-    pct = float(rule.percentage)
-    return {
-        "type": "PERCENTAGE",
-        "percentage": int(pct) if pct.is_integer() else pct,
-        "value": rule.value,
-    }
+    return rule.to_json()

@@ -6,7 +6,8 @@ A frame is one batch of events of one type::
     crc32  of length+payload   4 bytes, little-endian unsigned
     length of payload          4 bytes, little-endian unsigned
     payload                    msgpack array [type_code, body]: for codes 1 and 2 a list of
-                               events, each an array; for code 3 one EvaluationBatch
+                               events, each an array; for code 4 one EvaluationBatch (code 3:
+                               one version-1 batch, without rule bytes; read, never written)
 
 The header is written together with the payload by a single ``write`` so a frame is either
 wholly in the page cache or torn at the tail of its segment. A torn or overwritten frame never
@@ -30,7 +31,9 @@ from api.eventlog.schema import (
     EVALUATION,
     FEEDBACK,
     OUTCOMES,
+    V1_BATCH_DEFAULTS,
     EvaluationBatch,
+    EvaluationBatchV1,
     EvaluationEvent,
     FeedbackEvent,
 )
@@ -44,8 +47,10 @@ MAX_PAYLOAD = 256 * 1024 * 1024
 
 TYPE_CODES = {EVALUATION: 1, FEEDBACK: 2}
 TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
-EVALUATION_BATCH_CODE = 3
+EVALUATION_BATCH_CODE = 4
 """An ``EvaluationBatch``: evaluation events in columnar form, expanded when decoded."""
+V1_EVALUATION_BATCH_CODE = 3
+"""A version-1 batch (no rule bytes), still read from logs written before the upgrade."""
 
 _encoder = msgspec.msgpack.Encoder()
 _envelope = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
@@ -95,6 +100,9 @@ class _Decoders(NamedTuple):
 
     evaluation_batch: msgspec.msgpack.Decoder
     events: dict[str, msgspec.msgpack.Decoder]
+    v1_batch: msgspec.msgpack.Decoder
+    upgrade: Callable[[Any], Any]
+    """A decoded version-1 batch in the form of a version-2 one."""
 
 
 def _plain(fields: type) -> Any:
@@ -119,6 +127,8 @@ _TYPED = _Decoders(
         EVALUATION: msgspec.msgpack.Decoder(list[EvaluationEvent]),
         FEEDBACK: msgspec.msgpack.Decoder(list[FeedbackEvent]),
     },
+    msgspec.msgpack.Decoder(EvaluationBatchV1),
+    EvaluationBatchV1.upgraded,
 )
 _PLAIN = _Decoders(
     msgspec.msgpack.Decoder(_plain(EvaluationBatch)),
@@ -126,15 +136,19 @@ _PLAIN = _Decoders(
         EVALUATION: msgspec.msgpack.Decoder(list[_plain(EvaluationEvent)]),
         FEEDBACK: msgspec.msgpack.Decoder(list[_plain(FeedbackEvent)]),
     },
+    msgspec.msgpack.Decoder(_plain(EvaluationBatchV1)),
+    lambda batch: batch + V1_BATCH_DEFAULTS,
 )
 _SHORT_ENVELOPE = 0x92
 """msgpack's one-byte header of a 2-element array: with a one-byte type code after it, the
 body starts at byte 2 and needs no envelope decode (the encoder always writes this form)."""
-_BODY_CODES = frozenset({*TYPE_NAMES, EVALUATION_BATCH_CODE})
+_BODY_CODES = frozenset({*TYPE_NAMES, EVALUATION_BATCH_CODE, V1_EVALUATION_BATCH_CODE})
 _VALID = bytes(range(len(OUTCOMES)))
 """The outcome bytes that index ``OUTCOMES``."""
 _OUTCOMES_MISMATCH = "evaluation batch: outcomes do not match its users"
-_USERS, _OUTCOMES = map(EvaluationBatch._fields.index, ("user_identifiers", "outcomes"))
+_USERS, _OUTCOMES, _RULES = map(
+    EvaluationBatch._fields.index, ("user_identifiers", "outcomes", "rules")
+)
 
 
 def _decode(payload: bytes | memoryview, decoders: _Decoders) -> tuple[str, Any]:
@@ -159,16 +173,24 @@ def _decode(payload: bytes | memoryview, decoders: _Decoders) -> tuple[str, Any]
 def _decode_body(code: int, raw: Any, decoders: _Decoders) -> tuple[str, Any]:
     if code == EVALUATION_BATCH_CODE:
         batch = decoders.evaluation_batch.decode(raw)
-        _check_outcomes(batch[_USERS], batch[_OUTCOMES])
+        _check_outcomes(batch[_USERS], batch[_OUTCOMES], batch[_RULES])
+        return EVALUATION, batch
+    if code == V1_EVALUATION_BATCH_CODE:
+        batch = decoders.upgrade(decoders.v1_batch.decode(raw))
+        _check_outcomes(batch[_USERS], batch[_OUTCOMES], batch[_RULES])
         return EVALUATION, batch
     event_type = TYPE_NAMES[code]
     return event_type, decoders.events[event_type].decode(raw)
 
 
-def _check_outcomes(users: Sequence[str], outcomes: bytes) -> None:
+def _check_outcomes(users: Sequence[str], outcomes: bytes, rules: bytes) -> None:
     """One outcome per user, each an index into ``OUTCOMES``: deleting the valid bytes is a
-    C-speed ``max(outcomes) < len(OUTCOMES)``."""
-    if len(outcomes) != len(users) or outcomes.translate(None, _VALID):
+    C-speed ``max(outcomes) < len(OUTCOMES)``. One rule byte per user, or none (version 1)."""
+    if (
+        len(outcomes) != len(users)
+        or outcomes.translate(None, _VALID)
+        or len(rules) not in (0, len(users))
+    ):
         raise InvalidFrame(_OUTCOMES_MISMATCH)
 
 
@@ -185,7 +207,7 @@ class Run(NamedTuple):
 
     event_type: str
     batches: bool
-    """Whether ``items`` are ``EvaluationBatch`` tuples (code 3) or event tuples."""
+    """Whether ``items`` are ``EvaluationBatch`` tuples (code 4) or event tuples."""
     items: list[tuple]
     rows: int
 
@@ -194,6 +216,7 @@ _BATCH_RUN = (EVALUATION, True)
 _EVENT_RUNS = {event_type: (event_type, False) for event_type in TYPE_CODES}
 _BATCH_START = bytes([_SHORT_ENVELOPE, EVALUATION_BATCH_CODE])
 _users_of, _outcomes_of = operator.itemgetter(_USERS), operator.itemgetter(_OUTCOMES)
+_rules_of = operator.itemgetter(_RULES)
 
 
 def iter_runs(
@@ -202,7 +225,7 @@ def iter_runs(
     """The complete, valid frames of a segment read into memory, in order, grouped in runs.
 
     What ``iter_payloads`` and ``decode_payload`` yield, in the form the sealer converts to
-    Arrow without a Python object per event: a code-3 batch stays one tuple of its fields,
+    Arrow without a Python object per event: a code-4 batch stays one tuple of its fields,
     the events of other frames are plain tuples, both validated exactly as ``decode_payload``
     validates; a frame it would reject goes to ``on_invalid`` and is skipped. A run ends when
     the next frame differs in type or form, or once its frames hold ``max_bytes`` of payload
@@ -272,7 +295,7 @@ def iter_runs(
 
 
 def _batch_run(raws: list[memoryview], on_invalid: Callable[[InvalidFrame], None]) -> list[Run]:
-    """The run of the code-3 bodies ``raws``, decoded and checked without a bytecode per frame;
+    """The run of the code-4 bodies ``raws``, decoded and checked without a bytecode per frame;
     one by one (to report each invalid frame in order) only if one of them is invalid."""
     try:
         batches = list(map(_PLAIN.evaluation_batch.decode, raws))
@@ -281,7 +304,11 @@ def _batch_run(raws: list[memoryview], on_invalid: Callable[[InvalidFrame], None
     else:
         outcomes = list(map(_outcomes_of, batches))
         users = list(map(len, map(_users_of, batches)))
-        if list(map(len, outcomes)) != users or b"".join(outcomes).translate(None, _VALID):
+        if (
+            list(map(len, outcomes)) != users
+            or list(map(len, map(_rules_of, batches))) != users
+            or b"".join(outcomes).translate(None, _VALID)
+        ):
             batches = None
     if batches is None:
         batches = _valid_batches(raws, on_invalid)
@@ -292,7 +319,7 @@ def _batch_run(raws: list[memoryview], on_invalid: Callable[[InvalidFrame], None
 def _valid_batches(
     raws: list[memoryview], on_invalid: Callable[[InvalidFrame], None]
 ) -> list[tuple]:
-    """The valid batches among the code-3 bodies ``raws``, the others reported in order."""
+    """The valid batches among the code-4 bodies ``raws``, the others reported in order."""
     batches = []
     for raw in raws:
         try:  # the whole payload again, for the words ``decode_payload`` would use

@@ -1,4 +1,4 @@
-"""Event schemas, version 1: the contract between the API, the lake and the warehouse.
+"""Event schemas, version 2: the contract between the API, the lake and the warehouse.
 
 Both event types are appended by API workers and sealed into Hive-partitioned Parquet::
 
@@ -6,7 +6,9 @@ Both event types are appended by API workers and sealed into Hive-partitioned Pa
     <events>/feedback/date=YYYY-MM-DD/<segment>.parquet
 
 ``date`` is the UTC date of ``evaluated_at`` / ``received_at``. Columns are documented in
-``docs/events.md``; a change of columns bumps ``SCHEMA_VERSION`` and keeps old files readable.
+``docs/events.md``; a change of columns bumps ``SCHEMA_VERSION`` and keeps old files readable
+(version 2 added ``rule_index``, ``arm`` and ``rollout_percentage`` to evaluations; readers
+of version-1 files see them as NULL).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
+from api.evaluation.model import NOT_EVALUATED, RESULTS
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 EVALUATION = "evaluation"
 FEEDBACK = "feedback"
@@ -28,6 +32,20 @@ SOURCE_EVALUATE = "v1"
 SOURCE_EVALUATE_BULK = "v1-bulk"
 SOURCE_OFREP = "ofrep"
 SOURCE_OFREP_BULK = "ofrep-bulk"
+
+# Release-health arms (contract section 9): users who reached the flag's first percentage rule.
+ARM_TREATMENT = "treatment"
+ARM_CONTROL = "control"
+
+
+def arm_of(rule: int, split_rule: int) -> str | None:
+    """The arm of a user whose deciding rule byte is ``rule``, for a flag whose first
+    percentage rule is ``split_rule`` (-1: none). Treatment: that rule matched. Control: it
+    was reached and did not match (a later rule decided, or none did). Neither: an earlier
+    rule decided, or the flag's state or the plan did (``NOT_EVALUATED``)."""
+    if split_rule < 0 or rule == NOT_EVALUATED or rule < split_rule:
+        return None
+    return ARM_TREATMENT if rule == split_rule else ARM_CONTROL
 
 
 class EvaluationEvent(NamedTuple):
@@ -45,23 +63,21 @@ class EvaluationEvent(NamedTuple):
     sdk: str | None
     api_key_id: str
     source: str
+    rule_index: int | None
+    arm: str | None
+    rollout_percentage: float | None
 
 
-OUTCOMES: tuple[tuple[bool, str | None, str | None], ...] = (
-    (False, None, None),
-    (True, "STATIC", None),
-    (False, "STATIC", None),
-    (True, "SEGMENT", None),
-    (False, "SEGMENT", None),
-    (True, "PERCENTAGE", None),
-    (False, "PERCENTAGE", None),
-    (False, None, "FLAG_NOT_FOUND"),
-    (False, None, "FLAG_ARCHIVED"),
-    (False, None, "FLAG_DISABLED"),
-    (False, None, "PLAN_LIMIT_EXCEEDED"),
+def _plain_outcome(value: bool, rule: str | None, error: str | None) -> tuple:
+    return (value, None if rule is None else str(rule), None if error is None else str(error))
+
+
+OUTCOMES: tuple[tuple[bool, str | None, str | None], ...] = tuple(
+    _plain_outcome(*result) for result in RESULTS
 )
-"""Every (value, matched_rule_type, error_type) an evaluation can have; a batch stores one
-byte per user, its index here. Append only: the index is part of the write-ahead format."""
+"""Every (value, matched_rule_type, error_type) an evaluation can have, as plain strings: the
+core's ``RESULTS``. A batch stores one byte per user, its index here. Append only: the index
+is part of the write-ahead format."""
 
 OUTCOME_CODES: dict[tuple[bool, str | None, str | None], int] = {
     o: i for i, o in enumerate(OUTCOMES)
@@ -87,6 +103,13 @@ class EvaluationBatch(NamedTuple):
     source: str
     user_identifiers: list[str]
     outcomes: bytes
+    rules: bytes
+    """Per user, the deciding rule's index (``NO_RULE``: none matched; ``NOT_EVALUATED``: an
+    error outcome). Empty in batches written by version 1, whose arms are unknown."""
+    split_rule: int
+    """The index of the flag's first percentage rule when evaluated, -1 if it had none."""
+    split_percentage: float | None
+    """That rule's percentage when evaluated (the expected share of treatment)."""
 
     def events(self) -> list[EvaluationEvent]:
         from api.evaluation_id import bulk_ids
@@ -99,12 +122,48 @@ class EvaluationBatch(NamedTuple):
         )
         shared_tail = (self.sdk, self.api_key_id, self.source)
         ids = bulk_ids(self.evaluation_id_prefix, len(self.user_identifiers))
-        return [
-            EvaluationEvent(evaluation_id, *shared_head, user, *OUTCOMES[code], *shared_tail)
-            for evaluation_id, user, code in zip(
-                ids, self.user_identifiers, self.outcomes, strict=True
+        rules = self.rules or bytes((NOT_EVALUATED,)) * len(self.user_identifiers)
+        events = []
+        for evaluation_id, user, code, rule in zip(
+            ids, self.user_identifiers, self.outcomes, rules, strict=True
+        ):
+            arm = arm_of(rule, self.split_rule) if self.rules else None
+            events.append(
+                EvaluationEvent(
+                    evaluation_id,
+                    *shared_head,
+                    user,
+                    *OUTCOMES[code],
+                    *shared_tail,
+                    rule if rule < NOT_EVALUATED else None,
+                    arm,
+                    self.split_percentage if arm is not None else None,
+                )
             )
-        ]
+        return events
+
+
+class EvaluationBatchV1(NamedTuple):
+    """A batch as version 1 wrote it (frame code 3): no rule bytes, so no arms."""
+
+    evaluation_id_prefix: str
+    evaluated_at_us: int
+    organization_id: str
+    environment_id: str
+    flag_key: str
+    sdk: str | None
+    api_key_id: str
+    source: str
+    user_identifiers: list[str]
+    outcomes: bytes
+
+    def upgraded(self) -> EvaluationBatch:
+        return EvaluationBatch(*self, *V1_BATCH_DEFAULTS)
+
+
+V1_BATCH_DEFAULTS = (b"", -1, None)
+"""What a version-1 batch lacks (rules, split rule, split percentage), appended to read it as
+a version-2 one."""
 
 
 class FeedbackEvent(NamedTuple):
@@ -142,6 +201,9 @@ def _arrow_schemas() -> dict[str, pa.Schema]:
             pa.field("sdk", pa.string()),
             pa.field("api_key_id", pa.string(), nullable=False),
             pa.field("source", pa.string(), nullable=False),
+            pa.field("rule_index", pa.int16()),
+            pa.field("arm", pa.string()),
+            pa.field("rollout_percentage", pa.float64()),
         ]
     )
 

@@ -28,9 +28,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from api.evaluation.model import NOT_EVALUATED
 from api.evaluation_id import bulk_ids
 from api.eventlog.frames import InvalidFrame, Run, iter_runs
 from api.eventlog.schema import (
+    ARM_CONTROL,
+    ARM_TREATMENT,
     EVALUATION,
     EVENT_TYPES,
     OUTCOMES,
@@ -119,6 +122,9 @@ _BATCH_TYPE = pa.struct(
         *(_ROW_TYPES[EVALUATION].field(name) for name in _SHARED_STRINGS),
         ("user_identifiers", pa.list_(_STRING)),
         ("outcomes", pa.binary()),
+        ("rules", pa.binary()),
+        ("split_rule", pa.int16()),
+        ("split_percentage", pa.float64()),
     ]
 )
 """The fields of an ``EvaluationBatch`` tuple, in order."""
@@ -161,7 +167,7 @@ def read_segment(
 class _Converter:
     """One event type's frames, turned into Arrow columns a chunk at a time.
 
-    A batch (code 3) is never expanded into events: its shared fields are converted once and
+    A batch (code 4) is never expanded into events: its shared fields are converted once and
     repeated by Arrow, so a 10,000-user batch costs little more than its user identifiers.
     Chunks keep frame order even where event lists (codes 1, 2) and batches mix.
     """
@@ -221,18 +227,22 @@ def _batch_columns(batches: list[tuple]) -> Columns:
     Per user only the identifier is converted; the outcome byte indexes ``OUTCOMES``' columns
     and the shared fields are converted once per batch and repeated with a ``take``.
     """
-    prefix, evaluated_at, *shared, users, outcomes = pa.array(batches, _BATCH_TYPE).flatten()
+    (prefix, evaluated_at, *shared, users, outcomes, rules, split_rule, split_percentage) = (
+        pa.array(batches, _BATCH_TYPE).flatten()
+    )
     counts = np.diff(users.offsets.to_numpy())
     if (counts == 1).all():  # one user each, as in ordinary traffic
         evaluation_id = pc.binary_join_element_wise(prefix, bulk_ids("", 1)[0], "")
     else:
         owners = np.repeat(np.arange(len(batches)), counts)
-        prefix, evaluated_at, *shared = (
-            column.take(owners) for column in (prefix, evaluated_at, *shared)
+        prefix, evaluated_at, split_rule, split_percentage, *shared = (
+            column.take(owners)
+            for column in (prefix, evaluated_at, split_rule, split_percentage, *shared)
         )
         evaluation_id = pc.binary_join_element_wise(prefix, _id_suffixes(counts), "")
     codes = _bytes_of(outcomes)
     columns = dict(zip(_SHARED_STRINGS, shared, strict=True))
+    columns.update(_arm_columns(rules, counts, split_rule, split_percentage))
     columns.update(
         zip(_OUTCOME_FIELDS, (column.take(codes) for column in _outcome_columns()), strict=True)
     )
@@ -240,6 +250,38 @@ def _batch_columns(batches: list[tuple]) -> Columns:
         evaluation_id=evaluation_id, evaluated_at=evaluated_at, user_identifier=users.flatten()
     )
     return [columns[field.name] for field in _ROW_TYPES[EVALUATION]]
+
+
+def _arm_columns(
+    rules: pa.BinaryArray, counts: np.ndarray, split_rule: pa.Array, split_percentage: pa.Array
+) -> dict[str, pa.Array]:
+    """``rule_index``, ``arm`` and ``rollout_percentage`` per user (``schema.arm_of``, over
+    arrays). A version-1 batch has no rule bytes: its users' arms are unknown (NULL)."""
+    rule = _bytes_of(rules).astype(np.int16)
+    known = np.ones(len(split_rule), dtype=bool)
+    if len(rule) != len(split_rule):  # some batches of version 1 (read from an old log)
+        lengths = pc.binary_length(rules).to_numpy(zero_copy_only=False)
+        has_rules = np.repeat(lengths > 0, counts)
+        rule = np.full(len(split_rule), NOT_EVALUATED, dtype=np.int16)
+        rule[has_rules] = _bytes_of(rules)
+        known = has_rules
+    split = split_rule.to_numpy(zero_copy_only=False).astype(np.int16)
+    decided = known & (rule < NOT_EVALUATED)
+    in_arm = known & (split >= 0) & (rule != NOT_EVALUATED) & (rule >= split)
+    treatment = in_arm & (rule == split)
+    arm = pa.DictionaryArray.from_arrays(
+        pa.array(np.where(treatment, 0, 1).astype(np.int8)), _ARMS
+    ).dictionary_decode()
+    return {
+        "rule_index": pa.array(rule, mask=~decided),
+        "arm": pc.if_else(pa.array(in_arm), arm, pa.scalar(None, _STRING)),
+        "rollout_percentage": pc.if_else(
+            pa.array(in_arm), split_percentage, pa.scalar(None, pa.float64())
+        ),
+    }
+
+
+_ARMS = pa.array([ARM_TREATMENT, ARM_CONTROL], type=_STRING)
 
 
 @functools.cache

@@ -31,7 +31,7 @@ from api.auth import authenticate_api_key
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.errors import ApiError, BadRequest
-from api.evaluation import ERROR_MESSAGES, ErrorType, Result, RuleType
+from api.evaluation import ERROR_MESSAGES, RULE_TYPES, ErrorType, Result, RuleType
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
 from api.jsonio import encode, read_json
 from api.metering.meter import month_of, seconds_until_next_month
@@ -40,9 +40,7 @@ from api.services import Services
 from api.serving import EvaluationServer
 
 # OpenFeature reasons and error codes (https://openfeature.dev/specification/types).
-REASON_STATIC = "STATIC"
-REASON_TARGETING_MATCH = "TARGETING_MATCH"
-REASON_SPLIT = "SPLIT"
+# A rule's reason is its type's ``ofrep_reason`` (api/evaluation/model.py).
 REASON_DEFAULT = "DEFAULT"
 REASON_DISABLED = "DISABLED"
 
@@ -56,9 +54,7 @@ VARIANT_ON = "on"
 VARIANT_OFF = "off"
 
 _REASONS: dict[RuleType | None, str] = {
-    RuleType.STATIC: REASON_STATIC,
-    RuleType.SEGMENT: REASON_TARGETING_MATCH,
-    RuleType.PERCENTAGE: REASON_SPLIT,
+    **{rule_type: cls.ofrep_reason for rule_type, cls in RULE_TYPES.items()},
     None: REASON_DEFAULT,
 }
 _DISABLED = frozenset({ErrorType.FLAG_DISABLED, ErrorType.FLAG_ARCHIVED})

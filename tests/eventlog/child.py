@@ -24,7 +24,7 @@ def event(tag: str, batch: int, index: int) -> EvaluationEvent:
     at_us = time.time_ns() // 1000
     return EvaluationEvent(
         f"{tag}-{batch}-{index}", at_us, "org", "env", "flag", f"user-{index}", True,
-        "STATIC", None, None, "key", "v1",
+        "STATIC", None, None, "key", "v1", 0, None, None,
     )  # fmt: skip
 
 

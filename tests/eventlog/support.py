@@ -35,6 +35,9 @@ def evaluation(n: int, at_us: int = LAST_US_OF_DAY, tag: str = "e") -> Evaluatio
         sdk=None if n % 2 else "python/1.2.3",
         api_key_id=f"key-{n % 2}",
         source=("v1", "v1-bulk", "ofrep", "ofrep-bulk")[n % 4],
+        rule_index=(None, 0, 1, 2)[n % 4],
+        arm=(None, None, "treatment", "control")[n % 4],
+        rollout_percentage=(None, None, 12.5, 12.5)[n % 4],
     )
 
 

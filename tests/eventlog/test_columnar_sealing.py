@@ -32,6 +32,7 @@ from api.eventlog.frames import (
     MAGIC,
     TYPE_CODES,
     TYPE_NAMES,
+    V1_EVALUATION_BATCH_CODE,
     Batch,
     InvalidFrame,
     decode_payload,
@@ -46,6 +47,7 @@ from api.eventlog.schema import (
     SCHEMA_VERSION,
     SCHEMAS,
     EvaluationBatch,
+    EvaluationBatchV1,
     EvaluationEvent,
     FeedbackEvent,
 )
@@ -62,17 +64,24 @@ _reference_decoders = {
     FEEDBACK: msgspec.msgpack.Decoder(list[FeedbackEvent]),
 }
 _reference_batch_decoder = msgspec.msgpack.Decoder(EvaluationBatch)
+_reference_v1_batch_decoder = msgspec.msgpack.Decoder(EvaluationBatchV1)
 
 
 def reference_decode(payload: bytes) -> Batch:
-    """``decode_payload`` before the columnar path, verbatim."""
+    """``decode_payload`` before the columnar path (with version-2 batches: their events()
+    expand the arms one user at a time, with ``schema.arm_of``)."""
     try:
         code, raw = _envelope.decode(payload)
-        if code == EVALUATION_BATCH_CODE:
-            batch = _reference_batch_decoder.decode(raw)
-            if len(batch.outcomes) != len(batch.user_identifiers) or max(
-                batch.outcomes, default=0
-            ) >= len(OUTCOMES):
+        if code in (EVALUATION_BATCH_CODE, V1_EVALUATION_BATCH_CODE):
+            if code == EVALUATION_BATCH_CODE:
+                batch = _reference_batch_decoder.decode(raw)
+            else:
+                batch = _reference_v1_batch_decoder.decode(raw).upgraded()
+            if (
+                len(batch.outcomes) != len(batch.user_identifiers)
+                or max(batch.outcomes, default=0) >= len(OUTCOMES)
+                or len(batch.rules) not in (0, len(batch.user_identifiers))
+            ):
                 raise InvalidFrame("evaluation batch: outcomes do not match its users")
             return Batch(EVALUATION, batch.events())
         event_type = TYPE_NAMES[code]
@@ -189,6 +198,8 @@ def make_batch(
     at_us: int = LAST_US_OF_DAY,
     sdk: str | None = None,
 ) -> EvaluationBatch:
+    """Users' rule bytes cycle through every arm of a flag whose split rule is its rule 1."""
+    rules = bytes((0, 1, 2, 254, 255)[i % 5] for i in range(len(users)))
     return EvaluationBatch(
         f"prefix-{n:036d}-ab",
         at_us,
@@ -200,7 +211,16 @@ def make_batch(
         ("v1", "v1-bulk", "ofrep", "ofrep-bulk")[n % 4],
         users,
         outcomes,
+        rules,
+        1 if n % 3 else -1,
+        25.5 if n % 3 else None,
     )
+
+
+def v1_frame(batch: EvaluationBatch) -> bytes:
+    """``batch`` as version 1 wrote it (frame code 3, no rule bytes)."""
+    v1 = EvaluationBatchV1(*batch[: len(EvaluationBatchV1._fields)])
+    return raw_frame(b"\x92\x03" + msgspec.msgpack.encode(v1))
 
 
 def every_outcome(n: int) -> bytes:
@@ -227,6 +247,8 @@ def test_a_mixed_segment_seals_exactly_as_expanded_events(tmp_path: Path) -> Non
             frames.append(events_frame(FEEDBACK, [feedback(i, at) for i in range(n, n + 5)]))
         if n == 13:  # a batch whose outcomes do not fit its users, in the middle
             frames.append(batch_frame(make_batch(n, ["a", "b"], bytes([1]))))
+        if n == 17:  # a batch of version 1, from a log written before the upgrade
+            frames.append(v1_frame(make_batch(n, ["v1-a", "v1-b"], bytes([5, 0]))))
     invalid = assert_seals_like_reference(tmp_path, frames)
     assert invalid == ["evaluation batch: outcomes do not match its users"]
 
@@ -234,6 +256,9 @@ def test_a_mixed_segment_seals_exactly_as_expanded_events(tmp_path: Path) -> Non
 INVALID_FRAMES = {
     "outcomes shorter than users": batch_frame(make_batch(1, ["a", "b"], bytes([1]))),
     "outcomes longer than users": batch_frame(make_batch(1, ["a"], bytes([1, 2]))),
+    "rules shorter than users": batch_frame(
+        make_batch(1, ["a", "b"], b"\x01\x01")._replace(rules=b"\x00")
+    ),
     "an outcome past OUTCOMES": batch_frame(make_batch(1, ["a", "b"], bytes([1, len(OUTCOMES)]))),
     "a field of the wrong type": raw_frame(
         b"\x92\x03"
@@ -322,6 +347,9 @@ evaluation_events = st.builds(
     optional,
     texts,
     texts,
+    st.none() | st.integers(0, 253),
+    st.none() | st.sampled_from(["treatment", "control"]),
+    st.none() | st.floats(0, 100),
 )
 feedback_events = st.builds(
     FeedbackEvent,
@@ -342,6 +370,7 @@ def batches(draw: st.DrawFn) -> EvaluationBatch:
     outcomes = bytes(
         draw(st.lists(st.integers(0, len(OUTCOMES) - 1), min_size=len(users), max_size=len(users)))
     )
+    rules = bytes(draw(st.lists(st.integers(0, 255), min_size=len(users), max_size=len(users))))
     return EvaluationBatch(
         draw(texts),
         draw(times),
@@ -353,6 +382,9 @@ def batches(draw: st.DrawFn) -> EvaluationBatch:
         draw(texts),
         users,
         outcomes,
+        rules,
+        draw(st.integers(-1, 4)),
+        draw(st.none() | st.floats(0, 100)),
     )
 
 
@@ -372,6 +404,7 @@ frames_ = st.one_of(
     st.lists(evaluation_events, min_size=1, max_size=4).map(lambda e: events_frame(EVALUATION, e)),
     st.lists(feedback_events, max_size=4).map(lambda e: events_frame(FEEDBACK, e)),
     batches().map(lambda b: long_envelope(EVALUATION_BATCH_CODE, b)),
+    batches().map(v1_frame),
     bad_batches(),
     st.binary(max_size=12).map(raw_frame),
 )

@@ -32,6 +32,9 @@ def batch(users: list[str], outcomes: bytes) -> EvaluationBatch:
         "v1-bulk",
         users,
         outcomes,
+        bytes(i % 4 for i in range(len(users))),
+        2,
+        30.0,
     )
 
 

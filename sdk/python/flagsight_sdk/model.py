@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RULE_TYPES = frozenset({"STATIC", "SEGMENT", "PERCENTAGE"})
+"""The rule types this SDK version knows (the service's table, checked by its tests). A newer
+service may answer another: the answer is taken as it is (its ``value`` still decides), and
+the OpenFeature provider gives it reason ``UNKNOWN``, so a new rule type never turns a flag off."""
 ERROR_TYPES = frozenset({"FLAG_NOT_FOUND", "FLAG_ARCHIVED", "FLAG_DISABLED", "PLAN_LIMIT_EXCEEDED"})
 EVALUATION_ID_MAX = 64
 
@@ -61,7 +64,7 @@ def parse_evaluation(flag_key: str, user: str, body: Any, evaluated_at: float) -
     evaluation_id = body.get("evaluationId")
     if not isinstance(value, bool):
         raise UnexpectedResponse("'value' is not a boolean")
-    if rule is not None and rule not in RULE_TYPES:
+    if rule is not None and not isinstance(rule, str):
         raise UnexpectedResponse(f"'matchedRuleType' is {rule!r}")
     if not isinstance(evaluation_id, str) or not 1 <= len(evaluation_id) <= EVALUATION_ID_MAX:
         raise UnexpectedResponse("'evaluationId' is not a string of 1 to 64 characters")

@@ -95,7 +95,7 @@ class FlagsightProvider(AbstractProvider):
         reason = (
             Reason.DISABLED
             if evaluation.error_type in _DISABLED
-            else _REASONS[evaluation.matched_rule_type]
+            else _REASONS.get(evaluation.matched_rule_type, Reason.UNKNOWN)
         )
         variant = "on" if evaluation.value else "off"
         return FlagResolutionDetails(
