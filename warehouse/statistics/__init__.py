@@ -1,0 +1,60 @@
+"""Release health statistics: the pure core behind a flag's health answer (contract section 9).
+
+Per-user counts and order statistics in, comparisons with always-valid intervals and decisions
+out; no I/O, clock or configuration. Every interval is a confidence sequence: it may be read
+after every aggregation, and a decision taken the first time it excludes 0, without inflating
+the error rate. The methods, their assumptions and simulated error rates are in
+docs/statistics.md.
+
+- ``sample_ratio``: sequential sample-ratio-mismatch test (beta-binomial Bayes factor).
+- ``compare_proportions``: failure rate and coverage (normal mixture, score-type variance).
+- ``compare_quantiles``: p95 latency (beta-binomial confidence sequence on each arm's quantile).
+"""
+
+from warehouse.statistics.decisions import (
+    CONFIDENCE,
+    MIN_USERS_WITH_FEEDBACK,
+    Comparison,
+    Decision,
+    WithheldReason,
+)
+from warehouse.statistics.proportions import (
+    MIXING_SD,
+    compare_proportions,
+    difference_interval,
+    excludes_difference,
+)
+from warehouse.statistics.quantiles import (
+    QuantileSummary,
+    arm_confidence,
+    compare_quantiles,
+    quantile_ci_ranks,
+    quantile_estimate_rank,
+    quantile_summary,
+)
+from warehouse.statistics.sample_ratio import (
+    SRM_P_VALUE_THRESHOLD,
+    SampleRatio,
+    sample_ratio,
+)
+
+__all__ = [
+    "CONFIDENCE",
+    "MIN_USERS_WITH_FEEDBACK",
+    "MIXING_SD",
+    "SRM_P_VALUE_THRESHOLD",
+    "Comparison",
+    "Decision",
+    "QuantileSummary",
+    "SampleRatio",
+    "WithheldReason",
+    "arm_confidence",
+    "compare_proportions",
+    "compare_quantiles",
+    "difference_interval",
+    "excludes_difference",
+    "quantile_ci_ranks",
+    "quantile_estimate_rank",
+    "quantile_summary",
+    "sample_ratio",
+]
