@@ -61,10 +61,10 @@ def _summary(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def _failure(event: dg.DagsterEvent) -> str:
-    """The first line of a step failure's error: for the insights step, the assets and checks
-    that failed (see ``pipelines/assets/insights.py``)."""
-    data = event.step_failure_data
-    if data.user_failure_data and data.user_failure_data.description:
-        return data.user_failure_data.description
-    message = data.error.message.strip() if data.error else ""
+    """The first line of the error that failed a step (each step is one asset, named by its
+    key): the innermost cause, not Dagster's wrapper around it."""
+    error = event.step_failure_data.error
+    while error is not None and error.cause is not None:
+        error = error.cause
+    message = error.message.strip() if error else ""
     return message.splitlines()[0] if message else "no error recorded"

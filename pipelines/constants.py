@@ -13,12 +13,13 @@ ENVIRONMENT_KEYS = "environment_keys"
 ATTRIBUTED_FEEDBACK = "attributed_feedback"
 FLAG_ENVIRONMENT_METRICS = "flag_environment_metrics"
 FLAG_ENVIRONMENT_DAILY = "flag_environment_daily"
-FLAG_VALUE_COMPARISON = "flag_value_comparison"
+FLAG_HEALTH = "flag_health"
+FLAG_ARM_WINDOWS = "flag_arm_windows"
 PUBLISHED_WAREHOUSE = "published_warehouse"
 
-# Value comparison: no verdict below this many deduplicated feedback events per side.
-MIN_FEEDBACK_PER_SIDE = 150
-SIGNIFICANCE_LEVEL = 0.05
+SENSOR_NAME = "new_events_sensor"
+SENSOR_INTERVAL_S = 10
+"""How often the sensor looks for newly sealed files (release health's time to signal)."""
 
 # Pending feedback check: the bound and the growth streak that fail it.
 PENDING_ABSOLUTE_FLOOR = 10_000

@@ -13,6 +13,7 @@ from pipelines.assets import ALL_ASSETS
 from pipelines.constants import JOB_NAME
 from pipelines.resources import ControlPlaneResource, EventLakeResource, WarehouseResource
 from pipelines.schedules import build_schedule
+from pipelines.sensors import new_events_sensor
 
 
 def working_database_path(settings: Settings) -> str:
@@ -32,8 +33,8 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
 
 
 def build_definitions(settings: Settings) -> dg.Definitions:
-    # One process for the whole run: every step shares one DuckDB file, which only one
-    # process at a time may open read-write.
+    # One process for the whole run, one step per asset: every step shares one DuckDB file
+    # (and one connection), which only one process at a time may open read-write.
     job = dg.define_asset_job(
         JOB_NAME,
         selection=dg.AssetSelection.all(),
@@ -44,6 +45,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         assets=ALL_ASSETS,
         jobs=[job],
         schedules=[build_schedule(settings.schedule_cron)],
+        sensors=[new_events_sensor],
         resources=build_resources(settings),
         executor=dg.in_process_executor,
     )

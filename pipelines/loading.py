@@ -3,23 +3,36 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from api.eventlog.schema import EVALUATION, FEEDBACK
 from pipelines.resources import LakeFile
 
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from pipelines.parts import InsightsResources, Metadata
+
 RAW_TABLES = {EVALUATION: "evaluation_events", FEEDBACK: "feedback_events"}
 _COLUMNS = {
     EVALUATION: (
         "evaluation_id, evaluated_at, organization_id, environment_id, flag_key, user_identifier, "
-        "value, matched_rule_type, error_type, sdk, api_key_id, source, schema_version"
+        "value, matched_rule_type, error_type, sdk, api_key_id, source, schema_version, "
+        "rule_index, arm, rollout_percentage"
     ),
     FEEDBACK: (
         "evaluation_id, received_at, organization_id, environment_id, result, latency_ms, "
         "error_type, api_key_id, schema_version"
     ),
 }
+_ADDED_SINCE_V1 = {
+    "rule_index": "NULL::SMALLINT",
+    "arm": "NULL::VARCHAR",
+    "rollout_percentage": "NULL::DOUBLE",
+}
+"""Columns of later event-schema versions: NULL where every file read is older."""
 
 
 @dataclass(frozen=True)
@@ -95,22 +108,37 @@ def _append_rows(
     con: duckdb.DuckDBPyConnection, event_type: str, paths: list[str], batch: int
 ) -> int:
     table, columns = RAW_TABLES[event_type], _COLUMNS[event_type]
-    source = (
-        f"SELECT {columns} FROM read_parquet(?, hive_partitioning = false, union_by_name = true)"
-    )
+    source = _source(con, columns, paths)
     before = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[
         0
     ]
     if event_type == FEEDBACK:
-        con.execute(f"INSERT INTO {table} SELECT *, {batch} FROM ({source})", [paths])
+        con.execute(
+            f"INSERT INTO {table} ({columns}, load_batch) SELECT *, {batch} FROM ({source})",
+            [paths],
+        )
     else:
-        _append_unique_evaluations(con, source, paths, batch)
+        _append_unique_evaluations(con, source, columns, paths, batch)
     after = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[0]
     return int(after - before)
 
 
+def _source(con: duckdb.DuckDBPyConnection, columns: str, paths: list[str]) -> str:
+    """The SELECT of ``columns`` from the files, a column no file has read as NULL."""
+    read = "read_parquet(?, hive_partitioning = false, union_by_name = true)"
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {read}", [paths]).fetchall()}
+    wanted = [name.strip() for name in columns.split(",")]
+    select = [
+        f"{_ADDED_SINCE_V1[name]} AS {name}"
+        if name not in present and name in _ADDED_SINCE_V1
+        else name
+        for name in wanted
+    ]
+    return f"SELECT {', '.join(select)} FROM {read}"
+
+
 def _append_unique_evaluations(
-    con: duckdb.DuckDBPyConnection, source: str, paths: list[str], batch: int
+    con: duckdb.DuckDBPyConnection, source: str, columns: str, paths: list[str], batch: int
 ) -> None:
     con.execute(f"CREATE OR REPLACE TEMP TABLE eval_batch AS {source}", [paths])
     total, distinct = con.execute(
@@ -127,8 +155,8 @@ def _append_unique_evaluations(
         "WHERE e.evaluation_id IN (SELECT evaluation_id FROM eval_batch)"
     )
     con.execute(
-        f"INSERT INTO evaluation_events SELECT b.*, {batch} FROM eval_batch b "
-        "ANTI JOIN eval_seen s USING (evaluation_id)"
+        f"INSERT INTO evaluation_events ({columns}, load_batch) SELECT b.*, {batch} "
+        "FROM eval_batch b ANTI JOIN eval_seen s USING (evaluation_id)"
     )
     con.execute("DROP TABLE eval_batch")
     con.execute("DROP TABLE eval_seen")
@@ -156,3 +184,26 @@ def _record_ledger(
             [counts.get(f.absolute_path, 0) for f in files],
         ],
     )
+
+
+def load_event_type(
+    context: dg.AssetExecutionContext, event_type: str, resources: InsightsResources
+) -> Metadata:
+    """Load the lake's new files of one event type; the asset's metadata."""
+    files = resources.lake.sealed_files(event_type)
+    with resources.warehouse.connect() as con:
+        report: LoadReport = load_files(con, event_type, files, context.run_id)
+        table_rows = con.execute(f"SELECT count(*) FROM {RAW_TABLES[event_type]}").fetchone()[0]
+    context.log.info(
+        f"{event_type}: {report.file_count} new file(s) of {len(files)}, "
+        f"{report.rows_loaded} row(s) loaded, {report.duplicate_rows} duplicate(s) dropped"
+    )
+    return {
+        "new_files": report.file_count,
+        "files_in_lake": len(files),
+        "rows_read": report.rows_read,
+        "rows_loaded": report.rows_loaded,
+        "duplicate_rows_dropped": report.duplicate_rows,
+        "load_batch": report.load_batch if report.load_batch is not None else -1,
+        "dagster/row_count": int(table_rows),
+    }

@@ -15,7 +15,7 @@ import dagster as dg
 import duckdb
 from pydantic import PrivateAttr
 
-from warehouse.sql import run_script
+from warehouse.migrations import migrate
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class LakeFile:
     absolute_path: str
     size_bytes: int
     event_date: str | None
+    modified_ns: int = 0
 
 
 class EventLakeResource(dg.ConfigurableResource):
@@ -53,12 +54,14 @@ class EventLakeResource(dg.ConfigurableResource):
             if path.name.startswith("."):
                 continue
             date = path.parent.name.removeprefix("date=")
+            stat = path.stat()
             files.append(
                 LakeFile(
                     relative_path=path.relative_to(root).as_posix(),
                     absolute_path=str(path),
-                    size_bytes=path.stat().st_size,
+                    size_bytes=stat.st_size,
                     event_date=date or None,
+                    modified_ns=stat.st_mtime_ns,
                 )
             )
         return files
@@ -114,7 +117,7 @@ class WarehouseResource(dg.ConfigurableResource):
         con = self._open_waiting()
         try:
             con.execute("SET TimeZone = 'UTC'")
-            run_script(con, "working_schema")
+            migrate(con)
         except BaseException:
             con.close()
             raise

@@ -12,6 +12,14 @@ _IN_PROGRESS = [
 ]
 
 
+def run_in_progress(instance: dg.DagsterInstance) -> str | None:
+    """The id of an insights run in progress, if any."""
+    running = instance.get_runs(
+        filters=dg.RunsFilter(job_name=JOB_NAME, statuses=_IN_PROGRESS), limit=1
+    )
+    return running[0].run_id if running else None
+
+
 def build_schedule(cron: str) -> dg.ScheduleDefinition:
     """Materialize everything on ``cron`` (UTC; ``FLAGSIGHT_PIPELINE_CRON``, default every 5
     minutes). Running by default, so the daemon starts it without a click."""
@@ -28,11 +36,9 @@ def build_schedule(cron: str) -> dg.ScheduleDefinition:
         ),
     )
     def _schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        running = context.instance.get_runs(
-            filters=dg.RunsFilter(job_name=JOB_NAME, statuses=_IN_PROGRESS), limit=1
-        )
+        running = run_in_progress(context.instance)
         if running:
-            return dg.SkipReason(f"run {running[0].run_id} is still in progress")
+            return dg.SkipReason(f"run {running} is still in progress")
         return dg.RunRequest()
 
     return _schedule

@@ -39,16 +39,6 @@ _DAILY_COLUMNS = {
     "failure_rate": "failureRate",
     "avg_latency_ms": "avgLatencyMs",
 }
-_SIDE_FIGURES = {
-    "evaluations": "evaluations",
-    "feedback_count": "feedbackCount",
-    "feedback_coverage": "feedbackCoverage",
-    "success_count": "successCount",
-    "failure_count": "failureCount",
-    "success_rate": "successRate",
-    "failure_rate": "failureRate",
-    "avg_latency_ms": "avgLatencyMs",
-}
 
 
 def connect_readonly(warehouse_path: Path) -> duckdb.DuckDBPyConnection:
@@ -120,34 +110,58 @@ def daily_series(warehouse_path: Path, environment_id: str, flag_key: str) -> li
     return series
 
 
-def value_comparison(warehouse_path: Path, environment_id: str, flag_key: str) -> dict | None:
-    """On/off figures, z-score, p-value and verdict (or ``noVerdictReason``), or ``None``."""
-    sides = [f"{side}_{column}" for side in ("on", "off") for column in _SIDE_FIGURES]
-    tail = ["z_score", "p_value", "verdict", "no_verdict_reason", "min_feedback_per_side", "alpha"]
+def flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -> dict | None:
+    """The ``flag_health`` row (its columns, ``computed_at`` as an ISO string), or ``None``."""
     with _reading(warehouse_path) as con:
         if con is None:
             return None
-        row = con.execute(
-            f"SELECT {', '.join(sides + tail)}, epoch_us(computed_at) FROM flag_value_comparison "
-            "WHERE environment_id = ? AND flag_key = ?",
+        cursor = con.execute(
+            "SELECT * EXCLUDE (computed_at), epoch_us(computed_at) AS computed_at "
+            "FROM flag_health WHERE environment_id = ? AND flag_key = ?",
             [environment_id, flag_key],
-        ).fetchone()
+        )
+        row = cursor.fetchone()
+        names = [column[0] for column in cursor.description]
     if row is None:
         return None
-    n = len(_SIDE_FIGURES)
-    return {
-        "environmentId": environment_id,
-        "flagKey": flag_key,
-        "on": dict(zip(_SIDE_FIGURES.values(), row[:n], strict=True)),
-        "off": dict(zip(_SIDE_FIGURES.values(), row[n : 2 * n], strict=True)),
-        "zScore": row[2 * n],
-        "pValue": row[2 * n + 1],
-        "verdict": row[2 * n + 2],
-        "noVerdictReason": row[2 * n + 3],
-        "minFeedbackPerSide": row[2 * n + 4],
-        "alpha": row[2 * n + 5],
-        "computedAt": _iso_utc(row[2 * n + 6]),
-    }
+    record = dict(zip(names, row, strict=True))
+    record["computed_at"] = _iso_utc(record["computed_at"])
+    return record
+
+
+GRAINS = ("minute", "hour", "day")
+
+
+def arm_windows(
+    warehouse_path: Path, environment_id: str, flag_key: str, grain: str, since: datetime
+) -> list[dict]:
+    """Per-arm figures of one grain's windows starting at or after ``since``, oldest first:
+    ``window_start`` (ISO), ``arm``, evaluations, users, feedback, failures, latency mean."""
+    if grain not in GRAINS:
+        raise ValueError(f"grain must be one of {GRAINS}")
+    with _reading(warehouse_path) as con:
+        if con is None:
+            return []
+        rows = con.execute(
+            "SELECT epoch_us(window_start), arm, evaluations, users, feedback_count, "
+            "failure_count, CASE WHEN latency_count > 0 THEN latency_sum / latency_count END "
+            "FROM flag_arm_windows WHERE environment_id = ? AND flag_key = ? AND grain = ? "
+            "AND window_start >= ? ORDER BY window_start, arm",
+            [environment_id, flag_key, grain, since],
+        ).fetchall()
+    return [
+        {
+            "window_start": _iso_utc(start),
+            "arm": arm,
+            "evaluations": evaluations,
+            "users": users,
+            "feedback_count": feedback,
+            "failure_count": failures,
+            "failure_rate": 100.0 * failures / feedback if feedback else None,
+            "avg_latency_ms": latency,
+        }
+        for start, arm, evaluations, users, feedback, failures, latency in rows
+    ]
 
 
 def pending_feedback_count(warehouse_path: Path) -> int | None:

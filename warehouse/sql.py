@@ -14,10 +14,14 @@ _COMMENT = re.compile(r"--[^\n]*")
 _PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def split_statements(text: str) -> list[str]:
+    """The statements of a SQL text, comments removed, in order."""
+    return [part.strip() for part in _COMMENT.sub("", text).split(";") if part.strip()]
+
+
 def statements(name: str) -> list[str]:
-    """The statements of ``warehouse/sql/<name>.sql``, comments removed, in order."""
-    text = _COMMENT.sub("", (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8"))
-    return [part.strip() for part in text.split(";") if part.strip()]
+    """The statements of ``warehouse/sql/<name>.sql``."""
+    return split_statements((SQL_DIR / f"{name}.sql").read_text(encoding="utf-8"))
 
 
 def run_script(

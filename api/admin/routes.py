@@ -11,6 +11,7 @@ from api.admin.auth import AdminAuth
 from api.admin.environments import EnvironmentResource, EnvironmentsResource
 from api.admin.errors import handle_control_plane_error, handle_control_plane_unavailable
 from api.admin.flags import FlagMetricsResource, FlagResource, FlagsResource
+from api.admin.health import FlagHealthResource
 from api.admin.organizations import OrganizationResource, OrganizationsResource, UsageResource
 from api.admin.segments import SegmentResource, SegmentsResource
 from api.controlplane.store import ControlPlaneError
@@ -31,6 +32,7 @@ ROUTES = {
     "/environments/{env_id}/flags": FlagsResource,
     "/environments/{env_id}/flags/{flag_key}": FlagResource,
     "/environments/{env_id}/flags/{flag_key}/metrics": FlagMetricsResource,
+    "/environments/{env_id}/flags/{flag_key}/health": FlagHealthResource,
 }
 
 

@@ -1,33 +1,52 @@
 """A flag's insights page: the latest aggregation from the warehouse, its warnings, daily
-charts and the on-versus-off comparison.
+charts, and the flag's release health (contract section 9) with its per-arm charts.
 
 Figures come from ``warehouse.read`` (read-only; the pipeline publishes by atomic rename, so a
-page view never waits on it). Warnings follow the spec's guidance: coverage under 80 % means
-the rates rest on a small share of evaluations; under ``MIN_FEEDBACK_PER_SIDE`` feedback
-events (the same bound below which the comparison gives no verdict) the sample is small.
+page view never waits on it). Warnings follow the spec's guidance (coverage under 80 % means
+the rates rest on a small share of evaluations) and the health's own: a sample-ratio
+mismatch withholds every decision, and a treatment whose users report outcomes less often
+than control's is flagged (a crash that sends no feedback must not look healthy).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import falcon
 import falcon.asgi
 
 from api.admin.flags import read_flag_metrics
+from api.admin.health import health_answer, read_flag_health
 from api.dashboard.base import environment_crumbs, signed_in
-from api.dashboard.charts import Point, column_chart
+from api.dashboard.charts import Point, column_chart, interval_chart, line_chart
 from api.dashboard.flags import FlagPage, flag_path, flags_path
-from pipelines.constants import MIN_FEEDBACK_PER_SIDE
-from warehouse.read import daily_series, value_comparison
+from warehouse.read import arm_windows, daily_series
+from warehouse.statistics import MIN_USERS_WITH_FEEDBACK
 
 COVERAGE_ADVISED = 80.0
 
-VERDICTS = {
-    "on_better": "Users served ON succeeded more often than users served OFF.",
-    "off_better": "Users served OFF succeeded more often than users served ON.",
-    "no_significant_difference": "No significant difference between ON and OFF.",
+RANGES = {
+    "24h": ("minute", timedelta(hours=24), "Last 24 hours, per minute"),
+    "30d": ("hour", timedelta(days=30), "Last 30 days, per hour"),
+    "all": ("day", None, "All days"),
+}
+"""The health charts' ranges: their grain, how far back, and their caption."""
+
+WITHHELD_TEXT = {
+    "sample_ratio_mismatch": "the sample ratio does not match the split",
+    "below_minimum_sample": "too few users with feedback yet",
+    "quantile_unbounded": "too few users reported a latency to bound the p95 yet",
+    "no_percentage_rule": "the flag has no percentage rule",
+}
+"""What each ``withheldReason`` code means, for people."""
+
+DECISION_TEXT = {
+    "regression": "Regression: treatment is worse than control.",
+    "improvement": "Improvement: treatment is better than control.",
+    "inconclusive": "Inconclusive: no difference shown yet.",
+    "withheld": "Withheld",
 }
 
 
@@ -45,13 +64,69 @@ def warnings_for(metrics: dict[str, Any]) -> list[Notice]:
             f"Feedback coverage is {coverage:.1f} %, under the {COVERAGE_ADVISED:.0f} % advised:"
             " success and failure rates describe only the evaluations that reported an outcome."
             " Send feedback for more evaluations.")))  # fmt: skip
-    feedback = metrics.get("feedbackCount") or 0
-    if feedback < MIN_FEEDBACK_PER_SIDE:
-        found.append(Notice("sample", (
-            f"Only {feedback:,} feedback events. Rates from fewer than"
-            f" {MIN_FEEDBACK_PER_SIDE} are unreliable, and the on/off comparison needs"
-            f" {MIN_FEEDBACK_PER_SIDE} on each side.")))  # fmt: skip
     return found
+
+
+def health_warnings(health: dict[str, Any]) -> list[Notice]:
+    """The sample-ratio and coverage warnings of a health answer."""
+    found = []
+    ratio = health["sampleRatio"]
+    if ratio["mismatch"]:
+        found.append(Notice("sample-ratio", (
+            f"Sample ratio mismatch: {ratio['observed']:.1%} of users are in treatment where"
+            f" the rule splits {ratio['expected']:.1%} (p = {ratio['pValue']:.2g}). Users are"
+            " being lost or duplicated on one side, so every decision is withheld until it is"
+            " fixed.")))  # fmt: skip
+    coverage = health.get("coverage") or {}
+    if coverage.get("decision") == "regression":
+        found.append(Notice("arm-coverage", (
+            "Treatment's users report outcomes markedly less often than control's"
+            f" ({coverage['difference']:+.1f} points): failures that send no feedback (a"
+            " crash) would not show in its failure rate.")))  # fmt: skip
+    return found
+
+
+def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the template shows of a health answer: it, its warnings and interval charts."""
+    if health is None:
+        return None
+    failure, latency = health["failureRate"], health["latencyP95Ms"]
+    return {
+        "answer": health,
+        "warnings": health_warnings(health),
+        "failure_interval": interval_chart(
+            failure["difference"], failure["ci"], title="Failure rate difference", unit=" pt"
+        ),
+        "latency_interval": interval_chart(
+            latency["difference"], latency["ci"], title="p95 latency difference", unit=" ms"
+        ),
+        "decision_text": DECISION_TEXT,
+        "withheld_text": WITHHELD_TEXT.get(health["withheldReason"] or "", "not enough users yet"),
+        "min_users": MIN_USERS_WITH_FEEDBACK,
+    }
+
+
+def arm_charts(windows: list[dict[str, Any]], caption: str) -> dict[str, Any] | None:
+    """Per-arm failure rate and evaluations over the range's windows."""
+    if not windows:
+        return None
+
+    def series(name: str) -> dict[str, list[Point]]:
+        by_arm: dict[str, list[Point]] = {"treatment": [], "control": []}
+        for row in windows:
+            by_arm.setdefault(row["arm"], []).append(Point(_label(row["window_start"]), row[name]))
+        return by_arm
+
+    return {
+        "caption": caption,
+        "failure": line_chart(series("failure_rate"), title="Failure rate by arm", unit=" %"),
+        "evaluations": line_chart(series("evaluations"), title="Evaluations by arm"),
+    }
+
+
+def _label(iso: str) -> str:
+    """``MM-DD HH:MM`` of an ISO time (UTC)."""
+    return iso[5:16].replace("T", " ")
 
 
 def charts(series: list[dict[str, Any]]) -> dict[str, Any]:
@@ -74,17 +149,6 @@ def charts(series: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def verdict_text(comparison: dict[str, Any] | None) -> str | None:
-    if comparison is None:
-        return None
-    verdict = comparison.get("verdict")
-    if verdict is None:
-        return f"No verdict yet: {comparison.get('noVerdictReason') or 'not enough feedback'}."
-    text = VERDICTS.get(verdict, verdict)
-    p_value = comparison.get("pValue")
-    return text if p_value is None else f"{text} (p = {p_value:.3g}, α = {comparison['alpha']})"
-
-
 @falcon.before(signed_in)
 class InsightsPage(FlagPage):
     """``/dashboard/environments/{env_id}/flags/{flag_key}/insights``."""
@@ -96,13 +160,19 @@ class InsightsPage(FlagPage):
         warehouse = self.services.settings.warehouse_path
         metrics = await self.read(read_flag_metrics, warehouse, env_id, flag_key)
         series = await self.read(daily_series, warehouse, env_id, flag_key)
-        comparison = await self.read(value_comparison, warehouse, env_id, flag_key)
+        row = await self.read(read_flag_health, warehouse, env_id, flag_key)
+        chosen = req.get_param("range") if req.get_param("range") in RANGES else "24h"
+        grain, span, caption = RANGES[chosen]
+        since = datetime.now(UTC) - span if span else datetime(1970, 1, 1, tzinfo=UTC)
+        windows = await self.read(arm_windows, warehouse, env_id, flag_key, grain, since)
         self.render(
             req, resp, "insights.html", flag=flag, environment=environment,
             organization=organization, metrics=metrics, series=series,
             warnings=warnings_for(metrics) if metrics else [],
-            charts=charts(series) if series else None, comparison=comparison,
-            verdict=verdict_text(comparison), section="flags",
+            charts=charts(series) if series else None,
+            health=health_view(health_answer(row) if row else None),
+            arm_charts=arm_charts(windows, caption), ranges=RANGES, chosen_range=chosen,
+            section="flags",
             crumbs=[*environment_crumbs(environment, organization),
                     ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key)),
                     ("Insights", req.path)],

@@ -231,7 +231,8 @@ def rule_from_json(raw: Any, where: str = "rule") -> Rule:
     """Parse one rule of the contract's JSON shape; raise ``RuleError`` naming the field."""
     if not isinstance(raw, dict):
         raise RuleError(f"{where} must be an object")
-    cls = RULE_TYPES.get(raw.get("type"))  # type: ignore[arg-type]
+    kind = raw.get("type")
+    cls = RULE_TYPES.get(kind) if isinstance(kind, str) else None  # type: ignore[call-overload]
     if cls is None:
         raise RuleError(f"{where}.type must be one of {', '.join(RULE_TYPES)}")
     return cls.from_json(raw, where)

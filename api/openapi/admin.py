@@ -85,6 +85,7 @@ def _op(summary: str, responses: dict[str, Any], body: str | None = None) -> dic
 _PLAN = {"enum": ["free", "pro", "team", "enterprise"]}
 _LIMIT = {"type": "integer", "minimum": 1, "maximum": 10**15}
 _NAME = {"type": "string", "minLength": 1, "maxLength": 200}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
 _VALUE = {"type": "boolean", "default": True}
 
 
@@ -303,6 +304,89 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         },
     },
     "SegmentList": _list_of("Segment"),
+    "HealthArm": {
+        "type": "object",
+        "description": "One arm, counted in users: coverage = usersWithFeedback / users x 100; "
+        "failureRate = users with any failed feedback / usersWithFeedback x 100; latency "
+        "percentiles over the users that reported one, each weighing once (its mean).",
+        "required": [
+            "users",
+            "usersWithFeedback",
+            "coverage",
+            "failureRate",
+            "latencyP50Ms",
+            "latencyP95Ms",
+            "latencyP99Ms",
+        ],
+        "properties": {
+            "users": {"type": "integer", "minimum": 0},
+            "usersWithFeedback": {"type": "integer", "minimum": 0},
+            "coverage": _NUMBER_OR_NULL,
+            "failureRate": _NUMBER_OR_NULL,
+            "latencyP50Ms": _NUMBER_OR_NULL,
+            "latencyP95Ms": _NUMBER_OR_NULL,
+            "latencyP99Ms": _NUMBER_OR_NULL,
+        },
+    },
+    "HealthComparison": {
+        "type": "object",
+        "description": "Treatment minus control in the metric's unit, with an always-valid "
+        "confidence sequence (docs/statistics.md).",
+        "required": ["difference", "ci", "confidence", "decision"],
+        "properties": {
+            "difference": _NUMBER_OR_NULL,
+            "ci": {
+                "oneOf": [
+                    {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+                    {"type": "null"},
+                ]
+            },
+            "confidence": {"type": "number"},
+            "decision": {"enum": ["regression", "improvement", "inconclusive", "withheld"]},
+        },
+    },
+    "FlagHealth": {
+        "type": "object",
+        "required": [
+            "computedAt",
+            "percentage",
+            "arms",
+            "sampleRatio",
+            "failureRate",
+            "latencyP95Ms",
+        ],
+        "properties": {
+            "computedAt": TIMESTAMP,
+            "percentage": _NUMBER_OR_NULL,
+            "arms": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["treatment", "control"],
+                        "properties": {
+                            "treatment": _ref("HealthArm"),
+                            "control": _ref("HealthArm"),
+                        },
+                    },
+                    {"type": "null"},
+                ]
+            },
+            "sampleRatio": {
+                "type": "object",
+                "required": ["expected", "observed", "pValue", "mismatch"],
+                "properties": {
+                    "expected": _NUMBER_OR_NULL,
+                    "observed": _NUMBER_OR_NULL,
+                    "pValue": _NUMBER_OR_NULL,
+                    "mismatch": {"type": "boolean"},
+                },
+            },
+            "failureRate": _ref("HealthComparison"),
+            "latencyP95Ms": _ref("HealthComparison"),
+            "coverage": _ref("HealthComparison"),
+            "withheldReason": {"type": ["string", "null"]},
+        },
+    },
     "FlagMetrics": {
         "type": "object",
         "description": "The warehouse's flag_environment_metrics row, camelCase. Rates are"
@@ -458,6 +542,18 @@ ADMIN_PATHS: dict[str, Any] = {
             "FlagPut",
         ),
         "delete": _op("Delete a flag", {"204": _NO_CONTENT, "401": _E401, "404": _E404}),
+    },
+    "/admin/v1/environments/{envId}/flags/{flagKey}/health": {
+        "parameters": [ENV_ID, METRICS_FLAG_KEY],
+        "get": _op(
+            "The flag environment's release health (contract section 9)",
+            {
+                "200": _ok("Arms, sample ratio and always-valid comparisons", "FlagHealth"),
+                "400": _E400,
+                "401": _E401,
+                "404": _error("No such environment, or not aggregated yet"),
+            },
+        ),
     },
     "/admin/v1/environments/{envId}/flags/{flagKey}/metrics": {
         "parameters": [ENV_ID, METRICS_FLAG_KEY],

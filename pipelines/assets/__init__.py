@@ -1,16 +1,16 @@
-"""The insights assets, in dependency order, and the one multi-asset that computes them."""
+"""The insights assets, in dependency order; each is its own Dagster op (its own step)."""
 
-from pipelines.assets.dimensions import environment_keys
-from pipelines.assets.feedback import attributed_feedback
-from pipelines.assets.insights import build_insights_asset
-from pipelines.assets.metrics import (
-    flag_environment_daily,
-    flag_environment_metrics,
-    flag_value_comparison,
-)
-from pipelines.assets.publish import published_warehouse
-from pipelines.assets.raw import raw_evaluation_events, raw_feedback_events
+from pipelines.assets.attributed_feedback import attributed_feedback
+from pipelines.assets.environment_keys import environment_keys
+from pipelines.assets.flag_arm_windows import flag_arm_windows
+from pipelines.assets.flag_environment_daily import flag_environment_daily
+from pipelines.assets.flag_environment_metrics import flag_environment_metrics
+from pipelines.assets.flag_health import flag_health
+from pipelines.assets.published_warehouse import published_warehouse
+from pipelines.assets.raw_evaluation_events import raw_evaluation_events
+from pipelines.assets.raw_feedback_events import raw_feedback_events
 from pipelines.checks import CHECKS
+from pipelines.parts import to_dagster
 
 ASSET_PARTS = [
     raw_evaluation_events,
@@ -19,13 +19,11 @@ ASSET_PARTS = [
     attributed_feedback,
     flag_environment_metrics,
     flag_environment_daily,
-    flag_value_comparison,
+    flag_health,
+    flag_arm_windows,
     published_warehouse,
 ]
 
-insights = build_insights_asset(ASSET_PARTS, CHECKS)
+ALL_ASSETS = [to_dagster(part, CHECKS) for part in ASSET_PARTS]
 
-# Every asset and check of the code location (the checks are part of the multi-asset).
-ALL_ASSETS = [insights]
-
-__all__ = ["ALL_ASSETS", "ASSET_PARTS", "insights"]
+__all__ = ["ALL_ASSETS", "ASSET_PARTS"]

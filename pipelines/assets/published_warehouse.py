@@ -7,9 +7,10 @@ import dagster as dg
 from pipelines.constants import (
     ATTRIBUTED_FEEDBACK,
     ENVIRONMENT_KEYS,
+    FLAG_ARM_WINDOWS,
     FLAG_ENVIRONMENT_DAILY,
     FLAG_ENVIRONMENT_METRICS,
-    FLAG_VALUE_COMPARISON,
+    FLAG_HEALTH,
     GROUP,
     PUBLISHED_WAREHOUSE,
 )
@@ -32,7 +33,8 @@ published_warehouse = InsightsAsset(
         deps=[
             FLAG_ENVIRONMENT_METRICS,
             FLAG_ENVIRONMENT_DAILY,
-            FLAG_VALUE_COMPARISON,
+            FLAG_HEALTH,
+            FLAG_ARM_WINDOWS,
             ENVIRONMENT_KEYS,
             ATTRIBUTED_FEEDBACK,
         ],

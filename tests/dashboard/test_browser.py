@@ -225,6 +225,29 @@ def _wait_for_sealed_events(data_dir: Path, timeout_s: float = 30.0) -> None:
         time.sleep(0.25)
 
 
+def _wait_for_feedback_rows(data_dir: Path, environment_id: str, rows: int) -> None:
+    """Until the environment's feedback rows are all sealed (the server is shared)."""
+    import duckdb
+
+    deadline = time.monotonic() + 30.0
+    files = f"{data_dir}/events/feedback/*/*.parquet"
+    while True:
+        con = duckdb.connect()
+        try:
+            sealed = con.execute(
+                f"SELECT count(*) FROM read_parquet('{files}') WHERE environment_id = ?",
+                [environment_id],
+            ).fetchone()[0]
+        except duckdb.IOException:
+            sealed = 0
+        finally:
+            con.close()
+        if sealed >= rows:
+            return
+        assert time.monotonic() < deadline, f"{sealed} of {rows} feedback rows sealed"
+        time.sleep(0.25)
+
+
 def test_metrics_after_a_pipeline_run_with_the_coverage_warning(
     page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -267,13 +290,70 @@ def test_metrics_after_a_pipeline_run_with_the_coverage_warning(
     expect(metrics.locator("div", has_text="Average latency")).to_contain_text("129.5 ms")
     expect(page.get_by_text("As of")).to_be_visible()
     expect(page.locator("[data-warning=coverage]")).to_contain_text("under the 80 % advised")
-    expect(page.locator("[data-warning=sample]")).to_contain_text(
-        "Small sample. Only 60 feedback events"
-    )
     expect(page.get_by_role("img", name="Feedback coverage per day")).to_be_visible()
     expect(page.get_by_role("img", name="Success rate per day")).to_be_visible()
-    expect(page.locator("[data-verdict]")).to_contain_text("No verdict yet")
+    arms = page.locator("[data-arms]")
+    expect(arms.locator("tr", has_text="Users").first).to_contain_text("Users")
+    failure = page.locator("[data-comparison=failure] [data-decision]")
+    expect(failure).to_have_text("withheld")
+    expect(page.locator("[data-comparison=failure]")).to_contain_text("users with feedback per arm")
     shot(page, tmp_path, "08-insights-coverage-warning")
+
+
+def test_health_view_shows_a_regression_with_its_interval_and_arm_charts(
+    browser: Browser, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import random
+
+    from api.evaluation.hashing import bucket, threshold
+    from pipelines.cli import run_pipeline_once
+
+    server = dashboard_server
+    tenant = admin.tenant(insights=True)
+    admin.flag(tenant.environment_id, "checkout-v3", [{"type": "PERCENTAGE", "percentage": 50}])
+    headers = {"Authorization": f"ApiKey {tenant.api_key}"}
+    eventually(lambda: key_is_served(server, tenant.api_key))
+    users = [f"shopper-{i}" for i in range(3000)]
+    answers = requests.post(
+        f"{server.url}/v1/evaluate/bulk", json={"flagKey": "checkout-v3", "userIdentifiers": users},
+        headers=headers, timeout=30,
+    ).json()  # fmt: skip
+    rng = random.Random(5)
+    feedback = []
+    for user in users:
+        treated = bucket("checkout-v3", user) < threshold(50)
+        ok = rng.random() >= (0.25 if treated else 0.05)
+        latency = rng.lognormvariate(5.0, 0.3)
+        feedback.append(
+            {"evaluationId": answers[user]["evaluationId"], "result": ok, "latencyMs": latency}
+        )
+    for start in range(0, len(feedback), 500):
+        status = requests.post(
+            f"{server.url}/v1/feedback/bulk", json={"feedbacks": feedback[start : start + 500]},
+            headers=headers, timeout=30,
+        ).status_code  # fmt: skip
+        assert status == 204
+    _wait_for_feedback_rows(server.data_dir, tenant.environment_id, len(feedback))
+    monkeypatch.setenv("DAGSTER_HOME", str(server.data_dir / "dagster"))
+    run_pipeline_once(Settings(data_dir=server.data_dir, admin_token=ADMIN_TOKEN), echo=print)
+
+    for width, height in ((1366, 768), (390, 844)):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        sign_in(page, server)
+        page.goto(
+            f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/checkout-v3/insights"
+        )
+        expect(page.locator("[data-comparison=failure] [data-decision]")).to_have_text("regression")
+        expect(page.get_by_role("img", name="Failure rate difference")).to_be_visible()
+        expect(page.locator("[data-sample-ratio]")).to_contain_text("50.0 % expected")
+        expect(page.get_by_role("img", name="Failure rate by arm")).to_be_visible()
+        expect(page.get_by_role("img", name="Evaluations by arm")).to_be_visible()
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"the page scrolls sideways at {width} px"
+        shot(page, tmp_path, f"09-health-regression-{width}")
+        context.close()
 
 
 @pytest.mark.parametrize("limit", [100])

@@ -170,3 +170,9 @@ def test_result_codes_are_the_event_logs_outcomes() -> None:
 def test_batch_buckets_equal_single_buckets() -> None:
     users = [f"u{i}" for i in range(1000)] + ["\ud800", "ünï"]
     assert buckets("flag", users).tolist() == [bucket("flag", u) for u in users]
+
+
+@pytest.mark.parametrize("kind", [{}, [], 3, None, "GEO"])
+def test_a_rule_type_that_is_not_a_known_name_is_refused(kind: object) -> None:
+    with pytest.raises(RuleError, match="type must be one of STATIC, SEGMENT, PERCENTAGE"):
+        rule_from_json({"type": kind, "value": True})

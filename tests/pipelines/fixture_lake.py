@@ -39,7 +39,7 @@ def _evaluation(
     eid: str, env: str, flag: str, at: datetime, value: bool, error: str | None
 ) -> dict:
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "evaluation_id": eid,
         "evaluated_at": at,
         "organization_id": ORG,
@@ -52,6 +52,9 @@ def _evaluation(
         "sdk": "python/1.0",
         "api_key_id": f"key-{env}",
         "source": "v1",
+        "rule_index": None if error or not value else 0,
+        "arm": None if error else ("treatment" if value else "control"),
+        "rollout_percentage": None if error else 50.0,
     }
 
 

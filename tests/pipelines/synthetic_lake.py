@@ -1,8 +1,12 @@
 """A fast synthetic event lake for smoke runs and timing (not the exact-figures fixture).
 
 Usage: python tests/pipelines/synthetic_lake.py DATA_DIR EVALUATIONS FEEDBACK [--files N] [--tag T]
+                                                [--first-day D] [--days K]
 Writes N evaluation and N feedback files under DATA_DIR/events with the real schemas; every
-feedback row refers to an evaluation written by the same call.
+feedback row refers to an evaluation written by the same call. Events fall on K days from day D
+after 2026-01-01 (an increment on a later day than its history, as new traffic is). Half the
+flags are 50 % rollouts: their users are in an arm (by user, as bucketing puts them), and
+treatment fails more often than control.
 """
 
 from __future__ import annotations
@@ -28,33 +32,47 @@ def _ids(tag: str, n: int) -> pa.Array:
     return pa.compute.binary_join_element_wise(pa.scalar(f"ev-{tag}-"), numbers, "")
 
 
-def write_lake(data_dir: Path, evaluations: int, feedback: int, files: int, tag: str) -> None:
+def write_lake(
+    data_dir: Path,
+    evaluations: int,
+    feedback: int,
+    files: int,
+    tag: str,
+    first_day: int = 0,
+    days: int = 7,
+) -> None:
     rng = np.random.default_rng(abs(hash(tag)) % 2**32)
     events = data_dir / "events"
     ids = _ids(tag, evaluations)
-    days = 7
-    at = START_US + rng.integers(0, days * DAY_US, evaluations)
+    at = START_US + first_day * DAY_US + rng.integers(0, days * DAY_US, evaluations)
     env = np.where(rng.random(evaluations) < 0.7, "env_00000000000000a1", "env_00000000000000b2")
-    flags = np.char.add("flag-", rng.integers(0, 50, evaluations).astype(str))
-    value = rng.random(evaluations) < 0.5
+    flag_numbers = rng.integers(0, 50, evaluations)
+    flags = np.char.add("flag-", flag_numbers.astype(str))
+    user_numbers = rng.integers(0, 100_000, evaluations)
+    split = flag_numbers < 25
+    value = np.where(split, user_numbers % 2 == 0, rng.random(evaluations) < 0.5)
+    arm = np.where(split, np.where(value, "treatment", "control"), None)
     n = evaluations
     table = pa.table(
         {
-            "schema_version": pa.array(np.ones(n, np.int16)),
+            "schema_version": pa.array(np.full(n, 2, np.int16)),
             "evaluation_id": ids,
             "evaluated_at": pa.array(at, pa.timestamp("us", tz="UTC")),
             "organization_id": pa.array(np.full(n, "org_1")),
             "environment_id": pa.array(env),
             "flag_key": pa.array(flags),
-            "user_identifier": pa.array(
-                np.char.add("user-", rng.integers(0, 100_000, n).astype(str))
-            ),
+            "user_identifier": pa.array(np.char.add("user-", user_numbers.astype(str))),
             "value": pa.array(value),
-            "matched_rule_type": pa.array(np.where(value, "STATIC", None)),
+            "matched_rule_type": pa.array(
+                np.where(value, np.where(split, "PERCENTAGE", "STATIC"), None)
+            ),
             "error_type": pa.nulls(n, pa.string()),
             "sdk": pa.nulls(n, pa.string()),
             "api_key_id": pa.array(np.full(n, "key_1")),
             "source": pa.array(np.full(n, "v1")),
+            "rule_index": pa.array(np.where(value, 0, -1), mask=~value, type=pa.int16()),
+            "arm": pa.array(arm, pa.string()),
+            "rollout_percentage": pa.array(np.where(split, 50.0, np.nan), from_pandas=True),
         },
         schema=EVALUATION_SCHEMA,
     )
@@ -64,14 +82,14 @@ def write_lake(data_dir: Path, evaluations: int, feedback: int, files: int, tag:
     latency = rng.exponential(120.0, m)
     fb = pa.table(
         {
-            "schema_version": pa.array(np.ones(m, np.int16)),
+            "schema_version": pa.array(np.full(m, 2, np.int16)),
             "evaluation_id": ids.take(pa.array(pick)),
             "received_at": pa.array(
                 at[pick] + rng.integers(0, 60_000_000, m), pa.timestamp("us", tz="UTC")
             ),
             "organization_id": pa.array(np.full(m, "org_1")),
             "environment_id": pa.array(env[pick]),
-            "result": pa.array(rng.random(m) < 0.8),
+            "result": pa.array(rng.random(m) < np.where(arm[pick] == "treatment", 0.78, 0.8)),
             "latency_ms": pa.array(
                 np.where(rng.random(m) < 0.1, np.nan, latency), from_pandas=True
             ),
@@ -103,8 +121,18 @@ def main() -> None:
     parser.add_argument("feedback", type=int)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--tag", default="a")
+    parser.add_argument("--first-day", type=int, default=0)
+    parser.add_argument("--days", type=int, default=7)
     args = parser.parse_args()
-    write_lake(args.data_dir, args.evaluations, args.feedback, args.files, args.tag)
+    write_lake(
+        args.data_dir,
+        args.evaluations,
+        args.feedback,
+        args.files,
+        args.tag,
+        args.first_day,
+        args.days,
+    )
 
 
 if __name__ == "__main__":

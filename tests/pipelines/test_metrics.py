@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tests.pipelines.figures import (
     assert_same_figures,
     published_rows,
     without_timestamps,
 )
-from tests.pipelines.fixture_lake import ENV_PROD, ENV_STAGING, MIN_FEEDBACK, expected_figures
+from tests.pipelines.fixture_lake import ENV_PROD, ENV_STAGING, expected_figures
 from tests.pipelines.support import add_wave_two, materialize_all
 from warehouse import read
 
 TABLES = {
     "flag_environment_metrics": "environment_id, flag_key",
     "flag_environment_daily": "environment_id, flag_key, evaluation_date",
-    "flag_value_comparison": "environment_id, flag_key",
+    "flag_health": "environment_id, flag_key",
 }
 
 
@@ -41,35 +41,32 @@ def _check_against(path: Path, expected) -> None:
     for row in daily:
         key = (row["environment_id"], row["flag_key"], row["evaluation_date"].isoformat())
         assert_same_figures(row, expected.daily[key], key)
-    comparison = published_rows(path, "flag_value_comparison", TABLES["flag_value_comparison"])
-    assert len(comparison) == len(expected.sides)
-    for row in comparison:
+    health = published_rows(path, "flag_health", TABLES["flag_health"])
+    assert {(r["environment_id"], r["flag_key"]) for r in health} == set(expected.metrics)
+    for row in health:
         key = (row["environment_id"], row["flag_key"])
-        assert_same_figures(row, expected.sides[key][True], key, prefix="on_")
-        assert_same_figures(row, expected.sides[key][False], key, prefix="off_")
-        _check_test(row, expected.sides[key])
+        if key[1] == "ghost-flag":  # only error outcomes (flag not found): no arm
+            assert row["rollout_percentage"] is None
+            assert row["failure_rate_decision"] == "withheld"
+            continue
+        _check_arms(row, expected.sides[key])
     assert read.pending_feedback_count(path) == expected.pending
 
 
-def _check_test(row: dict, sides: dict) -> None:
-    on, off = sides[True], sides[False]
-    if min(on["feedback_count"], off["feedback_count"]) < MIN_FEEDBACK:
-        assert row["verdict"] is None and row["p_value"] is None
-        assert str(MIN_FEEDBACK) in row["no_verdict_reason"]
-        return
-    n1, n2 = on["feedback_count"], off["feedback_count"]
-    p1, p2 = on["success_count"] / n1, off["success_count"] / n2
-    pooled = (on["success_count"] + off["success_count"]) / (n1 + n2)
-    z = (p1 - p2) / math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-    p_value = math.erfc(abs(z) / math.sqrt(2))
-    assert math.isclose(row["z_score"], z, rel_tol=1e-9)
-    assert math.isclose(row["p_value"], p_value, rel_tol=1e-9, abs_tol=1e-300)
-    want = (
-        "no_significant_difference"
-        if p_value >= 0.05
-        else ("on_better" if p1 > p2 else "off_better")
-    )
-    assert row["verdict"] == want and row["no_verdict_reason"] is None
+def _check_arms(row: dict, sides: dict) -> None:
+    """Each fixture user is evaluated once, treatment when served true: per-user figures are
+    the served-value sides' per-evaluation figures."""
+    assert row["rollout_percentage"] == 50.0
+    for arm, served in (("treatment", True), ("control", False)):
+        side = sides[served]
+        assert row[f"{arm}_users"] == side["evaluations"]
+        assert row[f"{arm}_users_with_feedback"] == side["feedback_count"]
+        assert row[f"{arm}_failed_users"] == side["failure_count"]
+        assert row[f"{arm}_coverage"] == pytest.approx(side["feedback_coverage"])
+        if side["feedback_count"]:
+            assert row[f"{arm}_failure_rate"] == pytest.approx(side["failure_rate"])
+    treatment, control = sides[True]["evaluations"], sides[False]["evaluations"]
+    assert row["sample_ratio_observed"] == pytest.approx(treatment / (treatment + control))
 
 
 def test_every_figure_matches_an_independent_computation_across_runs(lake_settings, waves):
@@ -98,13 +95,14 @@ def test_every_figure_matches_an_independent_computation_across_runs(lake_settin
     assert everything.pending == 1  # only the orphan is left
     _check_against(published, everything)
     checks = third.get_asset_check_evaluations()
-    assert len(checks) == 5 and all(e.passed for e in checks)
+    assert len(checks) == 6 and all(e.passed for e in checks)
 
-    # The verdict path is exercised: production/checkout has enough feedback on both sides.
-    comparison = read.value_comparison(published, ENV_PROD, "checkout")
-    assert comparison["verdict"] == "on_better" and comparison["pValue"] < 0.05
-    small = read.value_comparison(published, ENV_STAGING, "checkout")
-    assert small["verdict"] is None and small["noVerdictReason"].startswith("insufficient sample")
+    # Decisions: production/checkout's treatment fails 10 % against control's 40 %.
+    health = read.flag_health(published, ENV_PROD, "checkout")
+    assert health["failure_rate_decision"] == "improvement"
+    assert health["failure_rate_ci_high"] < 0
+    small = read.flag_health(published, ENV_STAGING, "checkout")
+    assert small["failure_rate_decision"] == "withheld" and small["withheld_reason"]
 
 
 def test_ledger_loads_each_file_once_and_ignores_unsealed_files(lake_settings, waves):
@@ -130,7 +128,7 @@ def test_read_helpers_give_camel_case_rows_and_none_without_warehouse(lake_setti
     missing = tmp_path / "nowhere" / "warehouse.duckdb"
     assert read.flag_metrics(missing, ENV_PROD, "checkout") is None
     assert read.daily_series(missing, ENV_PROD, "checkout") == []
-    assert read.value_comparison(missing, ENV_PROD, "checkout") is None
+    assert read.flag_health(missing, ENV_PROD, "checkout") is None
     assert read.pending_feedback_count(missing) is None
 
     assert materialize_all(lake_settings).success

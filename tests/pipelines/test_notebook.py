@@ -28,4 +28,7 @@ def test_notebook_runs_top_to_bottom(lake_settings, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the chart was drawn
     texts = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
-    assert "checkout" in texts and "on_better" in texts
+    assert "checkout" in texts and "treatment" in texts and "control" in texts
+    assert "failure_rate: difference" in " ".join(
+        o.get("text", "") for o in outputs if o.output_type == "stream"
+    )

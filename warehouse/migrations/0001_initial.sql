@@ -1,5 +1,5 @@
--- The pipeline's working database (private to the pipeline; readers use the published file).
--- Idempotent: run at every connection.
+-- Version 1 of the pipeline's working database (private to the pipeline; readers use the published
+-- file). Written with IF NOT EXISTS, so that it also adopts a database made before migrations.
 
 CREATE SEQUENCE IF NOT EXISTS load_batch_seq START 1;
 

@@ -14,6 +14,16 @@ FROM evaluation_events
 WHERE load_batch > $eval_lo AND load_batch <= $eval_hi
 GROUP BY ALL;
 
+-- 1b. New evaluations in an arm, per user (release health: the user is the unit).
+CREATE OR REPLACE TEMP TABLE eval_arm_delta AS
+SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier,
+       any_value(organization_id) AS organization_id,
+       count(*) AS evaluations, max(evaluated_at) AS last_evaluated_at,
+       list(DISTINCT date_trunc('minute', evaluated_at)) AS minutes
+FROM evaluation_events
+WHERE load_batch > $eval_lo AND load_batch <= $eval_hi AND arm IS NOT NULL
+GROUP BY ALL;
+
 -- 2. New feedback: the latest per evaluation_id within the new files.
 CREATE OR REPLACE TEMP TABLE fb_new AS
 SELECT evaluation_id, organization_id, environment_id, received_at, result, latency_ms
@@ -29,7 +39,9 @@ SELECT n.*,
        o.evaluation_id IS NOT NULL AS replaces_old,
        o.result AS old_result, o.latency_ms AS old_latency_ms,
        o.flag_environment_id AS old_flag_environment_id, o.flag_key AS old_flag_key,
-       o.evaluation_date AS old_evaluation_date, o.served_value AS old_served_value
+       o.evaluation_date AS old_evaluation_date, o.served_value AS old_served_value,
+       o.user_identifier AS old_user_identifier, o.arm AS old_arm,
+       o.rollout_percentage AS old_rollout_percentage, o.evaluated_at AS old_evaluated_at
 FROM fb_new n
 LEFT JOIN feedback_latest o USING (evaluation_id)
 WHERE o.evaluation_id IS NULL
@@ -47,7 +59,8 @@ SELECT evaluation_id FROM feedback_latest WHERE flag_key IS NULL;
 CREATE OR REPLACE TEMP TABLE fb_found AS
 SELECT e.evaluation_id, e.environment_id AS flag_environment_id, e.flag_key,
        CAST(timezone('UTC', e.evaluated_at) AS DATE) AS evaluation_date,
-       e.value AS served_value, e.organization_id
+       e.value AS served_value, e.organization_id,
+       e.user_identifier, e.arm, e.rollout_percentage, e.evaluated_at
 FROM evaluation_events e
 JOIN fb_lookup l USING (evaluation_id)
 WHERE e.load_batch <= $eval_hi;
@@ -61,7 +74,9 @@ WITH retracted AS (   -- replaced feedback that had been counted
            -1 AS feedback_count,
            -(old_result::INT) AS success_count, -((NOT old_result)::INT) AS failure_count,
            -coalesce(old_latency_ms, 0) AS latency_sum,
-           -(old_latency_ms IS NOT NULL)::INT AS latency_count
+           -(old_latency_ms IS NOT NULL)::INT AS latency_count,
+           old_user_identifier AS user_identifier, old_arm AS arm,
+           old_rollout_percentage AS rollout_percentage, old_evaluated_at AS evaluated_at
     FROM fb_winners WHERE old_flag_key IS NOT NULL
 ), winners AS (       -- winners, attributed as before or newly found
     SELECT coalesce(w.old_flag_environment_id, f.flag_environment_id) AS environment_id,
@@ -70,14 +85,22 @@ WITH retracted AS (   -- replaced feedback that had been counted
            coalesce(w.old_served_value, f.served_value) AS served_value,
            f.organization_id,
            1 AS feedback_count, w.result::INT AS success_count, (NOT w.result)::INT AS failure_count,
-           coalesce(w.latency_ms, 0) AS latency_sum, (w.latency_ms IS NOT NULL)::INT AS latency_count
+           coalesce(w.latency_ms, 0) AS latency_sum, (w.latency_ms IS NOT NULL)::INT AS latency_count,
+           CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_user_identifier ELSE f.user_identifier END
+               AS user_identifier,
+           CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_arm ELSE f.arm END AS arm,
+           CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_rollout_percentage
+                ELSE f.rollout_percentage END AS rollout_percentage,
+           CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_evaluated_at ELSE f.evaluated_at END
+               AS evaluated_at
     FROM fb_winners w LEFT JOIN fb_found f USING (evaluation_id)
     WHERE w.old_flag_key IS NOT NULL OR f.flag_key IS NOT NULL
 ), resolved AS (      -- pending feedback from earlier runs whose evaluation is now loaded
     SELECT f.flag_environment_id AS environment_id, f.flag_key, f.evaluation_date, f.served_value,
            f.organization_id,
            1 AS feedback_count, p.result::INT AS success_count, (NOT p.result)::INT AS failure_count,
-           coalesce(p.latency_ms, 0) AS latency_sum, (p.latency_ms IS NOT NULL)::INT AS latency_count
+           coalesce(p.latency_ms, 0) AS latency_sum, (p.latency_ms IS NOT NULL)::INT AS latency_count,
+           f.user_identifier, f.arm, f.rollout_percentage, f.evaluated_at
     FROM feedback_latest p
     JOIN fb_found f USING (evaluation_id)
     ANTI JOIN fb_winners w USING (evaluation_id)
@@ -91,16 +114,26 @@ WHERE evaluation_id IN (SELECT evaluation_id FROM fb_winners WHERE replaces_old)
 
 UPDATE feedback_latest AS p
 SET flag_environment_id = f.flag_environment_id, flag_key = f.flag_key,
-    evaluation_date = f.evaluation_date, served_value = f.served_value
+    evaluation_date = f.evaluation_date, served_value = f.served_value,
+    user_identifier = f.user_identifier, arm = f.arm,
+    rollout_percentage = f.rollout_percentage, evaluated_at = f.evaluated_at
 FROM fb_found f
 WHERE p.evaluation_id = f.evaluation_id AND p.flag_key IS NULL;
 
-INSERT INTO feedback_latest
+INSERT INTO feedback_latest (
+    evaluation_id, organization_id, environment_id, received_at, result, latency_ms,
+    flag_environment_id, flag_key, evaluation_date, served_value,
+    user_identifier, arm, rollout_percentage, evaluated_at)
 SELECT w.evaluation_id, w.organization_id, w.environment_id, w.received_at, w.result, w.latency_ms,
        coalesce(w.old_flag_environment_id, f.flag_environment_id),
        coalesce(w.old_flag_key, f.flag_key),
        coalesce(w.old_evaluation_date, f.evaluation_date),
-       coalesce(w.old_served_value, f.served_value)
+       coalesce(w.old_served_value, f.served_value),
+       CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_user_identifier ELSE f.user_identifier END,
+       CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_arm ELSE f.arm END,
+       CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_rollout_percentage
+            ELSE f.rollout_percentage END,
+       CASE WHEN w.old_flag_key IS NOT NULL THEN w.old_evaluated_at ELSE f.evaluated_at END
 FROM fb_winners w LEFT JOIN fb_found f USING (evaluation_id);
 
 -- 7. Apply evaluation and feedback deltas to the counters.
@@ -127,3 +160,40 @@ ON CONFLICT DO UPDATE SET
     failure_count = flag_value_daily_stats.failure_count + excluded.failure_count,
     latency_sum = flag_value_daily_stats.latency_sum + excluded.latency_sum,
     latency_count = flag_value_daily_stats.latency_count + excluded.latency_count;
+
+-- 8. The same deltas per user of an arm (feedback of evaluations in no arm counts nowhere here).
+INSERT INTO arm_users
+SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier,
+       any_value(organization_id), sum(evaluations), sum(feedback_count), sum(failure_count),
+       sum(latency_sum), sum(latency_count), max(last_evaluated_at)
+FROM (
+    SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
+           evaluations, 0 AS feedback_count, 0 AS failure_count, 0.0::DOUBLE AS latency_sum,
+           0 AS latency_count, last_evaluated_at
+    FROM eval_arm_delta
+    UNION ALL
+    SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
+           0, feedback_count, failure_count, latency_sum, latency_count, NULL
+    FROM fb_delta WHERE arm IS NOT NULL
+)
+GROUP BY environment_id, flag_key, rollout_percentage, arm, user_identifier
+ON CONFLICT DO UPDATE SET
+    organization_id = coalesce(arm_users.organization_id, excluded.organization_id),
+    evaluations = arm_users.evaluations + excluded.evaluations,
+    feedback_count = arm_users.feedback_count + excluded.feedback_count,
+    failure_count = arm_users.failure_count + excluded.failure_count,
+    latency_sum = arm_users.latency_sum + excluded.latency_sum,
+    latency_count = arm_users.latency_count + excluded.latency_count,
+    last_evaluated_at = greatest(arm_users.last_evaluated_at, excluded.last_evaluated_at);
+
+-- 9. What the health and window assets must recompute.
+INSERT INTO health_dirty
+SELECT DISTINCT environment_id, flag_key FROM eval_arm_delta
+UNION SELECT DISTINCT environment_id, flag_key FROM fb_delta WHERE arm IS NOT NULL
+ON CONFLICT DO NOTHING;
+
+INSERT INTO window_dirty
+SELECT DISTINCT environment_id, flag_key, unnest(minutes) FROM eval_arm_delta
+UNION SELECT DISTINCT environment_id, flag_key, date_trunc('minute', evaluated_at)
+FROM fb_delta WHERE arm IS NOT NULL
+ON CONFLICT DO NOTHING;

@@ -1,9 +1,10 @@
 -- Copy the published tables into the attached snapshot database `snapshot`. Every table here is
--- sized by flag environments, days or environments, never by the number of events.
+-- sized by flag environments, days, time windows or environments, never by the number of events.
 -- Parameter: $run_id.
 CREATE TABLE snapshot.flag_environment_metrics AS SELECT * FROM flag_environment_metrics;
 CREATE TABLE snapshot.flag_environment_daily AS SELECT * FROM flag_environment_daily;
-CREATE TABLE snapshot.flag_value_comparison AS SELECT * FROM flag_value_comparison;
+CREATE TABLE snapshot.flag_health AS SELECT * FROM flag_health;
+CREATE TABLE snapshot.flag_arm_windows AS SELECT * FROM flag_arm_windows;
 CREATE TABLE snapshot.environments AS
 SELECT environment_id, environment_key, refreshed_at FROM environment_keys ORDER BY environment_id;
 CREATE TABLE snapshot.pending_feedback AS

@@ -1,0 +1,92 @@
+"""``GET .../flags/{flag_key}/health``: release health as contract section 9 shapes it.
+
+The warehouse's ``flag_health`` row (snake_case, one column per figure) becomes the
+contract's nested camelCase answer here, at the HTTP edge; the dashboard's health view uses
+the same ``health_answer``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import falcon
+import falcon.asgi
+
+from api.admin.auth import require_admin
+from api.admin.base import AdminResource
+from api.admin.environments import existing_environment
+from api.errors import BadRequest, NotFound
+from api.jsonio import write_json
+
+ARMS = ("treatment", "control")
+
+
+def read_flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -> Any:
+    """The warehouse row, or None when there is none (or no warehouse file yet)."""
+    from warehouse.read import flag_health
+
+    return flag_health(warehouse_path, environment_id, flag_key)
+
+
+def _arm(row: dict[str, Any], arm: str) -> dict[str, Any]:
+    return {
+        "users": row[f"{arm}_users"],
+        "usersWithFeedback": row[f"{arm}_users_with_feedback"],
+        "coverage": row[f"{arm}_coverage"],
+        "failureRate": row[f"{arm}_failure_rate"],
+        "latencyP50Ms": row[f"{arm}_latency_p50_ms"],
+        "latencyP95Ms": row[f"{arm}_latency_p95_ms"],
+        "latencyP99Ms": row[f"{arm}_latency_p99_ms"],
+    }
+
+
+def _comparison(row: dict[str, Any], metric: str) -> dict[str, Any]:
+    low, high = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
+    return {
+        "difference": row[f"{metric}_difference"],
+        "ci": None if low is None or high is None else [low, high],
+        "confidence": row["confidence"],
+        "decision": row[f"{metric}_decision"],
+    }
+
+
+def health_answer(row: dict[str, Any]) -> dict[str, Any]:
+    """The contract's health body from a ``flag_health`` row. Beyond the contract's fields:
+    ``coverage`` (the coverage comparison behind the coverage warning) and ``withheldReason``."""
+    has_arms = row["rollout_percentage"] is not None
+    return {
+        "computedAt": row["computed_at"],
+        "percentage": row["rollout_percentage"],
+        "arms": {arm: _arm(row, arm) for arm in ARMS} if has_arms else None,
+        "sampleRatio": {
+            "expected": row["sample_ratio_expected"],
+            "observed": row["sample_ratio_observed"],
+            "pValue": row["sample_ratio_p_value"],
+            "mismatch": bool(row["sample_ratio_mismatch"]),
+        },
+        "failureRate": _comparison(row, "failure_rate"),
+        "latencyP95Ms": _comparison(row, "latency_p95"),
+        "coverage": _comparison(row, "coverage"),
+        "withheldReason": row["withheld_reason"],
+    }
+
+
+@falcon.before(require_admin)
+class FlagHealthResource(AdminResource):
+    """``.../flags/{flag_key}/health``: the latest aggregation; 404 before the first one."""
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        if not 0 < len(flag_key) <= 128:
+            raise BadRequest("'flagKey' must be 1 to 128 characters long")
+        await existing_environment(self, env_id)
+        warehouse = self.services.settings.warehouse_path
+        row = await self.read(read_flag_health, warehouse, env_id, flag_key)
+        if row is None:
+            raise NotFound(
+                f"No health for flag '{flag_key}' in environment '{env_id}' yet:"
+                " the insights pipeline has not aggregated it"
+            )
+        write_json(resp, health_answer(row))

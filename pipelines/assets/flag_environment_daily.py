@@ -1,0 +1,29 @@
+"""The metrics per flag environment and UTC date, for the charts of the metrics page."""
+
+import dagster as dg
+
+from pipelines.constants import ATTRIBUTED_FEEDBACK, FLAG_ENVIRONMENT_DAILY, GROUP
+from pipelines.derived import build_daily
+from pipelines.parts import InsightsAsset, InsightsResources, Metadata
+
+
+def _daily(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+    with resources.warehouse.connect() as con:
+        rows = build_daily(con)
+    return {"dagster/row_count": rows}
+
+
+flag_environment_daily = InsightsAsset(
+    spec=dg.AssetSpec(
+        FLAG_ENVIRONMENT_DAILY,
+        group_name=GROUP,
+        kinds={"duckdb"},
+        deps=[ATTRIBUTED_FEEDBACK],
+        description=(
+            "The same figures per flag environment and UTC date of the evaluation: feedback "
+            "counts on the day its evaluation happened, whenever it arrived. For coverage and "
+            "success-rate charts over time."
+        ),
+    ),
+    materialize=_daily,
+)

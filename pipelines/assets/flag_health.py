@@ -1,0 +1,45 @@
+"""Release health per flag environment: arms, sample ratio, always-valid comparisons."""
+
+import dagster as dg
+
+from pipelines.constants import ATTRIBUTED_FEEDBACK, FLAG_ENVIRONMENT_METRICS, FLAG_HEALTH, GROUP
+from pipelines.health import compute_health
+from pipelines.parts import InsightsAsset, InsightsResources, Metadata
+
+
+def _health(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+    with resources.warehouse.connect() as con:
+        computed = compute_health(con)
+        total, decided, mismatched = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE failure_rate_decision IN "
+            "('regression', 'improvement') OR latency_p95_decision IN "
+            "('regression', 'improvement')), count(*) FILTER (WHERE sample_ratio_mismatch) "
+            "FROM flag_health"
+        ).fetchone()
+    return {
+        "recomputed": computed,
+        "flags_with_a_decision": int(decided),
+        "sample_ratio_mismatches": int(mismatched),
+        "dagster/row_count": int(total),
+    }
+
+
+flag_health = InsightsAsset(
+    spec=dg.AssetSpec(
+        FLAG_HEALTH,
+        group_name=GROUP,
+        kinds={"duckdb"},
+        deps=[ATTRIBUTED_FEEDBACK, FLAG_ENVIRONMENT_METRICS],
+        description=(
+            "Release health per flag environment (contract section 9): the treatment and "
+            "control arms of its first percentage rule at its current percentage, counted in "
+            "users (a user with any failed feedback failed; its latency is its mean), the "
+            "sample-ratio check against the split (p < 0.001 withholds every decision), and "
+            "always-valid comparisons of failure rate, p95 latency and coverage with their "
+            "95% confidence sequences (docs/statistics.md). Only flag environments whose arms "
+            "changed since the last run are computed again. The health endpoint, the health "
+            "view and the rollout guardian read this table."
+        ),
+    ),
+    materialize=_health,
+)

@@ -1,0 +1,22 @@
+"""Data-quality checks on the insights assets, one module each. Problems are reported with
+metadata, not raised: an asset whose check fails is still materialized."""
+
+from pipelines.checks.coverage_at_most_100 import coverage_at_most_100
+from pipelines.checks.decisions_follow_the_rules import decisions_follow_the_rules
+from pipelines.checks.no_file_loaded_twice import (
+    no_evaluation_file_loaded_twice,
+    no_feedback_file_loaded_twice,
+)
+from pipelines.checks.pending_feedback_bounded import pending_feedback_bounded
+from pipelines.checks.success_plus_failure_is_100 import success_plus_failure_is_100
+
+CHECKS = [
+    coverage_at_most_100,
+    success_plus_failure_is_100,
+    no_evaluation_file_loaded_twice,
+    no_feedback_file_loaded_twice,
+    pending_feedback_bounded,
+    decisions_follow_the_rules,
+]
+
+__all__ = ["CHECKS"]
