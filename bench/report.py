@@ -52,6 +52,11 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
     if feedback:
         goals.append(_goal("feedback ingest through bulk (2 workers)", feedback["events_per_s"],
                            ">=", 150_000, "events/s", "wrk req/s x 500, 8 connections"))  # fmt: skip
+    signal = results.get("time_to_signal")
+    if signal:
+        goals.append(_goal("time to signal, p95", signal["p95_s"], "<=", 60, "s",
+                           f"feedback 204 to the health endpoint counting it; {signal['samples']} "
+                           "feedbacks, flagsight serve + the Dagster daemon (sensor)"))  # fmt: skip
     pipeline = results.get("pipeline")
     if pipeline:
         n = pipeline["evaluations"] + pipeline["feedback"]
@@ -152,6 +157,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             if name in r:
                 lines.append(f"- during {name}: peak RSS {r[name]['worker_rss_peak_mb']} MB, "
                              f"added {r[name]['worker_rss_added_mb']} MB.")  # fmt: skip
+    signal = r.get("time_to_signal")
+    if signal:
+        lines += ["", "## Time to signal", "",
+                  "| feedbacks | p50 s | p95 s | max s |", "|---|---|---|---|",
+                  f"| {signal['samples']} | {signal['p50_s']} | {signal['p95_s']} | {signal['max_s']} |"]  # fmt: skip
     pipeline = r.get("pipeline")
     if pipeline:
         lines += ["", "## Pipeline", "",

@@ -23,6 +23,7 @@ from bench.http_scenarios import HttpBench, Plan
 from bench.pipeline_scenarios import pipeline_bench
 from bench.report import write_report
 from bench.servers import REPO, FlagsightServer, ReferenceServer
+from bench.signal_scenario import time_to_signal
 from bench.workload import prepare
 
 FULL = Plan(duration_s=10, rounds=3, warmup_s=3)
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP scenarios")
     parser.add_argument("--no-pipeline", action="store_true", help="skip the pipeline scenarios")
+    parser.add_argument("--no-signal", action="store_true", help="skip the time-to-signal run")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--work-dir", type=Path, help="keep servers' data and logs here")
     args = parser.parse_args(argv)
@@ -91,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         work_dir.mkdir(parents=True, exist_ok=True)
         if not args.no_http:
             results.update(run_http(args, plan, work_dir))
+        if not args.no_signal:
+            log("time to signal (flagsight serve + the Dagster daemon)")
+            results["time_to_signal"] = time_to_signal(
+                work_dir,
+                samples=3 if args.smoke else 40,
+                interval_s=1.0 if args.smoke else 4.0,
+                log=log,
+            )
         if not args.no_pipeline:
             log("pipeline")
             results["pipeline"] = pipeline_bench(

@@ -29,6 +29,10 @@ from warehouse.statistics import (
 
 LATENCY_QUANTILE = 0.95
 ARMS = (ARM_TREATMENT, ARM_CONTROL)
+TAIL_LEVEL = 0.85
+"""The p95's interval ranks always lie above this share of an arm's users (its lower rank is
+above 0.879 n wherever it exists: ``tests/pipelines/test_health_ranks.py``), so only the users
+at or above the arm's 85th percentile are sorted to find them (``arm_summaries.sql``)."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,7 @@ def _latency_bounds(
     for key, (_, figures) in arms.items():
         ranks = quantile_ci_ranks(figures.latency_users, LATENCY_QUANTILE, CONFIDENCE)
         if ranks is not None:
+            assert ranks[0] >= TAIL_LEVEL * figures.latency_users, "rank below the sorted tail"
             wanted[key] = ranks
     if not wanted:
         return {}
@@ -203,10 +208,15 @@ def _latency_bounds(
             [wanted[k][1] for k in keys],
         ],
     )
+    # Ranks within the tail (latency >= the arm's 85th percentile), offset by the users below it.
     rows = con.execute(
-        "WITH ranked AS (SELECT environment_id, flag_key, arm, latency_ms, "
-        "row_number() OVER (PARTITION BY environment_id, flag_key, arm ORDER BY latency_ms) - 1 "
-        "AS rank FROM health_users WHERE latency_ms IS NOT NULL) "
+        "WITH tail AS (SELECT u.environment_id, u.flag_key, u.arm, u.latency_ms, a.latency_users "
+        "FROM health_users u JOIN health_arms a USING (environment_id, flag_key, arm) "
+        "WHERE u.latency_ms >= a.latency_tail_from), "
+        "ranked AS (SELECT environment_id, flag_key, arm, latency_ms, "
+        "row_number() OVER w - 1 + latency_users - count(*) OVER w AS rank FROM tail "
+        "WINDOW w AS (PARTITION BY environment_id, flag_key, arm ORDER BY latency_ms "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) "
         "SELECT r.environment_id, r.flag_key, r.arm, "
         "max(latency_ms) FILTER (WHERE rank = lo), max(latency_ms) FILTER (WHERE rank = hi) "
         "FROM ranked r JOIN health_ranks k USING (environment_id, flag_key, arm) "

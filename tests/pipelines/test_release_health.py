@@ -184,3 +184,24 @@ def test_a_flag_without_a_percentage_rule_has_no_arms(client, admin, tenant, ser
 def test_health_is_404_before_the_first_aggregation(admin, tenant) -> None:
     status = admin.request("GET", f"/environments/{tenant.environment_id}/flags/{FLAG}/health")
     assert status["status"] == 404
+
+
+def test_a_treatment_that_stops_reporting_is_a_coverage_regression(
+    client, admin, tenant, services
+) -> None:
+    """Half of treatment's users crash before they can report: their failure rate looks fine,
+    their coverage does not."""
+    rollout(admin, tenant, 50)
+    users = [f"user-{i}" for i in range(3000)]
+    ids = evaluate_all(client, tenant, users)
+    silent = {u for n, u in enumerate(users) if in_treatment(u, 50) and n % 2}
+    report(client, tenant, [(ids[u], True, 100.0) for u in users if u not in silent])
+
+    answer = health(client, admin, services, tenant)
+
+    assert answer["arms"]["treatment"]["coverage"] == pytest.approx(
+        100.0 * (1 - len(silent) / answer["arms"]["treatment"]["users"])
+    )
+    assert answer["arms"]["control"]["coverage"] == 100.0
+    assert answer["coverage"]["decision"] == "regression"
+    assert answer["failureRate"]["decision"] == "inconclusive"

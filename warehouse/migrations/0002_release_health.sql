@@ -12,6 +12,9 @@ ALTER TABLE feedback_latest ADD COLUMN rollout_percentage DOUBLE;
 ALTER TABLE feedback_latest ADD COLUMN evaluated_at TIMESTAMPTZ;
 
 -- One row per user per arm of a flag environment's split at one percentage: what the user did.
+-- Unique on (environment_id, flag_key, rollout_percentage, arm, user_identifier), kept so by the
+-- fold (update existing, insert new) rather than by an index: probing an index of millions of
+-- composite string keys cost more than the rest of a first run.
 CREATE TABLE arm_users (
     environment_id      VARCHAR     NOT NULL,
     flag_key            VARCHAR     NOT NULL,
@@ -24,8 +27,7 @@ CREATE TABLE arm_users (
     failure_count       BIGINT      NOT NULL,
     latency_sum         DOUBLE      NOT NULL,
     latency_count       BIGINT      NOT NULL,
-    last_evaluated_at   TIMESTAMPTZ,
-    PRIMARY KEY (environment_id, flag_key, rollout_percentage, arm, user_identifier)
+    last_evaluated_at   TIMESTAMPTZ
 );
 
 -- Flag environments whose arms changed since flag_health last computed them.

@@ -25,6 +25,7 @@ SELECT environment_id, flag_key, arm,
        count(latency_ms) AS latency_users,
        quantile_cont(latency_ms, 0.50) AS latency_p50_ms,
        quantile_cont(latency_ms, 0.95) AS latency_p95_ms,
-       quantile_cont(latency_ms, 0.99) AS latency_p99_ms
+       quantile_cont(latency_ms, 0.99) AS latency_p99_ms,
+       quantile_disc(latency_ms, 0.85) AS latency_tail_from
 FROM health_users
 GROUP BY ALL;
