@@ -12,7 +12,8 @@ from api.admin import fields, views
 from api.admin.auth import require_admin
 from api.admin.base import AdminResource
 from api.admin.environments import existing_environment
-from api.errors import BadRequest, NotFound
+from api.admin.warehouse_rows import WarehouseRowResource
+from api.errors import NotFound
 from api.jsonio import require_bool, write_json
 
 
@@ -73,24 +74,10 @@ def read_flag_metrics(warehouse_path: Path, environment_id: str, flag_key: str) 
 
 
 @falcon.before(require_admin)
-class FlagMetricsResource(AdminResource):
-    """``.../flags/{flag_key}/metrics``: the latest aggregation; 404 before the first one.
+class FlagMetricsResource(WarehouseRowResource):
+    """``.../flags/{flag_key}/metrics``: the latest aggregation; 404 before the first one."""
 
-    The flag need not exist now: the warehouse also has rows for keys that were evaluated
-    while missing, or deleted since.
-    """
+    what = "metrics"
 
-    async def on_get(
-        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
-    ) -> None:
-        if not 0 < len(flag_key) <= 128:
-            raise BadRequest("'flagKey' must be 1 to 128 characters long")
-        await existing_environment(self, env_id)
-        warehouse = self.services.settings.warehouse_path
-        row = await self.read(read_flag_metrics, warehouse, env_id, flag_key)
-        if row is None:
-            raise NotFound(
-                f"No metrics for flag '{flag_key}' in environment '{env_id}' yet:"
-                " the insights pipeline has not aggregated it"
-            )
-        write_json(resp, row)
+    def read_row(self, warehouse_path: Path, environment_id: str, flag_key: str) -> Any:
+        return read_flag_metrics(warehouse_path, environment_id, flag_key)

@@ -11,13 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import falcon
-import falcon.asgi
 
 from api.admin.auth import require_admin
-from api.admin.base import AdminResource
-from api.admin.environments import existing_environment
-from api.errors import BadRequest, NotFound
-from api.jsonio import write_json
+from api.admin.warehouse_rows import WarehouseRowResource
 
 ARMS = ("treatment", "control")
 
@@ -73,20 +69,13 @@ def health_answer(row: dict[str, Any]) -> dict[str, Any]:
 
 
 @falcon.before(require_admin)
-class FlagHealthResource(AdminResource):
+class FlagHealthResource(WarehouseRowResource):
     """``.../flags/{flag_key}/health``: the latest aggregation; 404 before the first one."""
 
-    async def on_get(
-        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
-    ) -> None:
-        if not 0 < len(flag_key) <= 128:
-            raise BadRequest("'flagKey' must be 1 to 128 characters long")
-        await existing_environment(self, env_id)
-        warehouse = self.services.settings.warehouse_path
-        row = await self.read(read_flag_health, warehouse, env_id, flag_key)
-        if row is None:
-            raise NotFound(
-                f"No health for flag '{flag_key}' in environment '{env_id}' yet:"
-                " the insights pipeline has not aggregated it"
-            )
-        write_json(resp, health_answer(row))
+    what = "health"
+
+    def read_row(self, warehouse_path: Path, environment_id: str, flag_key: str) -> Any:
+        return read_flag_health(warehouse_path, environment_id, flag_key)
+
+    def answer(self, row: Any) -> Any:
+        return health_answer(row)
