@@ -64,20 +64,7 @@ def column_chart(
     def y_of(value: float) -> float:
         return MARGIN_TOP + plot_h - (min(value, top) / top) * plot_h
 
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'aria-labelledby="{_id(title)}-t {_id(title)}-d" xmlns="http://www.w3.org/2000/svg">',
-        f'<title id="{_id(title)}-t">{escape(title)}</title>',
-        f'<desc id="{_id(title)}-d">{escape(_describe(points, unit))}</desc>',
-    ]
-    for fraction in (0.0, 0.5, 1.0):
-        y = y_of(top * fraction)
-        parts.append(
-            f'<line class="grid" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" '
-            f'y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text class="axis" x="{MARGIN_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{escape(_tick(top * fraction, unit))}</text>"
-        )
+    parts = _frame(title, _describe(points, unit), top, unit)
     slot = plot_w / max(len(points), 1)
     bar_w = max(min(slot * 0.7, 48.0), 2.0)
     label_every = max(1, len(points) // 5)
@@ -105,6 +92,27 @@ def column_chart(
         )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def _frame(title: str, description: str, top: float, unit: str) -> list[str]:
+    """The opening of a chart's SVG: its title, description and the grid lines at 0, half
+    and ``top`` with their ticks."""
+    plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-labelledby="{_id(title)}-t {_id(title)}-d" xmlns="http://www.w3.org/2000/svg">',
+        f'<title id="{_id(title)}-t">{escape(title)}</title>',
+        f'<desc id="{_id(title)}-d">{escape(description)}</desc>',
+    ]
+    for fraction in (0.0, 0.5, 1.0):
+        y = MARGIN_TOP + plot_h - fraction * plot_h
+        parts.append(
+            f'<line class="grid" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" '
+            f'y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text class="axis" x="{MARGIN_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{escape(_tick(top * fraction, unit))}</text>"
+        )
+    return parts
 
 
 def _id(title: str) -> str:
@@ -142,20 +150,7 @@ def line_chart(
         return f"{x:.1f},{y:.1f}"
 
     described = "; ".join(f"{name}: {_describe(points, unit)}" for name, points in series.items())
-    parts = [
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'aria-labelledby="{_id(title)}-t {_id(title)}-d" xmlns="http://www.w3.org/2000/svg">',
-        f'<title id="{_id(title)}-t">{escape(title)}</title>',
-        f'<desc id="{_id(title)}-d">{escape(described)}</desc>',
-    ]
-    for fraction in (0.0, 0.5, 1.0):
-        y = MARGIN_TOP + plot_h - fraction * plot_h
-        parts.append(
-            f'<line class="grid" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" '
-            f'y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text class="axis" x="{MARGIN_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{escape(_tick(top * fraction, unit))}</text>"
-        )
+    parts = _frame(title, described, top, unit)
     for index, (name, points) in enumerate(series.items()):
         css = ARM_CLASSES.get(name, "series")
         run: list[str] = []
