@@ -12,7 +12,6 @@ The event log keeps both: the result for the metrics, the rule for the arms of r
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 
@@ -33,15 +32,13 @@ DISABLED = Result(False, None, ErrorType.FLAG_DISABLED)
 PLAN_LIMIT_EXCEEDED = Result(False, None, ErrorType.PLAN_LIMIT_EXCEEDED)
 NO_MATCH = Result(False, None, None)
 
-_RULE_BYTES = [bytes((index,)) for index in range(256)]
-_NOT_EVALUATED = bytes((NOT_EVALUATED,))
+_BYTES = [bytes((value,)) for value in range(256)]
+"""Each byte value as a one-byte ``bytes``: a single user's code and rule without a call."""
+_NOT_EVALUATED = _BYTES[NOT_EVALUATED]
 
-
-class Decisions(NamedTuple):
-    """Per user, in order: the result code (index into ``RESULTS``) and the rule byte."""
-
-    codes: bytes
-    rules: bytes
+Decisions = tuple[bytes, bytes]
+"""Per user, in order: the result codes (indices into ``RESULTS``) and the rule bytes. A
+plain tuple: building a NamedTuple per request cost more than the rule walk it reports."""
 
 
 def flag_state_result(flag: Flag | None) -> Result | None:
@@ -86,15 +83,16 @@ def decide(flag: Flag | None, users: Sequence[str], segments: Segments) -> Decis
     """
     state = flag_state_result(flag)
     if state is not None:
-        return Decisions(bytes((RESULT_CODES[state],)) * len(users), _NOT_EVALUATED * len(users))
+        return _BYTES[RESULT_CODES[state]] * len(users), _NOT_EVALUATED * len(users)
     assert flag is not None
     if len(users) == 1:  # a single evaluate: the common case
-        rules = _RULE_BYTES[deciding_rule(flag, users[0], segments)]
-    elif len(users) < SMALL_BATCH:
+        rule = deciding_rule(flag, users[0], segments)
+        return _BYTES[flag.code_table[rule]], _BYTES[rule]
+    if len(users) < SMALL_BATCH:
         rules = bytes([deciding_rule(flag, user, segments) for user in users])
     else:
         rules = _decide_many(flag, users, segments)
-    return Decisions(rules.translate(flag.code_table), rules)
+    return rules.translate(flag.code_table), rules
 
 
 def _decide_many(flag: Flag, users: Sequence[str], segments: Segments) -> bytes:
@@ -112,7 +110,7 @@ def _decide_many(flag: Flag, users: Sequence[str], segments: Segments) -> bytes:
 
 def evaluate_codes(flag: Flag | None, users: Sequence[str], segments: Segments) -> bytes:
     """Result codes (indices into ``RESULTS``) for many users of one flag, in order."""
-    return decide(flag, users, segments).codes
+    return decide(flag, users, segments)[0]
 
 
 def evaluate_many(flag: Flag | None, users: Sequence[str], segments: Segments) -> list[Result]:

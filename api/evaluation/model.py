@@ -206,6 +206,8 @@ class Flag:
     result code: the rules decide an index, the table names the outcome, in C."""
     split_rule: int = field(init=False, repr=False, compare=False)
     """The index of the first percentage rule (the randomized split), or -1."""
+    split_percentage: float | None = field(init=False, repr=False, compare=False)
+    """That rule's percentage: the share of reaching users in treatment (None without one)."""
 
     def __post_init__(self) -> None:
         if len(self.rules) >= NOT_EVALUATED:
@@ -218,13 +220,8 @@ class Flag:
             (i for i, rule in enumerate(self.rules) if isinstance(rule, PercentageRule)), -1
         )
         object.__setattr__(self, "split_rule", split)
-
-    @property
-    def split_percentage(self) -> float | None:
-        """The first percentage rule's percentage: the share of reaching users in treatment."""
-        if self.split_rule < 0:
-            return None
-        return self.rules[self.split_rule].percentage  # type: ignore[union-attr]
+        percentage = self.rules[split].percentage if split >= 0 else None  # type: ignore[union-attr]
+        object.__setattr__(self, "split_percentage", percentage)
 
 
 def rule_from_json(raw: Any, where: str = "rule") -> Rule:
