@@ -33,8 +33,22 @@ def _is_json(content_type: str | None) -> bool:
     )
 
 
+TRUNCATED_BODY_MESSAGE = "The request body is shorter than its Content-Length header"
+
+
+def truncated(req: falcon.asgi.Request, raw: bytes) -> bool:
+    """Whether the client stopped before the end it announced.
+
+    The stream ends early when the client goes away or gunicorn stops waiting for the rest
+    (its body wait), and Falcon then hands over what arrived: such a body must be refused,
+    never parsed, served, metered or logged.
+    """
+    length = req.content_length
+    return length is not None and len(raw) < length
+
+
 async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
-    """The raw JSON body; 415 if it is not JSON, 413 if over ``limit``."""
+    """The raw JSON body; 415 if it is not JSON, 413 if over ``limit``, 400 if cut short."""
     if not _is_json(req.content_type):
         raise UnsupportedMediaType()
     length = req.content_length
@@ -43,6 +57,8 @@ async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
     raw = await req.stream.read(limit + 1)
     if len(raw) > limit:
         raise PayloadTooLarge(limit)
+    if truncated(req, raw):
+        raise BadRequest(TRUNCATED_BODY_MESSAGE)
     return raw
 
 

@@ -14,6 +14,8 @@ import falcon.asgi
 import falcon.media
 from falcon.media.multipart import MultipartParseOptions
 
+from api.jsonio import TRUNCATED_BODY_MESSAGE, truncated
+
 URLENCODED = "application/x-www-form-urlencoded"
 MULTIPART = "multipart/form-data"
 MAX_FORM_FIELDS = 2000
@@ -57,6 +59,8 @@ async def read_form(req: falcon.asgi.Request, limit: int) -> Form:
         raw = await req.stream.read(limit + 1)
         if len(raw) > limit:
             raise FormError(413, f"The form is larger than {limit} bytes")
+        if truncated(req, raw):
+            raise FormError(400, TRUNCATED_BODY_MESSAGE)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
