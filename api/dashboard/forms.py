@@ -65,7 +65,10 @@ async def read_form(req: falcon.asgi.Request, limit: int) -> Form:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise FormError(400, "The form is not valid UTF-8") from None
-        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
+        except ValueError:  # what parse_qsl raises past max_num_fields
+            raise FormError(400, f"The form has more than {MAX_FORM_FIELDS} fields") from None
         return Form(fields=pairs)
     if media == MULTIPART:
         return await _read_multipart(req, limit)
