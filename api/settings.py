@@ -37,6 +37,10 @@ class Settings:
     schedule_cron: str = "*/5 * * * *"
     body_limits: BodyLimits = field(default_factory=BodyLimits)
     events_uri: str | None = None
+    header_timeout_s: float = 10.0
+    """A new connection whose first request head is not complete by then is closed."""
+    keepalive_s: int = 30
+    """A kept-alive connection waiting this long for its next request head is closed."""
 
     @property
     def control_plane_path(self) -> Path:
@@ -82,4 +86,6 @@ class Settings:
             config_poll_interval_s=float(env.get("FLAGSIGHT_CONFIG_POLL_INTERVAL", "0.25")),
             schedule_cron=env.get("FLAGSIGHT_PIPELINE_CRON", "*/5 * * * *"),
             events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
+            header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),
+            keepalive_s=int(env.get("FLAGSIGHT_KEEPALIVE_TIMEOUT", "30")),
         )
