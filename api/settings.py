@@ -65,6 +65,11 @@ class Settings:
         return self.data_dir / "run" / "prometheus"
 
     @property
+    def demo_key_path(self) -> Path:
+        """The demo API key's plaintext (mode 0600), kept so that restarts keep the key."""
+        return self.data_dir / "demo-api-key"
+
+    @property
     def warehouse_path(self) -> Path:
         return self.data_dir / "warehouse.duckdb"
 

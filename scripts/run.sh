@@ -10,9 +10,15 @@ export FLAGSIGHT_DATA_DIR="$DATA" DAGSTER_HOME="$DATA/dagster"
 mkdir -p "$DAGSTER_HOME" "$DATA/logs"
 [ -f "$DAGSTER_HOME/dagster.yaml" ] || printf 'telemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
 
-init_output=$($BIN/flagsight init --rotate-demo-key)
+# The demo key is kept in $DATA/demo-api-key: every run prints the same one, so a client of
+# the key printed before keeps working. A data directory from before that file gets a new one.
+init_output=$($BIN/flagsight init)
+demo_key() { sed -n 's/^Demo API key: \(fsk_[^ ]*\).*/\1/p' <<<"$1"; }
+if [ -z "$(demo_key "$init_output")" ]; then
+  init_output+=$'\n'$($BIN/flagsight init --rotate-demo-key | grep '^Demo API key')
+fi
 echo "$init_output"
-DEMO_KEY=$(sed -n 's/^Demo API key (shown once): //p' <<<"$init_output")
+DEMO_KEY=$(demo_key "$init_output" | tail -n 1)
 
 pids=()
 dagster_pid=""
