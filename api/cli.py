@@ -98,8 +98,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_pipeline_run(settings: Settings, args: argparse.Namespace) -> int:
+    from api.wiring import prepare_data_dir
     from pipelines.cli import run_pipeline_once
 
+    prepare_data_dir(settings)
     run_pipeline_once(settings)
     return 0
 

@@ -108,6 +108,8 @@ def test_demo_flags_answer_and_pipeline_run_feeds_the_metrics_endpoint(tmp_path:
 
     run = flagsight(data, "pipeline", "run")
     assert run.returncode == 0, run.stdout + run.stderr
+    assert " DEBUG " not in run.stderr and len(run.stderr.splitlines()) < 5, run.stderr
+    assert run.stdout.splitlines()[-1].startswith("insights pipeline: run ")  # the summary last
     assert "succeeded" in run.stdout
 
     server = GunicornServer(data, admin_token=token).start()
