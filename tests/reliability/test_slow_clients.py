@@ -256,4 +256,5 @@ def lake_ids(server: GunicornServer) -> list[str]:
     query = (
         f"SELECT evaluation_id FROM read_parquet('{server.data_dir}/events/evaluation/*/*.parquet')"
     )
-    return [row[0] for row in duckdb.sql(query).fetchall()]
+    with duckdb.connect() as con:  # not the module's default connection, alive until exit
+        return [row[0] for row in con.sql(query).fetchall()]
