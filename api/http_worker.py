@@ -7,7 +7,8 @@
   ``header_timeout_s`` after it opened is closed (``docs/operations.md``, "Slow clients").
 * **The contract's error body** on the errors gunicorn answers itself, before the app sees
   the request (414 request line too long, 431 too many or too large header fields, 400 a
-  request it cannot parse, 501 an unknown transfer coding): the same JSON the app gives.
+  request it cannot parse, 501 an unknown transfer coding): the same JSON the app gives; and
+  408, not 500, when a body announced by ``Content-Length`` never starts to arrive.
 
 The seam: gunicorn's worker makes each connection's protocol through the module-level name
 ``gunicorn.workers.gasgi.ASGIProtocol``; the worker binds that name to ``FlagsightProtocol``
@@ -59,7 +60,16 @@ class FlagsightProtocol(ASGIProtocol):
         super().connection_lost(exc)
 
     def _send_error_response(self, status: int, message: str, extra_headers: tuple = ()) -> None:
-        """gunicorn's own refusals, in the contract's JSON instead of plain text."""
+        """gunicorn's own refusals, in the contract's JSON instead of plain text.
+
+        One of them is not a server error: Falcon waits for the first piece of a body before
+        it calls the app, and when none arrives within gunicorn's body wait the app returns
+        without answering, which gunicorn reports as a 500. The client sent too little:
+        408 Request Timeout.
+        """
+        receiver = self._body_receiver
+        if status == 500 and receiver is not None and receiver._body_wait_expired:
+            status, message = 408, "The request body did not arrive in time"
         body = msgspec.json.encode(error_body(status, message))
         head = "".join(
             [

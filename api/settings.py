@@ -41,6 +41,9 @@ class Settings:
     """A new connection whose first request head is not complete by then is closed."""
     keepalive_s: int = 30
     """A kept-alive connection waiting this long for its next request head is closed."""
+    body_timeout_s: int = 30
+    """How long gunicorn waits for each piece of a request body (its ``timeout``, which is
+    also how long a worker may go without a heartbeat before the master replaces it)."""
 
     @property
     def control_plane_path(self) -> Path:
@@ -93,4 +96,5 @@ class Settings:
             events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
             header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),
             keepalive_s=int(env.get("FLAGSIGHT_KEEPALIVE_TIMEOUT", "30")),
+            body_timeout_s=int(env.get("FLAGSIGHT_BODY_TIMEOUT", "30")),
         )

@@ -21,7 +21,6 @@ metering anything (unless the organization is blocked: then the answer did chang
 from __future__ import annotations
 
 import hashlib
-from http import HTTPStatus
 from typing import Any
 
 import falcon
@@ -30,7 +29,7 @@ import falcon.asgi
 from api.auth import authenticate_api_key
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.errors import ApiError, BadRequest
+from api.errors import ApiError, BadRequest, reason_phrase
 from api.evaluation import ERROR_MESSAGES, ErrorType, Result, RuleType
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
 from api.jsonio import encode, read_json
@@ -174,7 +173,7 @@ def request_error_body(flag_key: str | None, exc: OfrepRequestError) -> dict[str
     return {
         **failure_object(flag_key, exc.error_code, exc.details, None),
         "status": exc.status,
-        "error": HTTPStatus(exc.status).phrase,
+        "error": reason_phrase(exc.status),
         "message": exc.details,
     }
 

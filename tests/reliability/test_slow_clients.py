@@ -80,6 +80,7 @@ def test_a_body_shorter_than_its_content_length_is_not_served(
 
 HEADER_TIMEOUT_S = 1.0
 KEEPALIVE_S = 2
+BODY_TIMEOUT_S = 3
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,7 @@ def timed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornS
         env={
             "FLAGSIGHT_HEADER_TIMEOUT": str(HEADER_TIMEOUT_S),
             "FLAGSIGHT_KEEPALIVE_TIMEOUT": str(KEEPALIVE_S),
+            "FLAGSIGHT_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
         },
         open_files=(256, 4096),
     ).start()
@@ -144,6 +146,28 @@ def test_a_kept_alive_connection_is_closed_after_the_keepalive_timeout(
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # still open within it
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
         assert closed_by_server(sock, KEEPALIVE_S + 3)
+
+
+@pytest.mark.parametrize(
+    ("sent", "status"), [(b"", 408), (b'{"name":"n",', 400)], ids=["no body", "part of it"]
+)
+def test_a_body_that_stops_coming_is_refused_after_the_body_timeout(
+    timed_server: GunicornServer, sent: bytes, status: int
+) -> None:
+    """The connection stays open; the body wait runs out. Nothing of it arrived: 408 (it used
+    to be a 500 from gunicorn, as the app never answered); a part arrived: 400."""
+    head = (
+        b"POST /admin/v1/organizations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + ADMIN_TOKEN.encode() + b"\r\nContent-Length: 100\r\n\r\n"
+    )
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", timed_server.port), timeout=30) as sock:
+        sock.sendall(head + sent)
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert time.monotonic() - started < BODY_TIMEOUT_S + 10
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 %d " % status), answer[:300]
+    assert json.loads(rest.partition(b"\r\n\r\n")[2])["status"] == status
 
 
 def test_workers_run_with_the_soft_descriptor_limit_raised_to_the_hard_one(
