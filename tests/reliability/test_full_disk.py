@@ -108,6 +108,8 @@ def test_evaluate_answers_on_a_full_disk_no_worker_dies_and_it_heals(small_disk:
         assert worker_deaths(server) == deaths + 1  # the one we killed, and no other
         metrics = requests.get(f"{server.url}/metrics", timeout=10)
         assert metrics.status_code == 200
+        ready = requests.get(f"{server.url}/readyz", timeout=10)  # feedback would answer 503
+        assert ready.status_code == 503 and "free" in ready.json()["checks"]["eventLog"]
 
         filler.unlink()  # room again: the log heals without a restart
         deadline = time.monotonic() + 10
