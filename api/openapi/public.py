@@ -111,7 +111,13 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["evaluationId", "result"],
         "properties": {
-            "evaluationId": {"type": "string", "minLength": 1},
+            "evaluationId": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9_-]{42}[0-9a-f]{4}$",
+                "description": "As issued by an evaluate answer of this service for this key's"
+                " environment: the id is signed, so any other (of this form or not) is refused"
+                " with 400",
+            },
             "result": {"type": "boolean"},
             "latencyMs": {"type": ["number", "null"], "minimum": 0},
             "errorType": {"type": ["string", "null"], "maxLength": 256},
