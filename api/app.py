@@ -14,6 +14,7 @@ from api.resources.evaluate import BulkEvaluateResource, EvaluateResource
 from api.resources.feedback import BulkFeedbackResource, FeedbackResource
 from api.resources.health import HealthResource, MetricsResource, ReadyResource
 from api.resources.ofrep import add_ofrep_routes
+from api.resources.usage import UsageResource
 from api.services import Services
 
 
@@ -26,6 +27,7 @@ def create_app(services: Services) -> falcon.asgi.App:
     app.add_route("/v1/evaluate/bulk", BulkEvaluateResource(services))
     app.add_route("/v1/feedback/report", FeedbackResource(services))
     app.add_route("/v1/feedback/bulk", BulkFeedbackResource(services))
+    app.add_route("/v1/usage", UsageResource(services))
     add_ofrep_routes(app, services)
     add_admin_routes(app, services)
     add_dashboard_routes(app, services)

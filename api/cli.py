@@ -35,13 +35,31 @@ def cmd_init(settings: Settings, args: argparse.Namespace) -> int:
         print("Admin token: already set (make a new one with `flagsight admin-token rotate`)")
     if args.no_demo:
         return 0
-    seed = seed_demo(store, rotate_key=args.rotate_demo_key)
+    key_file = settings.demo_key_path
+    kept = key_file.read_text().strip() if key_file.is_file() else None
+    seed = seed_demo(store, rotate_key=args.rotate_demo_key, kept_key=kept or None)
     print(
         f"Demo organization {seed.organization_id}, environment 'production' ({seed.environment_id})"
     )
+    if seed.new_key and seed.api_key:
+        _keep_secret(key_file, seed.api_key)
     if seed.api_key:
-        print(f"Demo API key (shown once): {seed.api_key}")
+        print(f"Demo API key: {seed.api_key}  (kept in {key_file})")
+    else:
+        print(
+            "Demo API key: made before its plaintext was kept; `flagsight init --rotate-demo-key`"
+            " revokes it and makes a new one"
+        )
     return 0
+
+
+def _keep_secret(path: Path, secret: str) -> None:
+    """Write ``secret`` to ``path`` readable by its owner only, replacing it whole."""
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secret + "\n")
+    os.replace(temporary, path)
 
 
 def cmd_admin_token(settings: Settings, args: argparse.Namespace) -> int:
@@ -59,7 +77,10 @@ def cmd_admin_token(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     """Prepare the data directory in the master, then hand over to gunicorn."""
+    from api.metering.mmap_meter import MmapMeter
+
     _open_store(settings)  # creates and migrates the control plane before any worker starts
+    MmapMeter(settings.meter_path).close()  # allocated whole while there is room: see the meter
     metrics_dir = settings.metrics_dir
     shutil.rmtree(metrics_dir, ignore_errors=True)
     metrics_dir.mkdir(parents=True)
@@ -77,8 +98,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_pipeline_run(settings: Settings, args: argparse.Namespace) -> int:
+    from api.wiring import prepare_data_dir
     from pipelines.cli import run_pipeline_once
 
+    prepare_data_dir(settings)
     run_pipeline_once(settings)
     return 0
 
@@ -101,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="create the data directory, admin token and demo data")
     init.add_argument("--no-demo", action="store_true", help="do not seed the demo organization")
     init.add_argument(
-        "--rotate-demo-key", action="store_true", help="revoke the demo key and print a new one"
+        "--rotate-demo-key",
+        action="store_true",
+        help="revoke the demo key and print (and keep) a new one",
     )
     init.set_defaults(func=cmd_init)
 

@@ -83,9 +83,16 @@ class ServiceUnavailable(ApiError):
         super().__init__(503, message, headers={"Retry-After": str(retry_after_s)})
 
 
+_STATUS_LINE_PHRASES = {413: "Payload Too Large"}
+"""Where gunicorn, which writes the status line (an ASGI app sends only the code), words a
+status otherwise than Falcon does: RFC 7231's phrase, which RFC 9110 renamed "Content Too
+Large". The body says what the status line says, on every surface."""
+
+
 def reason_phrase(status: int) -> str:
-    """The reason phrase of the status line falcon sends (RFC 9110 wording)."""
-    return falcon.code_to_http_status(status).split(" ", 1)[1]
+    """The reason phrase of the status line the server sends for ``status``."""
+    phrase = _STATUS_LINE_PHRASES.get(status)
+    return phrase or falcon.code_to_http_status(status).split(" ", 1)[1]
 
 
 def error_body(status: int, message: str | None) -> dict[str, Any]:

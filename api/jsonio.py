@@ -6,6 +6,7 @@ fields it needs with the helpers below, so every 400 names the field that is wro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -32,8 +33,22 @@ def _is_json(content_type: str | None) -> bool:
     )
 
 
+TRUNCATED_BODY_MESSAGE = "The request body is shorter than its Content-Length header"
+
+
+def truncated(req: falcon.asgi.Request, raw: bytes) -> bool:
+    """Whether the client stopped before the end it announced.
+
+    The stream ends early when the client goes away or gunicorn stops waiting for the rest
+    (its body wait), and Falcon then hands over what arrived: such a body must be refused,
+    never parsed, served, metered or logged.
+    """
+    length = req.content_length
+    return length is not None and len(raw) < length
+
+
 async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
-    """The raw JSON body; 415 if it is not JSON, 413 if over ``limit``."""
+    """The raw JSON body; 415 if it is not JSON, 413 if over ``limit``, 400 if cut short."""
     if not _is_json(req.content_type):
         raise UnsupportedMediaType()
     length = req.content_length
@@ -42,15 +57,32 @@ async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
     raw = await req.stream.read(limit + 1)
     if len(raw) > limit:
         raise PayloadTooLarge(limit)
+    if truncated(req, raw):
+        raise BadRequest(TRUNCATED_BODY_MESSAGE)
     return raw
+
+
+_MALFORMED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+"""What decoding a client's bytes can raise: msgspec's own errors, invalid UTF-8 inside a
+string (msgspec lets the codec's error through) and nesting deeper than the interpreter's
+recursion limit (msgspec guards its C recursion with it, so this is safe to catch)."""
+
+
+def malformed(exc: BaseException) -> BadRequest:
+    """The 400 for a body that is not JSON, in words a client can act on."""
+    if isinstance(exc, UnicodeDecodeError):
+        return BadRequest("Malformed JSON body: a string is not valid UTF-8")
+    if isinstance(exc, RecursionError):
+        return BadRequest("Malformed JSON body: nested too deeply")
+    return BadRequest(f"Malformed JSON body: {exc}")
 
 
 def decode_json(raw: bytes) -> Any:
     """Plain Python values; 400 if malformed."""
     try:
         return _decode(raw)
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"Malformed JSON body: {exc}") from None
+    except _MALFORMED as exc:
+        raise malformed(exc) from None
 
 
 async def read_json(req: falcon.asgi.Request, limit: int) -> Any:
@@ -71,8 +103,8 @@ def decode_typed(
     except msgspec.ValidationError as exc:
         validate(decode_json(raw))
         raise BadRequest(f"Invalid body: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"Malformed JSON body: {exc}") from None
+    except _MALFORMED as exc:
+        raise malformed(exc) from None
 
 
 def write_json(resp: falcon.asgi.Response, body: Any, status: int = 200) -> None:
@@ -110,6 +142,17 @@ def optional_str(obj: dict[str, Any], name: str, *, max_len: int, where: str = "
     if len(value) > max_len:
         raise BadRequest(f"Field '{where}{name}' must be at most {max_len} characters long")
     return value
+
+
+def finite_number(value: Any) -> bool:
+    """Whether a decoded JSON value is a finite number (JSON integers have no size limit, so a
+    400-digit one is a Python ``int`` that no float can hold)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def require_bool(obj: dict[str, Any], name: str, *, where: str = "") -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 
 
 def pid_alive(pid: int) -> bool:
@@ -14,3 +15,20 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft limit on open descriptors to its hard limit; the new limit.
+
+    Every connection holds a descriptor, and the common soft limit (1,024) is far below what
+    a worker with ``worker_connections = 1000`` and its event log need: past it, fresh clients
+    are refused and log segments cannot be opened. The hard limit is what the operator allows.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):  # an unlimited hard limit is above what Linux allows
+        return soft
+    return hard

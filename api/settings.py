@@ -37,6 +37,13 @@ class Settings:
     schedule_cron: str = "*/5 * * * *"
     body_limits: BodyLimits = field(default_factory=BodyLimits)
     events_uri: str | None = None
+    header_timeout_s: float = 10.0
+    """A new connection whose first request head is not complete by then is closed."""
+    keepalive_s: int = 30
+    """A kept-alive connection waiting this long for its next request head is closed."""
+    body_timeout_s: int = 30
+    """How long gunicorn waits for each piece of a request body (its ``timeout``, which is
+    also how long a worker may go without a heartbeat before the master replaces it)."""
 
     @property
     def control_plane_path(self) -> Path:
@@ -61,6 +68,11 @@ class Settings:
         return self.data_dir / "run" / "prometheus"
 
     @property
+    def demo_key_path(self) -> Path:
+        """The demo API key's plaintext (mode 0600), kept so that restarts keep the key."""
+        return self.data_dir / "demo-api-key"
+
+    @property
     def warehouse_path(self) -> Path:
         return self.data_dir / "warehouse.duckdb"
 
@@ -82,4 +94,7 @@ class Settings:
             config_poll_interval_s=float(env.get("FLAGSIGHT_CONFIG_POLL_INTERVAL", "0.25")),
             schedule_cron=env.get("FLAGSIGHT_PIPELINE_CRON", "*/5 * * * *"),
             events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
+            header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),
+            keepalive_s=int(env.get("FLAGSIGHT_KEEPALIVE_TIMEOUT", "30")),
+            body_timeout_s=int(env.get("FLAGSIGHT_BODY_TIMEOUT", "30")),
         )

@@ -18,11 +18,23 @@ from api.observability.metrics import Metrics
 from api.services import Services
 from api.settings import Settings
 
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+"""Dagster's instance configuration when there is none: without the file, every Dagster
+command warns that it is missing and prints a telemetry notice."""
+
 
 def prepare_data_dir(settings: Settings) -> None:
     """Create the data directory's layout; safe to call from every process."""
-    for path in (settings.data_dir, settings.wal_dir, settings.meter_path.parent):
+    for path in (
+        settings.data_dir,
+        settings.wal_dir,
+        settings.meter_path.parent,
+        settings.dagster_home,
+    ):
         path.mkdir(parents=True, exist_ok=True)
+    dagster_yaml = settings.dagster_home / "dagster.yaml"
+    if not dagster_yaml.exists():
+        dagster_yaml.write_text(DAGSTER_YAML)
 
 
 def build_services(settings: Settings, metrics: Metrics | None = None, clock=time.time) -> Services:

@@ -15,6 +15,10 @@ from api.settings import Settings
 from pipelines.constants import JOB_NAME
 from pipelines.definitions import build_definitions
 
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+"""The run's console logger prints warnings and errors only: its DEBUG line per event (about
+fifty a run) buried the summary below. Every event is still in the run's log in the UI."""
+
 
 class PipelineRunFailed(RuntimeError):
     """A step of the insights run failed; the message names it."""
@@ -28,7 +32,10 @@ def run_pipeline_once(settings: Settings, echo: Callable[[str], None] = print) -
     echo(f"insights pipeline: running {JOB_NAME} (DAGSTER_HOME={settings.dagster_home})")
     with dg.DagsterInstance.from_config(str(settings.dagster_home)) as instance:
         result = job.execute_in_process(
-            instance=instance, raise_on_error=False, tags={"flagsight/trigger": "cli"}
+            run_config=QUIET_CONSOLE,
+            instance=instance,
+            raise_on_error=False,
+            tags={"flagsight/trigger": "cli"},
         )
     for line in _summary(result):
         echo(line)

@@ -7,12 +7,17 @@ DATA="${FLAGSIGHT_DATA_DIR:-$PWD/var}"
 API_PORT="${FLAGSIGHT_PORT:-8000}"
 DAGSTER_PORT="${DAGSTER_PORT:-3000}"
 export FLAGSIGHT_DATA_DIR="$DATA" DAGSTER_HOME="$DATA/dagster"
-mkdir -p "$DAGSTER_HOME" "$DATA/logs"
-[ -f "$DAGSTER_HOME/dagster.yaml" ] || printf 'telemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
+mkdir -p "$DATA/logs"  # `flagsight init` makes the rest, Dagster's home and its dagster.yaml
 
-init_output=$($BIN/flagsight init --rotate-demo-key)
+# The demo key is kept in $DATA/demo-api-key: every run prints the same one, so a client of
+# the key printed before keeps working. A data directory from before that file gets a new one.
+init_output=$($BIN/flagsight init)
+demo_key() { sed -n 's/^Demo API key: \(fsk_[^ ]*\).*/\1/p' <<<"$1"; }
+if [ -z "$(demo_key "$init_output")" ]; then
+  init_output+=$'\n'$($BIN/flagsight init --rotate-demo-key | grep '^Demo API key')
+fi
 echo "$init_output"
-DEMO_KEY=$(sed -n 's/^Demo API key (shown once): //p' <<<"$init_output")
+DEMO_KEY=$(demo_key "$init_output" | tail -n 1)
 
 pids=()
 dagster_pid=""
@@ -31,7 +36,10 @@ cleanup() {
   kill -KILL "${pids[@]}" 2>/dev/null || true
   [ -n "$dagster_pid" ] && kill -KILL -- "-$dagster_pid" 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+# Ctrl-C (or a supervisor's TERM) is how this script is meant to end: stop everything and
+# exit 0, so that make does not report the interrupt as a failed recipe ("Error 130").
+trap 'cleanup; echo "flagsight stopped."; exit 0' INT TERM
 
 $BIN/flagsight serve --port "$API_PORT" >"$DATA/logs/api.log" 2>&1 & pids+=($!)
 setsid $BIN/dagster dev -w workspace.yaml -p "$DAGSTER_PORT" >"$DATA/logs/dagster.log" 2>&1 & dagster_pid=$!

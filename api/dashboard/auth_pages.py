@@ -42,8 +42,12 @@ def clear_cookie(resp: falcon.asgi.Response, name: str) -> None:
 
 
 def safe_next(target: str | None) -> str:
-    """Only a dashboard path of this site: never another origin (``//host``) or scheme."""
+    """Only a dashboard path of this site: never another origin (``//host``) or scheme, and
+    only printable ASCII, which is all a path needs (it goes into the ``Location`` header,
+    where CR or LF would end the header and non-ASCII cannot be sent)."""
     if not target or not target.startswith(PREFIX + "/") or "//" in target or "\\" in target:
+        return HOME
+    if not (target.isascii() and target.isprintable()):
         return HOME
     return target
 

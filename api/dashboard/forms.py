@@ -14,6 +14,8 @@ import falcon.asgi
 import falcon.media
 from falcon.media.multipart import MultipartParseOptions
 
+from api.jsonio import TRUNCATED_BODY_MESSAGE, truncated
+
 URLENCODED = "application/x-www-form-urlencoded"
 MULTIPART = "multipart/form-data"
 MAX_FORM_FIELDS = 2000
@@ -57,11 +59,16 @@ async def read_form(req: falcon.asgi.Request, limit: int) -> Form:
         raw = await req.stream.read(limit + 1)
         if len(raw) > limit:
             raise FormError(413, f"The form is larger than {limit} bytes")
+        if truncated(req, raw):
+            raise FormError(400, TRUNCATED_BODY_MESSAGE)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise FormError(400, "The form is not valid UTF-8") from None
-        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
+        except ValueError:  # what parse_qsl raises past max_num_fields
+            raise FormError(400, f"The form has more than {MAX_FORM_FIELDS} fields") from None
         return Form(fields=pairs)
     if media == MULTIPART:
         return await _read_multipart(req, limit)

@@ -12,7 +12,12 @@ import falcon.asgi
 
 from api.admin.fields import MAX_NAME_LENGTH
 from api.controlplane.model import PLAN_MONTHLY_LIMITS, Plan
-from api.controlplane.store import KEY_PATTERN, ConflictError, InvalidError
+from api.controlplane.store import (
+    KEY_PATTERN,
+    MAX_MONTHLY_LIMIT,
+    ConflictError,
+    InvalidError,
+)
 from api.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 from api.dashboard.forms import Form
 
@@ -27,11 +32,20 @@ def _name_error(name: str) -> str | None:
 
 
 def _limit(text: str) -> int | None | str:
-    """The typed limit: None when blank, an int, or the error message."""
+    """The typed limit: None when blank, an int, or the error message.
+
+    Only ASCII digits count (``str.isdigit`` accepts ``²``, which ``int`` refuses), and no
+    more of them than the largest limit has: ``int`` refuses over 4,300 digits, and the store
+    gives the range's own message for anything shorter.
+    """
     if not text.strip():
         return None
     cleaned = text.strip().replace(",", "").replace("_", "").replace(" ", "")
-    return int(cleaned) if cleaned.isdigit() else "Enter a whole number of evaluations."
+    if not (cleaned.isascii() and cleaned.isdigit()):
+        return "Enter a whole number of evaluations."
+    if len(cleaned.lstrip("0")) > len(str(MAX_MONTHLY_LIMIT)):
+        return f"Enter a whole number of evaluations from 1 to {MAX_MONTHLY_LIMIT}."
+    return int(cleaned)
 
 
 @falcon.before(signed_in)

@@ -16,7 +16,7 @@ from api.dashboard.flags import FlagEditorPage, FlagsPage, FlagToggleAction
 from api.dashboard.insights import InsightsPage
 from api.dashboard.organizations import InsightsSwitchAction, OrganizationPage, OrganizationsPage
 from api.dashboard.rendering import Renderer
-from api.dashboard.segments import DeleteSegmentAction, SegmentsPage
+from api.dashboard.segments import DeleteSegmentAction, SegmentMembersPage, SegmentsPage
 from api.dashboard.sessions import SessionSigner
 from api.dashboard.static_files import StaticFile
 from api.dashboard.usage import UsagePage
@@ -32,6 +32,7 @@ ROUTES: dict[str, type[Page]] = {
     "/organizations/{org_id}": OrganizationPage,
     "/organizations/{org_id}/usage": UsagePage,
     "/organizations/{org_id}/segments": SegmentsPage,
+    "/organizations/{org_id}/segments/{segment_key}": SegmentMembersPage,
     "/organizations/{org_id}/segments/{segment_key}/delete": DeleteSegmentAction,
     "/environments/{env_id}/insights": InsightsSwitchAction,
     "/environments/{env_id}/api-keys": ApiKeysPage,

@@ -115,3 +115,38 @@ class DeleteSegmentAction(SegmentsView):
         except NotFoundError:
             pass  # already gone: the outcome asked for
         raise falcon.HTTPSeeOther(segments_path(org_id))
+
+
+SAMPLE_SIZE = 200
+"""Members shown on a segment's page: enough to check a list by eye, few enough for a page."""
+
+
+def member_sample(members: list[str], query: str) -> tuple[list[str], int]:
+    """The first ``SAMPLE_SIZE`` members containing ``query`` (any case), and how many do."""
+    needle = query.strip().casefold()
+    matching = [m for m in members if needle in m.casefold()] if needle else members
+    return matching[:SAMPLE_SIZE], len(matching)
+
+
+@falcon.before(signed_in)
+class SegmentMembersPage(Page):
+    """``/dashboard/organizations/{org_id}/segments/{segment_key}``: the member count and a
+    searchable sample (``?q=`` searches every member; the page's filter narrows the sample)."""
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str, segment_key: str
+    ) -> None:
+        organization = await self.organization(org_id)
+        members = await self.read(self.store.segment_members, org_id, segment_key)
+        if members is None:
+            raise self.not_found(f"Segment '{segment_key}'")
+        query = (req.get_param("q") or "")[:MAX_USER_IDENTIFIER_LENGTH]
+        sample, matching = member_sample(members, query)
+        self.render(
+            req, resp, "segment.html", organization=organization, key=segment_key,
+            size=len(members), sample=sample, matching=matching, query=query,
+            crumbs=[
+                *organization_crumbs(organization), ("Segments", segments_path(org_id)),
+                (segment_key, f"{segments_path(org_id)}/{segment_key}"),
+            ],
+        )  # fmt: skip

@@ -18,6 +18,7 @@ STATIC_DIR = Path(__file__).with_name("static")
 STATIC_FILES = {
     "dashboard.css": "text/css; charset=utf-8",
     "dashboard.js": "text/javascript; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 
 

@@ -18,6 +18,9 @@ unspent) is exact at any moment. Leases go back to the pool every second (``rele
 and at shutdown; the cells of a worker that died are reclaimed by the next process that takes
 the lock.
 
+The file is allocated whole when it is opened (``posix_fallocate``), so no page of the
+mapping can fault on a full disk; ``flagsight serve`` creates it before the workers start.
+
 Layout: a 64-byte header (magic, capacity), ``capacity`` slots of 32 bytes (organization
 digest, month ``YYYYMM``, padding, allocated), then ``LEASE_CELLS`` cells of 24 bytes (pid,
 padding, slot offset, unspent). Slots are found by linear probing and never move.
@@ -100,8 +103,11 @@ class MmapMeter:
         if len(header) == _HEADER.size and header[:8] in (MAGIC, _OLD_MAGIC):
             capacity = _HEADER.unpack(header)[1]
         size = _HEADER_SIZE + capacity * _SLOT_SIZE + LEASE_CELLS * _CELL_SIZE
-        if os.fstat(self._fd).st_size < size:
-            os.ftruncate(self._fd, size)  # new file, or an old one gaining lease cells (zeros)
+        # Every block allocated now, never sparse: a store into a hole of a mapped file needs
+        # a block at that moment, and on a full disk the kernel answers with SIGBUS, which kills
+        # the worker. Allocating also fills an old file's holes (and its missing lease cells,
+        # as zeros); on a file already whole it changes nothing.
+        os.posix_fallocate(self._fd, 0, size)
         os.pwrite(self._fd, _HEADER.pack(MAGIC, capacity), 0)
         return capacity
 

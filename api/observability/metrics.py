@@ -4,10 +4,18 @@ Under gunicorn every worker is a process, so ``flagsight serve`` sets
 ``PROMETHEUS_MULTIPROC_DIR`` (``$FLAGSIGHT_DATA_DIR/run/prometheus``) before anything imports
 prometheus_client, and ``/metrics`` aggregates all workers. In a single process (tests) the
 same ``Metrics`` object works on its own registry.
+
+prometheus_client keeps each process's figures in memory-mapped files it makes sparse; on a
+full disk the first store into them kills the process with SIGBUS. So each process allocates
+its files whole before prometheus_client maps them (``reserve_process_files``); when the disk
+has no room even for that, the process keeps its figures in memory and is missing from
+``/metrics`` (a warning says so) instead of dying.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 
 from prometheus_client import (
@@ -19,12 +27,52 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client import multiprocess as _mp
+from prometheus_client import values as _values
+
+log = logging.getLogger("flagsight.metrics")
+
+PROCESS_FILE_PREFIXES = ("counter", "histogram", "gauge_min")
+"""The multi-process files ``Metrics`` makes in each process: one per metric type (and gauge
+mode) it uses. ``tests/observability`` checks that this list matches what is created."""
+PROCESS_FILE_BYTES = 512 * 1024
+"""Allocated per file: room for every route x status pair and outcome with a wide margin
+(prometheus_client only grows a file, sparsely, past this)."""
+
+
+def reserve_process_files(directory: str, pid: int) -> bool:
+    """Allocate this process's multi-process files whole; False (and none left) if no room."""
+    made: list[str] = []
+    try:
+        for prefix in PROCESS_FILE_PREFIXES:
+            path = os.path.join(directory, f"{prefix}_{pid}.db")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            made.append(path)
+            try:
+                if os.fstat(fd).st_size < PROCESS_FILE_BYTES:
+                    os.posix_fallocate(fd, 0, PROCESS_FILE_BYTES)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        for path in made:  # a file of size 0 would be made sparse by prometheus_client
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        log.warning(
+            "no room for this process's metrics files; its figures stay out of /metrics",
+            extra={"reason": str(exc), "directory": directory},
+        )
+        return False
+    return True
 
 
 class Metrics:
     """Every metric flagsight exports, registered on one registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if directory and not reserve_process_files(directory, os.getpid()):
+            # prometheus_client picks each value's class from this module attribute when a
+            # metric is made: in-memory values for this process, no file to fault on.
+            _values.ValueClass = _values.MutexValue
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter(

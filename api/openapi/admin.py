@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.controlplane.model import PLAN_MONTHLY_LIMITS
+
 KEY_PATTERN = "^[A-Za-z0-9._-]{1,128}$"
 TIMESTAMP = {"type": "string", "format": "date-time"}
 
@@ -136,11 +138,22 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     },
     "OrganizationUpdate": {
         "type": "object",
-        "description": "A field left out or null is left unchanged.",
+        "description": "A field left out or null is left unchanged. A limit can be chosen only on"
+        " the enterprise plan: moving to free, pro or team takes that plan's limit (sending"
+        " exactly it is accepted); moving to enterprise keeps a custom limit the organization"
+        " already has, else one is required; a limit alone applies to an enterprise"
+        " organization only (400 otherwise).",
         "properties": {
             "plan": {"oneOf": [_PLAN, {"type": "null"}]},
             "monthlyEvaluationLimit": {"oneOf": [_LIMIT, {"type": "null"}]},
         },
+        "allOf": [
+            {
+                "if": {"required": ["plan"], "properties": {"plan": {"const": plan}}},
+                "then": {"properties": {"monthlyEvaluationLimit": {"enum": [None, limit]}}},
+            }
+            for plan, limit in ((p.value, n) for p, n in PLAN_MONTHLY_LIMITS.items() if n)
+        ],
     },
     "OrganizationList": _list_of("Organization"),
     "Usage": {

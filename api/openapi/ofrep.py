@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.openapi.public import error_response
+from api.openapi.public import QUOTA_HEADERS, error_response
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -121,19 +121,21 @@ OFREP_PATHS: dict[str, Any] = {
             "responses": {
                 "200": {
                     "description": "Evaluated (one metered evaluation event)",
+                    "headers": QUOTA_HEADERS,
                     **_json(_ref("OfrepEvaluationSuccess")),
                 },
                 "400": _BAD_REQUEST,
                 "401": _UNAUTHORIZED,
                 "404": {
                     "description": "Flag not found (an evaluation event)",
+                    "headers": QUOTA_HEADERS,
                     **_json(_ref("OfrepEvaluationFailure")),
                 },
                 "413": error_response("Body over its size limit"),
                 "415": error_response("Body is not application/json"),
                 "429": {
                     "description": "The organization is at its plan's hard threshold",
-                    "headers": _RETRY_AFTER,
+                    "headers": {**_RETRY_AFTER, **QUOTA_HEADERS},
                     **_json(_ref("OfrepEvaluationFailure")),
                 },
             },
@@ -158,22 +160,26 @@ OFREP_PATHS: dict[str, Any] = {
                 "200": {
                     "description": "One metered evaluation event per flag",
                     "headers": {
+                        **QUOTA_HEADERS,
                         "ETag": {
                             "description": "Strong; from the environment's configuration version and "
                             "the context. Absent when the plan refused some of the flags.",
                             "schema": {"type": "string"},
-                        }
+                        },
                     },
                     **_json(_ref("OfrepBulkEvaluationSuccess")),
                 },
-                "304": {"description": "No answer changed; nothing was recorded or metered"},
+                "304": {
+                    "description": "No answer changed; nothing was recorded or metered",
+                    "headers": QUOTA_HEADERS,
+                },
                 "400": _BAD_REQUEST,
                 "401": _UNAUTHORIZED,
                 "413": error_response("Body over its size limit"),
                 "415": error_response("Body is not application/json"),
                 "429": {
                     "description": "The organization is at its plan's hard threshold",
-                    "headers": _RETRY_AFTER,
+                    "headers": {**_RETRY_AFTER, **QUOTA_HEADERS},
                     **_json(_ref("OfrepEvaluationFailure")),
                 },
             },

@@ -17,6 +17,20 @@ def error_response(description: str) -> dict[str, Any]:
     return {"description": description, **_json(_ref("Error"))}
 
 
+QUOTA_HEADERS: dict[str, Any] = {
+    "RateLimit-Policy": {
+        "description": "The organization's monthly quota (draft-ietf-httpapi-ratelimit-headers):"
+        ' `"monthly";q=<evaluations served this UTC month at most: the plan\'s hard threshold>`',
+        "schema": {"type": "string", "pattern": '^"monthly";q=[0-9]+$'},
+    },
+    "RateLimit": {
+        "description": '`"monthly";r=<evaluations left>;t=<seconds until the next UTC month>`;'
+        " refreshed at most once a second per worker",
+        "schema": {"type": "string", "pattern": '^"monthly";r=[0-9]+;t=[0-9]+$'},
+    },
+}
+"""On every evaluate answer (``api.resources.quota``)."""
+
 _UNAUTHORIZED = {"description": "Missing or invalid API key", **_json(_ref("UnauthorizedError"))}
 
 _COMMON_ERRORS = {
@@ -97,7 +111,13 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["evaluationId", "result"],
         "properties": {
-            "evaluationId": {"type": "string", "minLength": 1},
+            "evaluationId": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9_-]{42}[0-9a-f]{4}$",
+                "description": "As issued by an evaluate answer of this service for this key's"
+                " environment: the id is signed, so any other (of this form or not) is refused"
+                " with 400",
+            },
             "result": {"type": "boolean"},
             "latencyMs": {"type": ["number", "null"], "minimum": 0},
             "errorType": {"type": ["string", "null"], "maxLength": 256},
@@ -139,7 +159,11 @@ PUBLIC_PATHS: dict[str, Any] = {
         "Evaluate one flag for one user",
         "EvaluateRequest",
         {
-            "200": {"description": "The evaluation", **_json(_ref("EvaluateResponse"))},
+            "200": {
+                "description": "The evaluation",
+                "headers": QUOTA_HEADERS,
+                **_json(_ref("EvaluateResponse")),
+            },
             **_COMMON_ERRORS,
         },
         "evaluation",
@@ -150,6 +174,7 @@ PUBLIC_PATHS: dict[str, Any] = {
         {
             "200": {
                 "description": "One entry per distinct user",
+                "headers": QUOTA_HEADERS,
                 **_json(_ref("BulkEvaluateResponse")),
             },
             **_COMMON_ERRORS,
@@ -165,6 +190,18 @@ PUBLIC_PATHS: dict[str, Any] = {
         _FEEDBACK_ERRORS,
         "feedback",
     ),
+    "/v1/usage": {
+        "get": {
+            "summary": "The key's organization's evaluations this UTC month, against its limit",
+            "description": "The same body as `GET /admin/v1/organizations/{orgId}/usage`.",
+            "tags": ["usage"],
+            "security": _API_KEY,
+            "responses": {
+                "200": {"description": "This month's usage", **_json(_ref("Usage"))},
+                "401": _UNAUTHORIZED,
+            },
+        }
+    },
     "/healthz": {
         "get": {
             "summary": "Liveness",

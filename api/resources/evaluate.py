@@ -24,6 +24,7 @@ from api.jsonio import (
     require_str,
 )
 from api.resources.answers import encode_bulk_response, encode_response
+from api.resources.quota import QuotaHeaders
 from api.services import Services
 from api.serving import EvaluationServer
 
@@ -66,6 +67,7 @@ class EvaluateResource:
     def __init__(self, services: Services):
         self._services = services
         self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
         self._limit = services.settings.body_limits.single
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -82,12 +84,14 @@ class EvaluateResource:
         )
         resp.data = encode_response(served.outcomes[0], entry_id(served.evaluation_id_prefix, 0))
         resp.content_type = falcon.MEDIA_JSON
+        self._quota.apply(resp, key.organization_id)
 
 
 class BulkEvaluateResource:
     def __init__(self, services: Services):
         self._services = services
         self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
         self._limit = services.settings.body_limits.bulk_evaluate
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -101,6 +105,7 @@ class BulkEvaluateResource:
         )
         resp.data = encode_bulk_response(served.users, served.outcomes, served.evaluation_id_prefix)
         resp.content_type = falcon.MEDIA_JSON
+        self._quota.apply(resp, key.organization_id)
         metrics = self._services.metrics
         metrics.bulk_evaluate_seconds.observe(time.perf_counter() - started)
         metrics.bulk_evaluate_users.inc(len(users))

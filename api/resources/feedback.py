@@ -8,7 +8,6 @@ A 204 means every event is in the event log; if the log cannot take them, 503.
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import falcon
@@ -20,7 +19,7 @@ from api.errors import INSIGHTS_DISABLED_MESSAGE, BadRequest, Forbidden, Service
 from api.evaluation_id import EvaluationIdIssuer, InvalidEvaluationId
 from api.eventlog import EventLogUnavailable
 from api.eventlog.schema import FeedbackEvent
-from api.jsonio import read_json, require_list, require_object
+from api.jsonio import finite_number, read_json, require_list, require_object
 from api.resources.evaluate import key_environment
 from api.services import Services
 
@@ -57,12 +56,7 @@ def parse_feedback(
     if not isinstance(result, bool):
         raise FeedbackProblem(f"Field '{where}result' is required and must be a boolean")
     latency = item.get("latencyMs")
-    if latency is not None and (
-        isinstance(latency, bool)
-        or not isinstance(latency, int | float)
-        or not math.isfinite(latency)
-        or latency < 0
-    ):
+    if latency is not None and (not finite_number(latency) or latency < 0):
         raise FeedbackProblem(f"Field '{where}latencyMs' must be a finite number >= 0 or null")
     error_type = item.get("errorType")
     if error_type is not None and (

@@ -19,8 +19,15 @@ class HealthResource:
         write_json(resp, {"status": "ok"})
 
 
+MIN_FREE_BYTES = 1024 * 1024
+"""Below this much free space where the event log writes, a request's frame may not fit (most
+are well under a kilobyte; a full bulk feedback, about a megabyte): feedback may answer 503,
+so the server reports itself not ready. It is ready again as soon as there is room: no write needs
+to succeed first, so a server that gets no traffic while unready still comes back."""
+
+
 class ReadyResource:
-    """Readiness: the control plane answers and the event log directory can be written."""
+    """Readiness: the control plane answers and the event log can take writes."""
 
     def __init__(self, services: Services):
         self._services = services
@@ -43,9 +50,13 @@ class ReadyResource:
 
     def _event_log(self) -> str:
         wal_dir = self._services.settings.wal_dir
-        if wal_dir.is_dir() and os.access(wal_dir, os.W_OK):
-            return "ok"
-        return f"error: {wal_dir} is not writable"
+        if not (wal_dir.is_dir() and os.access(wal_dir, os.W_OK)):
+            return f"error: {wal_dir} is not writable"
+        disk = os.statvfs(wal_dir)
+        free = disk.f_bavail * disk.f_frsize
+        if free < MIN_FREE_BYTES:
+            return f"error: {free} bytes free under {wal_dir}; feedback is refused with 503"
+        return "ok"
 
 
 class MetricsResource:

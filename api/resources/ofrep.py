@@ -21,7 +21,6 @@ metering anything (unless the organization is blocked: then the answer did chang
 from __future__ import annotations
 
 import hashlib
-from http import HTTPStatus
 from typing import Any
 
 import falcon
@@ -30,12 +29,13 @@ import falcon.asgi
 from api.auth import authenticate_api_key
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.errors import ApiError, BadRequest
+from api.errors import ApiError, BadRequest, reason_phrase
 from api.evaluation import ERROR_MESSAGES, RULE_TYPES, ErrorType, Result, RuleType
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
 from api.jsonio import encode, read_json
 from api.metering.meter import month_of, seconds_until_next_month
 from api.resources.evaluate import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, key_environment
+from api.resources.quota import QuotaHeaders
 from api.services import Services
 from api.serving import EvaluationServer
 
@@ -169,7 +169,7 @@ def request_error_body(flag_key: str | None, exc: OfrepRequestError) -> dict[str
     return {
         **failure_object(flag_key, exc.error_code, exc.details, None),
         "status": exc.status,
-        "error": HTTPStatus(exc.status).phrase,
+        "error": reason_phrase(exc.status),
         "message": exc.details,
     }
 
@@ -201,6 +201,7 @@ class OfrepFlagResource:
     def __init__(self, services: Services):
         self._services = services
         self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
         self._limit = services.settings.body_limits.single
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, key: str) -> None:
@@ -216,6 +217,7 @@ class OfrepFlagResource:
             api_key, environment, key, [user], sdk=None, source=SOURCE_OFREP
         )
         result, evaluation_id = served.results[0], served.evaluation_ids[0]
+        self._quota.apply(resp, api_key.organization_id)
         if result.error_type is ErrorType.FLAG_NOT_FOUND:
             write(
                 resp,
@@ -237,6 +239,7 @@ class OfrepBulkResource:
     def __init__(self, services: Services):
         self._services = services
         self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
         self._limit = services.settings.body_limits.single
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
@@ -248,6 +251,18 @@ class OfrepBulkResource:
             return
         environment = key_environment(self._services, api_key)
         etag = bulk_etag(environment, context)
+        self._answer(req, resp, api_key, environment, user, etag)
+        self._quota.apply(resp, api_key.organization_id)  # on 200, 304 and 429 alike
+
+    def _answer(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        api_key: KeyContext,
+        environment: EnvironmentConfig,
+        user: str,
+        etag: str,
+    ) -> None:
         if self._blocked(environment):
             body = failure_object(
                 None, GENERAL, ERROR_MESSAGES[ErrorType.PLAN_LIMIT_EXCEEDED], None

@@ -111,7 +111,7 @@ def test_body_over_the_admin_limit_is_413(make_admin) -> None:
         413,
         {
             "status": 413,
-            "error": "Content Too Large",
+            "error": "Payload Too Large",
             "message": "The request body is larger than 100 bytes",
         },
     )

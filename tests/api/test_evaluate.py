@@ -218,7 +218,7 @@ def test_a_body_over_the_limit_is_413(client, tenant) -> None:
         json={"flagKey": "f", "userIdentifier": "u", "padding": "x" * 70_000},
         headers={"Authorization": f"ApiKey {tenant.api_key}"},
     )
-    assert (result.status_code, result.json["error"]) == (413, "Content Too Large")
+    assert (result.status_code, result.json["error"]) == (413, "Payload Too Large")
 
 
 def test_unknown_path_is_404_and_wrong_method_405(client, tenant) -> None:

@@ -92,3 +92,28 @@ def test_public_answers_conform(client, admin, tenant, checker) -> None:
         )
         statuses.add(result.status_code)
     assert statuses == {200, 204, 400, 401}
+
+
+def test_docs_api_md_documents_every_public_and_ofrep_operation_with_its_statuses() -> None:
+    """``docs/api.md`` (linked from the README) has a section per /v1 and OFREP operation of
+    the served document, naming each status the document gives it, and valid JSON examples."""
+    import json
+    import re
+    from pathlib import Path
+
+    from api.openapi.document import openapi_document
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "api.md").read_text()
+    assert "docs/api.md" in (root / "README.md").read_text()
+    sections = dict(re.findall(r"^## `(\w+ /\S+)`\n(.*?)(?=^## |\Z)", text, re.M | re.S))
+    for path, item in openapi_document()["paths"].items():
+        if not path.startswith(("/v1/", "/ofrep/")):
+            continue
+        for method, operation in item.items():
+            section = sections.get(f"{method.upper()} {path}")
+            assert section is not None, f"{method.upper()} {path}"
+            for status in operation["responses"]:
+                assert status in section or status in text.split("## `")[0], (path, status)
+    for block in re.findall(r"```json\n(.*?)```", text, re.S):
+        json.loads(block)

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import requests
 
+from api.controlplane.cache import ConfigCache
+from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from tests.support.admin import Admin, requests_caller
 from tests.support.server import REPO, GunicornServer
+
+DEMO_KEY = re.compile(r"^Demo API key: (fsk_\S+)", re.MULTILINE)
 
 
 def flagsight(
@@ -38,16 +42,35 @@ def test_init_prints_the_admin_token_once_and_is_idempotent(tmp_path: Path) -> N
     token = re.search(
         r"Admin token \(shown once, only its hash is kept\): (\S+)", first.stdout
     ).group(1)
-    demo_key = re.search(r"Demo API key \(shown once\): (\S+)", first.stdout).group(1)
+    demo_key = re.search(DEMO_KEY, first.stdout).group(1)
     second = flagsight(tmp_path, "init")
     assert "already set" in second.stdout and token not in second.stdout
-    assert "Demo API key" not in second.stdout
     stored = (tmp_path / "controlplane.sqlite3").read_bytes()
     assert token.encode() not in stored and demo_key.encode() not in stored
 
     rotated = flagsight(tmp_path, "init", "--rotate-demo-key")
-    new_key = re.search(r"Demo API key \(shown once\): (\S+)", rotated.stdout).group(1)
+    new_key = re.search(DEMO_KEY, rotated.stdout).group(1)
     assert new_key != demo_key
+
+
+def test_a_restart_keeps_the_demo_key_printed_before(tmp_path: Path) -> None:
+    """``make run`` runs ``flagsight init`` on every start: a client of the key it printed the
+    time before must keep working (it used to be revoked on every run)."""
+    first = re.search(DEMO_KEY, flagsight(tmp_path, "init").stdout).group(1)
+    again = flagsight(tmp_path, "init")
+    assert re.search(DEMO_KEY, again.stdout).group(1) == first
+    kept = tmp_path / "demo-api-key"
+    assert kept.read_text().strip() == first
+    assert kept.stat().st_mode & 0o777 == 0o600
+    store = SqliteControlPlaneStore(tmp_path / "controlplane.sqlite3")
+    assert ConfigCache(store).authenticate(first) is not None  # still a live key
+    rotated = re.search(DEMO_KEY, flagsight(tmp_path, "init", "--rotate-demo-key").stdout)
+    assert rotated.group(1) != first and kept.read_text().strip() == rotated.group(1)
+    assert ConfigCache(store).authenticate(first) is None
+    kept.unlink()  # a data directory from before the key was kept: the key stays, unprinted
+    older = flagsight(tmp_path, "init")
+    assert re.search(DEMO_KEY, older.stdout) is None and "--rotate-demo-key" in older.stdout
+    assert ConfigCache(store).authenticate(rotated.group(1)) is not None
 
 
 def test_demo_flags_answer_and_pipeline_run_feeds_the_metrics_endpoint(tmp_path: Path) -> None:
@@ -56,7 +79,7 @@ def test_demo_flags_answer_and_pipeline_run_feeds_the_metrics_endpoint(tmp_path:
     token = re.search(
         r"Admin token \(shown once, only its hash is kept\): (\S+)", init.stdout
     ).group(1)
-    demo_key = re.search(r"Demo API key \(shown once\): (\S+)", init.stdout).group(1)
+    demo_key = re.search(DEMO_KEY, init.stdout).group(1)
     environment_id = re.search(r"\((env_[0-9a-f]{16})\)", init.stdout).group(1)
 
     server = GunicornServer(data, admin_token=token).start()
@@ -85,6 +108,8 @@ def test_demo_flags_answer_and_pipeline_run_feeds_the_metrics_endpoint(tmp_path:
 
     run = flagsight(data, "pipeline", "run")
     assert run.returncode == 0, run.stdout + run.stderr
+    assert " DEBUG " not in run.stderr and len(run.stderr.splitlines()) < 5, run.stderr
+    assert run.stdout.splitlines()[-1].startswith("insights pipeline: run ")  # the summary last
     assert "succeeded" in run.stdout
 
     server = GunicornServer(data, admin_token=token).start()
@@ -113,3 +138,22 @@ def test_admin_token_rotate_replaces_the_token(tmp_path: Path) -> None:
     assert SqliteControlPlaneStore(
         tmp_path / "controlplane.sqlite3"
     ).admin_token_hash() == token_hash(new)
+
+
+def test_the_readme_says_how_to_run_its_cli_commands_and_each_one_runs(tmp_path: Path) -> None:
+    """Every ``flagsight ...`` line of the README's CLI block runs (``--help``) with the
+    installed command the README names."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## The CLI", 1)[1].split("\n## ", 1)[0]
+    assert "source .venv/bin/activate" in section and ".venv/bin/flagsight" in section
+    block = section.split("```sh", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].split() for line in block.splitlines() if line.strip()]
+    assert len(commands) >= 5
+    installed = REPO / ".venv" / "bin" / "flagsight"
+    for words in commands:
+        assert words[0] == "flagsight"
+        subcommand = [w for w in words[1:] if re.fullmatch(r"[a-z][a-z-]*", w)]
+        result = subprocess.run(
+            [str(installed), *subcommand, "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, (words, result.stderr)

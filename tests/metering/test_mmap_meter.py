@@ -133,3 +133,18 @@ def test_a_killed_workers_lease_is_reclaimed(tmp_path: Path) -> None:
 )
 def test_lease_sizes(remaining: int, lease: int) -> None:
     assert lease_size(remaining) == lease
+
+
+def test_the_meter_file_is_allocated_whole_never_sparse(tmp_path: Path) -> None:
+    """A store into a hole of a mapped file faults on a full disk (SIGBUS): no holes."""
+    path = tmp_path / "m.bin"
+    MmapMeter(path, capacity=1 << 10).close()
+    stat = os.stat(path)
+    assert stat.st_blocks * 512 >= stat.st_size > 0
+    old = tmp_path / "old.bin"  # a sparse file made before this fix is filled in when opened
+    with open(old, "wb") as sparse:
+        sparse.write(b"FSMETER2" + (1 << 10).to_bytes(4, "little"))
+        sparse.truncate(stat.st_size)
+    assert os.stat(old).st_blocks * 512 < stat.st_size
+    MmapMeter(old).close()
+    assert os.stat(old).st_blocks * 512 >= stat.st_size

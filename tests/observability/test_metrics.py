@@ -49,3 +49,34 @@ def test_outcome_labels() -> None:
         "PERCENTAGE:false",
         "PLAN_LIMIT_EXCEEDED",
     ]
+
+
+_CHILD = """
+import os, sys
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
+from api.observability.metrics import Metrics
+metrics = Metrics()
+metrics.requests.labels(route="/v1/evaluate", status="200").inc()
+metrics.config_version.set(3)
+metrics.bulk_evaluate_seconds.observe(0.01)
+print(os.getpid())
+"""
+
+
+def test_each_process_metrics_files_are_allocated_whole_before_use(tmp_path) -> None:
+    """prometheus_client makes its files sparse; a store into a hole on a full disk is SIGBUS.
+    Every file a process makes is one of ``PROCESS_FILE_PREFIXES``, allocated whole."""
+    import subprocess
+    import sys
+
+    from api.observability.metrics import PROCESS_FILE_BYTES, PROCESS_FILE_PREFIXES
+
+    pid = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(tmp_path)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    made = sorted(path.name for path in tmp_path.iterdir())
+    assert made == sorted(f"{prefix}_{pid}.db" for prefix in PROCESS_FILE_PREFIXES)
+    for path in tmp_path.iterdir():
+        stat = path.stat()
+        assert stat.st_size == PROCESS_FILE_BYTES
+        assert stat.st_blocks * 512 >= stat.st_size, path.name

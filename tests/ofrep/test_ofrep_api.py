@@ -244,7 +244,7 @@ def test_non_json_body_is_415_and_oversized_413(client, tenant) -> None:
     assert (result.status_code, result.json["errorCode"], result.json["error"]) == (
         413,
         "GENERAL",
-        "Request Entity Too Large",
+        "Payload Too Large",
     )
 
 

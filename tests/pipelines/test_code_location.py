@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -21,8 +21,12 @@ def _load_code_location(monkeypatch, data_dir: Path) -> dg.Definitions:
     assert (ROOT / target["working_directory"]).resolve() == ROOT
     monkeypatch.setenv("FLAGSIGHT_DATA_DIR", str(data_dir))
     monkeypatch.setenv("FLAGSIGHT_PIPELINE_CRON", "*/7 * * * *")
-    sys.modules.pop(target["module_name"], None)
-    module = importlib.import_module(target["module_name"])
+    # A fresh copy of the module, run with this environment as `dagster dev` would, and left
+    # out of sys.modules: popping and re-importing it left a second copy (and its Definitions)
+    # alive until the interpreter exited, where DuckDB's bindings reported leaked instances.
+    spec = importlib.util.find_spec(target["module_name"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     defs = getattr(module, target["attribute"])
     assert isinstance(defs, dg.Definitions)
     return defs

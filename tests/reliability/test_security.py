@@ -274,3 +274,51 @@ def test_size_limits_on_a_real_server_and_no_secret_in_its_logs(
     log = module_server.log_path.read_text()
     for secret in (tenant.api_key, ADMIN_TOKEN, wrong_key, wrong_token):
         assert secret not in log
+
+
+def test_one_reason_phrase_for_413_everywhere(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    """The status line (written by gunicorn) and the body's ``error`` agree, on the public
+    API, OFREP, the admin API and the dashboard, and with a lying Content-Length."""
+    tenant = module_server_admin.tenant()
+    time.sleep(1.2)
+    key = f"ApiKey {tenant.api_key}".encode()
+    admin = f"Bearer {ADMIN_TOKEN}".encode()
+    big = b'{"pad":"' + b"x" * (70 * 1024 * 1024) + b'"}'
+    cases = [
+        (b"/v1/evaluate", key, b"application/json", b'{"pad":"' + b"x" * 70_000 + b'"}'),
+        (b"/ofrep/v1/evaluate/flags", key, b"application/json", b'{"x":"' + b"x" * 70_000 + b'"}'),
+        (b"/admin/v1/organizations", admin, b"application/json", big),
+        (
+            b"/dashboard/sign-in",
+            b"",
+            b"application/x-www-form-urlencoded",
+            b"a=" + b"x" * (65 << 20),
+        ),
+    ]
+    phrases = set()
+    for path, auth, media, body in cases:
+        head = b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %d\r\n" % (
+            path,
+            media,
+            len(body),
+        )
+        if auth:
+            head += b"Authorization: " + auth + b"\r\n"
+        with socket.create_connection(("127.0.0.1", module_server.port), timeout=30) as sock:
+            sock.sendall(head + b"\r\n" + body[:16])  # the limit is checked on Content-Length
+            answer = b""
+            while b"\r\n\r\n" not in answer or len(answer) < 200:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        status_line = answer.split(b"\r\n", 1)[0].decode()
+        assert status_line.startswith("HTTP/1.1 413 "), (path, status_line)
+        phrase = status_line.split(" ", 2)[2]
+        phrases.add(phrase)
+        if media == b"application/json":
+            body_text = answer.split(b"\r\n\r\n", 1)[1]
+            assert f'"error":"{phrase}"'.encode() in body_text, (path, body_text)
+    assert phrases == {"Payload Too Large"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -31,11 +32,13 @@ class GunicornServer:
         admin_token: str,
         workers: int = 2,
         env: dict[str, str] | None = None,
+        open_files: tuple[int, int] | None = None,
     ):
         self.data_dir = data_dir
         self.admin_token = admin_token
         self.workers = workers
         self.extra_env = env or {}
+        self.open_files = open_files  # (soft, hard) RLIMIT_NOFILE the server starts with
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"server-{self.port}.log"
@@ -70,6 +73,7 @@ class GunicornServer:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=self._limit_open_files if self.open_files else None,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -82,6 +86,10 @@ class GunicornServer:
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"server not ready in {timeout_s}s: {self.log_path.read_text()[-3000:]}")
+
+    def _limit_open_files(self) -> None:
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.open_files)
 
     def worker_pids(self) -> list[int]:
         assert self.proc is not None

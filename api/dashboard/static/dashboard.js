@@ -2,6 +2,9 @@
 // 1. A copy button beside a newly created API key.
 // 2. Moving and removing rules in the flag editor without a round trip (the form still
 //    posts the whole draft; rows repeat their field names, so order is document order).
+// 3. A confirmation before an irreversible or production-affecting action: a form with
+//    data-confirm="question" asks it first (no inline script: the CSP stays strict).
+// 4. The filter of a segment's member sample, as the visitor types.
 "use strict";
 
 function enableCopyButtons() {
@@ -77,7 +80,35 @@ function enableRuleEditor() {
   form.addEventListener("change", function () { markDraft(); });
 }
 
+function enableConfirmations() {
+  document.addEventListener("submit", function (event) {
+    var form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.getAttribute("data-confirm"))) {
+      event.preventDefault();
+    }
+  });
+}
+
+function enableMemberFilter() {
+  var input = document.querySelector("[data-member-filter]");
+  var list = document.querySelector("[data-members]");
+  if (!input || !list) { return; }
+  var count = document.querySelector("[data-member-count]");
+  input.addEventListener("input", function () {
+    var needle = input.value.trim().toLowerCase();
+    var shown = 0;
+    list.querySelectorAll("li").forEach(function (item) {
+      var match = item.textContent.toLowerCase().indexOf(needle) !== -1;
+      item.hidden = !match;
+      if (match) { shown += 1; }
+    });
+    if (count) { count.textContent = shown + " shown"; }
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
   enableCopyButtons();
   enableRuleEditor();
+  enableConfirmations();
+  enableMemberFilter();
 });

@@ -1,0 +1,57 @@
+"""The organization's monthly quota on every evaluate answer, as ``RateLimit`` header fields
+(``GET /v1/usage``, in ``api.resources.usage``, gives the same figures as a body).
+
+The fields follow the IETF draft "RateLimit header fields for HTTP"
+(draft-ietf-httpapi-ratelimit-headers-11): one policy named ``monthly`` whose quota ``q`` is
+what the organization can be served this UTC month (the plan's hard threshold), and the
+service limit: ``r`` evaluations left before that threshold, ``t`` seconds until the next UTC
+month, when the count starts again::
+
+    RateLimit-Policy: "monthly";q=1100000
+    RateLimit: "monthly";r=1099958;t=604800
+
+The unit is one evaluation (a bulk answer's entry is one); the window is a calendar month, of
+varying length, so the policy has no fixed ``w``.
+
+Evaluate is the hot path: reading the shared meter's usage takes its file lock, so each
+worker reads it at most once a second per organization and keeps both fields encoded until
+the second changes. ``r`` can thus lag this worker's and others' evaluations by a second; the
+draft asks clients not to take it as a promise either way.
+"""
+
+from __future__ import annotations
+
+import falcon.asgi
+
+from api.metering.meter import month_of, seconds_until_next_month
+from api.services import Services
+
+POLICY = "monthly"
+
+
+class QuotaHeaders:
+    """Sets ``RateLimit-Policy`` and ``RateLimit`` on an answer, from a per-second cache."""
+
+    def __init__(self, services: Services):
+        self._services = services
+        self._cache: dict[str, tuple[int, str, str]] = {}
+
+    def apply(self, resp: falcon.asgi.Response, organization_id: str) -> None:
+        now = self._services.clock()
+        entry = self._cache.get(organization_id)
+        if entry is None or entry[0] != int(now):
+            entry = self._cache[organization_id] = self._fields(organization_id, now)
+        resp.set_header("RateLimit-Policy", entry[1])
+        resp.set_header("RateLimit", entry[2])
+
+    def _fields(self, organization_id: str, now: float) -> tuple[int, str, str]:
+        organization = self._services.config.organization(organization_id)
+        hard_limit = organization.hard_limit if organization is not None else 0
+        used = self._services.meter.usage(organization_id, month_of(now))
+        remaining = max(0, hard_limit - used)
+        reset = seconds_until_next_month(now)
+        return (
+            int(now),
+            f'"{POLICY}";q={hard_limit}',
+            f'"{POLICY}";r={remaining};t={reset}',
+        )

@@ -1,0 +1,284 @@
+"""Clients that send too little, too slowly, or nothing at all, against a real server: a body
+shorter than its Content-Length is refused (never served, metered or logged); connections that
+never complete a request head are closed after the header timeout, kept-alive ones after the
+keep-alive timeout; gunicorn's own refusals carry the contract's body; workers raise their
+descriptor limit, and the event log survives running out of descriptors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+import requests
+
+from tests.conftest import ADMIN_TOKEN
+from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.server import GunicornServer
+
+
+@pytest.fixture(scope="module")
+def slow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornServer]:
+    srv = GunicornServer(tmp_path_factory.mktemp("slow") / "data", admin_token=ADMIN_TOKEN).start()
+    yield srv
+    srv.kill()
+
+
+@pytest.fixture(scope="module")
+def slow_tenant(slow_server: GunicornServer) -> Tenant:
+    admin = Admin(requests_caller(slow_server.url), ADMIN_TOKEN)
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    time.sleep(1.2)  # every worker knows the new key (contract: within a second)
+    return tenant
+
+
+def usage(server: GunicornServer, tenant: Tenant) -> int:
+    admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
+    path = f"/organizations/{tenant.organization_id}/usage"
+    return admin.request("GET", path, expect=200)["evaluations"]
+
+
+def evaluation_files(data_dir: Path) -> list[Path]:
+    return sorted((data_dir / "events").glob("evaluation/date=*/*.parquet"))
+
+
+def test_a_body_shorter_than_its_content_length_is_not_served(
+    slow_server: GunicornServer, slow_tenant: Tenant
+) -> None:
+    body = b'{"flagKey":"f","userIdentifier":"u"}'
+    head = (
+        b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: ApiKey " + slow_tenant.api_key.encode() + b"\r\n"
+        b"Content-Length: %d\r\n\r\n" % (len(body) + 40)
+    )
+    with socket.create_connection(("127.0.0.1", slow_server.port), timeout=10) as sock:
+        sock.sendall(head + body)
+        sock.shutdown(socket.SHUT_WR)  # the rest never comes
+        answer = b"".join(iter(lambda: sock.recv(4096), b""))
+    assert b" 200 " not in answer.split(b"\r\n", 1)[0]
+    time.sleep(2.5)  # the sealing interval is 1 s: anything logged would be in a file by now
+    assert usage(slow_server, slow_tenant) == 0
+    assert evaluation_files(slow_server.data_dir) == []
+    whole = requests.post(
+        f"{slow_server.url}/v1/evaluate",
+        data=body,
+        headers={
+            "Authorization": f"ApiKey {slow_tenant.api_key}",
+            "Content-Type": "application/json",
+        },
+        timeout=10,
+    )
+    assert whole.status_code == 200 and usage(slow_server, slow_tenant) == 1
+
+
+# -- connections that never finish a request head ------------------------------------------
+
+HEADER_TIMEOUT_S = 1.0
+KEEPALIVE_S = 2
+BODY_TIMEOUT_S = 3
+
+
+@pytest.fixture(scope="module")
+def timed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornServer]:
+    """Short timeouts, and a soft descriptor limit far below the hard one."""
+    srv = GunicornServer(
+        tmp_path_factory.mktemp("timed") / "data",
+        admin_token=ADMIN_TOKEN,
+        env={
+            "FLAGSIGHT_HEADER_TIMEOUT": str(HEADER_TIMEOUT_S),
+            "FLAGSIGHT_KEEPALIVE_TIMEOUT": str(KEEPALIVE_S),
+            "FLAGSIGHT_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
+        },
+        open_files=(256, 4096),
+    ).start()
+    yield srv
+    srv.kill()
+
+
+def closed_by_server(sock: socket.socket, within_s: float) -> bool:
+    """Whether the server closes ``sock`` (EOF or reset) within ``within_s`` seconds."""
+    sock.settimeout(within_s)
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_idle_and_slow_header_connections_are_closed_after_the_header_timeout(
+    timed_server: GunicornServer,
+) -> None:
+    address = ("127.0.0.1", timed_server.port)
+    idle = [socket.create_connection(address, timeout=5) for _ in range(200)]
+    slow = [socket.create_connection(address, timeout=5) for _ in range(50)]
+    started = time.monotonic()
+    try:
+        for sock in slow:
+            sock.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(3):  # a header line now and then: never a complete head
+            time.sleep(0.3)
+            for sock in slow:
+                sock.sendall(b"X-Slow: 1\r\n")
+        assert requests.get(f"{timed_server.url}/healthz", timeout=5).status_code == 200
+        for sock in idle + slow:
+            assert closed_by_server(sock, HEADER_TIMEOUT_S + 5)
+        assert time.monotonic() - started < HEADER_TIMEOUT_S + 5
+    finally:
+        for sock in idle + slow:
+            sock.close()
+
+
+def test_a_kept_alive_connection_is_closed_after_the_keepalive_timeout(
+    timed_server: GunicornServer,
+) -> None:
+    with socket.create_connection(("127.0.0.1", timed_server.port), timeout=5) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        time.sleep(KEEPALIVE_S / 2)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # still open within it
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        assert closed_by_server(sock, KEEPALIVE_S + 3)
+
+
+@pytest.mark.parametrize(
+    ("sent", "status"), [(b"", 408), (b'{"name":"n",', 400)], ids=["no body", "part of it"]
+)
+def test_a_body_that_stops_coming_is_refused_after_the_body_timeout(
+    timed_server: GunicornServer, sent: bytes, status: int
+) -> None:
+    """The connection stays open; the body wait runs out. Nothing of it arrived: 408 (it used
+    to be a 500 from gunicorn, as the app never answered); a part arrived: 400."""
+    head = (
+        b"POST /admin/v1/organizations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + ADMIN_TOKEN.encode() + b"\r\nContent-Length: 100\r\n\r\n"
+    )
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", timed_server.port), timeout=30) as sock:
+        sock.sendall(head + sent)
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert time.monotonic() - started < BODY_TIMEOUT_S + 10
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 %d " % status), answer[:300]
+    assert json.loads(rest.partition(b"\r\n\r\n")[2])["status"] == status
+
+
+def test_workers_run_with_the_soft_descriptor_limit_raised_to_the_hard_one(
+    timed_server: GunicornServer,
+) -> None:
+    for pid in timed_server.worker_pids():
+        limits = Path(f"/proc/{pid}/limits").read_text()
+        line = next(row for row in limits.splitlines() if row.startswith("Max open files"))
+        soft, hard = line.split()[3:5]
+        assert (soft, hard) == ("4096", "4096"), line
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "phrase"),
+    [
+        (b"GET /" + b"x" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "URI Too Long"),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+            + b"".join(b"X-H%d: 1\r\n" % i for i in range(120))
+            + b"\r\n",
+            431,
+            "Request Header Fields Too Large",
+        ),
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"x" * 9000 + b"\r\n\r\n",
+            431,
+            "Request Header Fields Too Large",
+        ),
+        (b"NOT A REQUEST LINE\r\n\r\n", 400, "Bad Request"),
+    ],
+)
+def test_gunicorn_refusals_carry_the_contract_body(
+    timed_server: GunicornServer, request_bytes: bytes, status: int, phrase: str
+) -> None:
+    with socket.create_connection(("127.0.0.1", timed_server.port), timeout=5) as sock:
+        sock.sendall(request_bytes)
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == f"HTTP/1.1 {status} {phrase}".encode()
+    assert b"content-type: application/json" in head.lower()
+    parsed = json.loads(body)
+    assert (parsed["status"], parsed["error"]) == (status, phrase) and parsed["message"]
+
+
+@pytest.fixture
+def cramped_server(tmp_path: Path) -> Iterator[GunicornServer]:
+    """A hard limit of 256 descriptors, which 1,000 idle connections exhaust."""
+    srv = GunicornServer(tmp_path / "data", admin_token=ADMIN_TOKEN, open_files=(256, 256))
+    yield srv.start()
+    srv.kill()
+
+
+def test_the_event_log_survives_running_out_of_descriptors(
+    cramped_server: GunicornServer,
+) -> None:
+    """Flood the workers past their descriptor limit while a kept-alive client evaluates:
+    its answers go on, the log's background steps fail and recover, every acknowledged
+    evaluation reaches the lake, and no worker dies."""
+    timed_server = cramped_server
+    admin = Admin(requests_caller(timed_server.url), ADMIN_TOKEN)
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    time.sleep(1.2)
+    workers = sorted(timed_server.worker_pids())
+    session = requests.Session()
+    session.headers.update({"Authorization": f"ApiKey {tenant.api_key}"})
+    acknowledged: list[str] = []
+
+    def evaluate(user: str) -> None:
+        answer = session.post(
+            f"{timed_server.url}/v1/evaluate", json={"flagKey": "f", "userIdentifier": user},
+            timeout=10,
+        )  # fmt: skip
+        assert answer.status_code == 200
+        acknowledged.append(answer.json()["evaluationId"])
+
+    evaluate("before")
+    flood = []
+    try:
+        for _ in range(1000):  # the listen backlog takes what the workers cannot accept
+            flood.append(socket.create_connection(("127.0.0.1", timed_server.port), timeout=5))
+            if len(flood) % 100 == 0:
+                evaluate(f"flood-{len(flood)}")  # on the kept-alive connection
+        for i in range(15):  # rotation and sealing need descriptors: a few ticks fail
+            evaluate(f"during-{i}")
+            time.sleep(0.2)
+    finally:
+        for sock in flood:
+            sock.close()
+    log = timed_server.log_path.read_text()
+    assert "Too many open files" in log  # the flood did exhaust a worker
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            evaluate("after")
+            break
+        except (requests.RequestException, AssertionError):
+            time.sleep(0.5)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not set(acknowledged) <= set(lake_ids(timed_server)):
+        time.sleep(0.5)
+    assert set(acknowledged) <= set(lake_ids(timed_server))
+    assert sorted(timed_server.worker_pids()) == workers
+
+
+def lake_ids(server: GunicornServer) -> list[str]:
+    files = evaluation_files(server.data_dir)
+    if not files:
+        return []
+    query = (
+        f"SELECT evaluation_id FROM read_parquet('{server.data_dir}/events/evaluation/*/*.parquet')"
+    )
+    with duckdb.connect() as con:  # not the module's default connection, alive until exit
+        return [row[0] for row in con.sql(query).fetchall()]
