@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make run`: the API and dashboard, Dagster (webserver + daemon, schedule on) and demo traffic.
+# `make run`: the API and dashboard, Dagster (webserver + daemon, sensor and schedule on) and demo traffic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -55,7 +55,7 @@ cat <<TXT
 flagsight is running (Ctrl-C stops everything; logs in $DATA/logs):
   API          http://127.0.0.1:$API_PORT/v1/evaluate    (OpenAPI: /openapi.json, OFREP: /ofrep/v1)
   Dashboard    http://127.0.0.1:$API_PORT/dashboard      (sign in with the admin token)
-  Dagster      http://127.0.0.1:$DAGSTER_PORT                  (schedule: every 5 minutes)
+  Dagster      http://127.0.0.1:$DAGSTER_PORT                  (a run within 10 s of new events, and every 5 minutes)
   Demo API key $DEMO_KEY
 
 Try: curl -s -H "Authorization: ApiKey $DEMO_KEY" -H 'Content-Type: application/json' \\
