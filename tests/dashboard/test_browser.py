@@ -42,6 +42,7 @@ def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     context.grant_permissions(["clipboard-read", "clipboard-write"])
     page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())  # the person confirms what they asked for
     yield page
     context.close()
 

@@ -6,6 +6,7 @@ descriptor limit, and the event log survives running out of descriptors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -100,6 +101,12 @@ def timed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornS
     srv.kill()
 
 
+def send_unless_closed(sock: socket.socket, data: bytes) -> None:
+    """On a loaded machine the server may close a slow sender before its next line: fine."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        sock.sendall(data)
+
+
 def closed_by_server(sock: socket.socket, within_s: float) -> bool:
     """Whether the server closes ``sock`` (EOF or reset) within ``within_s`` seconds."""
     sock.settimeout(within_s)
@@ -117,16 +124,16 @@ def test_idle_and_slow_header_connections_are_closed_after_the_header_timeout(
     timed_server: GunicornServer,
 ) -> None:
     address = ("127.0.0.1", timed_server.port)
+    started = time.monotonic()
     idle = [socket.create_connection(address, timeout=5) for _ in range(200)]
     slow = [socket.create_connection(address, timeout=5) for _ in range(50)]
-    started = time.monotonic()
     try:
         for sock in slow:
-            sock.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\n")
+            send_unless_closed(sock, b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\n")
         for _ in range(3):  # a header line now and then: never a complete head
             time.sleep(0.3)
             for sock in slow:
-                sock.sendall(b"X-Slow: 1\r\n")
+                send_unless_closed(sock, b"X-Slow: 1\r\n")
         assert requests.get(f"{timed_server.url}/healthz", timeout=5).status_code == 200
         for sock in idle + slow:
             assert closed_by_server(sock, HEADER_TIMEOUT_S + 5)
