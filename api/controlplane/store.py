@@ -63,9 +63,10 @@ class InvalidError(ControlPlaneError):
 def resolve_monthly_limit(plan: Plan, requested: int | None, current: Organization | None) -> int:
     """The monthly evaluation limit an organization gets on ``plan``.
 
-    Enterprise takes ``requested``, or keeps ``current``'s custom limit when it is already
-    enterprise; without either it is refused. Other plans take their plan's limit, and a
-    ``requested`` value other than that limit is refused (echoing it back is fine).
+    Enterprise takes ``requested``, else keeps ``current``'s limit (an organization moved to
+    enterprise without a limit keeps the quota it had until one is chosen); a new one without
+    a limit is refused. Other plans take their plan's limit, and a ``requested`` value other
+    than that limit is refused (echoing it back is fine).
     """
     if requested is not None and (
         isinstance(requested, bool) or not 1 <= requested <= MAX_MONTHLY_LIMIT
@@ -85,7 +86,7 @@ def resolve_monthly_limit(plan: Plan, requested: int | None, current: Organizati
         return plan_limit
     if requested is not None:
         return requested
-    if current is not None and current.plan is Plan.ENTERPRISE:
+    if current is not None:
         return current.monthly_evaluation_limit
     raise InvalidError(
         "monthlyEvaluationLimit",

@@ -140,8 +140,8 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "description": "A field left out or null is left unchanged. A limit can be chosen only on"
         " the enterprise plan: moving to free, pro or team takes that plan's limit (sending"
-        " exactly it is accepted); moving to enterprise keeps a custom limit the organization"
-        " already has, else one is required; a limit alone applies to an enterprise"
+        " exactly it is accepted); moving to enterprise without a limit keeps the limit the"
+        " organization has until one is chosen; a limit alone applies to an enterprise"
         " organization only (400 otherwise).",
         "properties": {
             "plan": {"oneOf": [_PLAN, {"type": "null"}]},

@@ -125,6 +125,7 @@ def test_body_over_the_admin_limit_is_413(make_admin) -> None:
         ("pro", {"plan": "enterprise", "monthlyEvaluationLimit": 5}, ("enterprise", 5)),
         ("enterprise", {"monthlyEvaluationLimit": 7}, ("enterprise", 7)),
         ("enterprise", {"plan": "enterprise"}, ("enterprise", 42)),
+        ("pro", {"plan": "enterprise"}, ("enterprise", 1_000_000)),  # keeps its quota
         ("enterprise", {"plan": "team"}, ("team", 10_000_000)),
         ("team", {}, ("team", 10_000_000)),
     ],
@@ -142,7 +143,6 @@ def test_patch_changes_plan_and_limit(admin_api, start, patch, expected) -> None
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ({"plan": "enterprise"}, "Field 'monthlyEvaluationLimit' is required for the enterprise plan"),
         ({"monthlyEvaluationLimit": 5}, "Field 'monthlyEvaluationLimit' can only be chosen on the"
          " enterprise plan (the pro plan's limit is 1000000)"),
         ({"plan": 3}, "Field 'plan' must be one of free, pro, team, enterprise"),

@@ -39,8 +39,10 @@ def test_organization_limits(store) -> None:
         store.update_organization(org.id, monthly_evaluation_limit=9).monthly_evaluation_limit == 9
     )
     assert store.update_organization(org.id, plan=Plan.TEAM).monthly_evaluation_limit == 10_000_000
+    moved = store.update_organization(org.id, plan=Plan.ENTERPRISE)  # keeps its quota
+    assert (moved.plan, moved.monthly_evaluation_limit) == (Plan.ENTERPRISE, 10_000_000)
     with pytest.raises(InvalidError) as error:
-        store.update_organization(org.id, plan=Plan.ENTERPRISE)
+        store.create_organization("N", Plan.ENTERPRISE)
     assert error.value.field == "monthlyEvaluationLimit"
     with pytest.raises(NotFoundError):
         store.update_organization("org_0000000000000000", plan=Plan.PRO)
