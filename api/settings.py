@@ -37,6 +37,12 @@ class Settings:
     schedule_cron: str = "*/5 * * * *"
     body_limits: BodyLimits = field(default_factory=BodyLimits)
     events_uri: str | None = None
+    webhook_retry_base_s: float = 5.0
+    """First retry after this long; each later one waits twice as long, up to the cap."""
+    webhook_retry_cap_s: float = 600.0
+    webhook_retry_for_s: float = 24 * 3600.0
+    """How long a delivery is retried before it is given up (contract: 24 hours)."""
+    webhook_timeout_s: float = 10.0
 
     @property
     def control_plane_path(self) -> Path:
@@ -65,6 +71,11 @@ class Settings:
         return self.data_dir / "warehouse.duckdb"
 
     @property
+    def webhook_lock_path(self) -> Path:
+        """The file whose ``flock`` makes one process of the server deliver webhooks."""
+        return self.data_dir / "run" / "webhooks.lock"
+
+    @property
     def dagster_home(self) -> Path:
         return self.data_dir / "dagster"
 
@@ -82,4 +93,7 @@ class Settings:
             config_poll_interval_s=float(env.get("FLAGSIGHT_CONFIG_POLL_INTERVAL", "0.25")),
             schedule_cron=env.get("FLAGSIGHT_PIPELINE_CRON", "*/5 * * * *"),
             events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
+            webhook_retry_base_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_BASE", "5")),
+            webhook_retry_cap_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_CAP", "600")),
+            webhook_timeout_s=float(env.get("FLAGSIGHT_WEBHOOK_TIMEOUT", "10")),
         )

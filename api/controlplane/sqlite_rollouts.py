@@ -136,9 +136,9 @@ class RolloutsMixin:
             current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
             if current is None or current.state is not RolloutState.RUNNING or current.step != step:
                 return None  # stale: the rollout moved or stopped since it was read
-            next_step = (
-                step + 1 if action in (RolloutAction.ADVANCED, RolloutAction.COMPLETED) else step
-            )
+            last = len(current.plan.steps) - 1
+            moves = action in (RolloutAction.ADVANCED, RolloutAction.COMPLETED)
+            next_step = min(step + 1, last) if moves else step
             percentage = (
                 0.0 if action is RolloutAction.ROLLED_BACK else current.plan.steps[next_step]
             )
