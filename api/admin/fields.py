@@ -87,6 +87,7 @@ DEFAULT_STEP_MINUTES = 10.0
 MAX_STEPS = 20
 MAX_STEP_MINUTES = 7 * 24 * 60
 MAX_URL_LENGTH = 2048
+MAX_MOMENT = 253_402_300_800  # 10000-01-01T00:00:00Z
 
 
 def _number(value: Any) -> bool:
@@ -144,19 +145,26 @@ def moment(body: dict[str, Any], name: str) -> float:
     value = require_str(body, name, max_len=64)
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
+        seconds = parsed.timestamp()
+    except (ValueError, OverflowError):
         raise BadRequest(
             f"Field '{name}' must be an ISO-8601 time, e.g. 2026-01-31T09:00:00Z"
         ) from None
     if parsed.tzinfo is None:
         raise BadRequest(f"Field '{name}' must give its offset from UTC (e.g. a final Z)")
-    return parsed.timestamp()
+    if not 0 <= seconds < MAX_MOMENT:
+        raise BadRequest(f"Field '{name}' must be between 1970 and 9999")
+    return seconds
 
 
 def webhook_url(body: dict[str, Any]) -> str:
     value = require_str(body, "url", max_len=MAX_URL_LENGTH)
-    parsed = urlparse(value)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parsed = urlparse(value)
+        scheme, host, _ = parsed.scheme, parsed.hostname, parsed.port  # .port checks the range
+    except ValueError:
+        scheme, host = "", None
+    if scheme not in ("http", "https") or not host:
         raise BadRequest("Field 'url' must be an http:// or https:// URL with a host")
     return value
 

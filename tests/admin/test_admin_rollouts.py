@@ -110,6 +110,7 @@ def test_stopping_leaves_the_percentage(admin_api: AdminClient, flag_path: str) 
     [
         ({"at": "2030-01-01T00:00:00", "flag": {"enabled": True, "rules": []}}, "at"),
         ({"at": "tomorrow", "flag": {"enabled": True, "rules": []}}, "at"),
+        ({"at": "0001-01-01T00:00:00+14:00", "flag": {"enabled": True, "rules": []}}, "at"),
         ({"at": "2030-01-01T00:00:00Z", "flag": {"rules": []}}, "flag.enabled"),
         ({"at": "2030-01-01T00:00:00Z", "flag": {"enabled": True, "rules": [{}]}}, "flag.rules[0].type"),
     ],
@@ -148,6 +149,8 @@ def test_a_webhook_secret_is_shown_once(admin_api: AdminClient, org: dict) -> No
     ("body", "field"),
     [
         ({"url": "ftp://x.test/", "events": ["flag.changed"]}, "url"),
+        ({"url": "http://[::1/", "events": ["flag.changed"]}, "url"),
+        ({"url": "http://x.test:99999/", "events": ["flag.changed"]}, "url"),
         ({"url": "https://x.test/", "events": []}, "events"),
         ({"url": "https://x.test/", "events": ["flag.deleted"]}, "events"),
     ],
