@@ -9,9 +9,11 @@ from __future__ import annotations
 import gc
 import logging
 import threading
-from typing import Any
+from typing import Any, Protocol
 
+from api.schedules import ScheduleApplier, apply_due
 from api.services import Services
+from api.webhooks import WebhookDeliverer
 
 log = logging.getLogger("flagsight.lifecycle")
 
@@ -43,17 +45,34 @@ class Housekeeping:
             self._thread.join(timeout=5)
 
 
-def start_services(services: Services) -> Housekeeping:
+class Background(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def start_services(services: Services) -> list[Background]:
+    """Start a worker's threads. Schedules that fell due while the service was down are
+    applied first, so the worker's first answers already serve them."""
+    try:
+        apply_due(services)
+    except Exception:  # the applier thread retries within a tick
+        log.exception("applying due schedules at start-up failed")
     services.config.start()
     services.event_log.start()
-    housekeeping = Housekeeping(services)
-    housekeeping.start()
-    return housekeeping
+    threads: list[Background] = [
+        Housekeeping(services),
+        ScheduleApplier(services),
+        WebhookDeliverer(services),
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
 
 
-def stop_services(services: Services, housekeeping: Housekeeping | None) -> None:
-    if housekeeping is not None:
-        housekeeping.stop()
+def stop_services(services: Services, threads: list[Background]) -> None:
+    for thread in threads:
+        thread.stop()
     services.tallies.flush()
     services.event_log.close()
     services.config.stop()
@@ -65,10 +84,10 @@ class LifespanMiddleware:
 
     def __init__(self, services: Services):
         self._services = services
-        self._housekeeping: Housekeeping | None = None
+        self._threads: list[Background] = []
 
     async def process_startup(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
-        self._housekeeping = start_services(self._services)
+        self._threads = start_services(self._services)
         # Everything built so far (modules, config, caches) lives as long as the worker: keep
         # it out of the cyclic collector's generations, so collections only walk new objects.
         gc.collect()
@@ -76,6 +95,6 @@ class LifespanMiddleware:
         log.info("worker started", extra={"data_dir": str(self._services.settings.data_dir)})
 
     async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
-        stop_services(self._services, self._housekeeping)
+        stop_services(self._services, self._threads)
         gc.unfreeze()  # let extension modules release their objects at exit, as they expect
         log.info("worker stopped; event log sealed")

@@ -44,6 +44,12 @@ class Settings:
     body_timeout_s: int = 30
     """How long gunicorn waits for each piece of a request body (its ``timeout``, which is
     also how long a worker may go without a heartbeat before the master replaces it)."""
+    webhook_retry_base_s: float = 5.0
+    """First retry after this long; each later one waits twice as long, up to the cap."""
+    webhook_retry_cap_s: float = 600.0
+    webhook_retry_for_s: float = 24 * 3600.0
+    """How long a delivery is retried before it is given up (contract: 24 hours)."""
+    webhook_timeout_s: float = 10.0
 
     @property
     def control_plane_path(self) -> Path:
@@ -77,6 +83,11 @@ class Settings:
         return self.data_dir / "warehouse.duckdb"
 
     @property
+    def webhook_lock_path(self) -> Path:
+        """The file whose ``flock`` makes one process of the server deliver webhooks."""
+        return self.data_dir / "run" / "webhooks.lock"
+
+    @property
     def dagster_home(self) -> Path:
         return self.data_dir / "dagster"
 
@@ -97,4 +108,7 @@ class Settings:
             header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),
             keepalive_s=int(env.get("FLAGSIGHT_KEEPALIVE_TIMEOUT", "30")),
             body_timeout_s=int(env.get("FLAGSIGHT_BODY_TIMEOUT", "30")),
+            webhook_retry_base_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_BASE", "5")),
+            webhook_retry_cap_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_CAP", "600")),
+            webhook_timeout_s=float(env.get("FLAGSIGHT_WEBHOOK_TIMEOUT", "10")),
         )

@@ -16,10 +16,15 @@ FLAG_ENVIRONMENT_DAILY = "flag_environment_daily"
 FLAG_HEALTH = "flag_health"
 FLAG_ARM_WINDOWS = "flag_arm_windows"
 PUBLISHED_WAREHOUSE = "published_warehouse"
+ROLLOUT_DECISIONS = "rollout_decisions"
 
 SENSOR_NAME = "new_events_sensor"
 SENSOR_INTERVAL_S = 10
 """How often the sensor looks for newly sealed files (release health's time to signal)."""
+
+ROLLOUT_SENSOR_NAME = "rollout_step_sensor"
+ROLLOUT_SENSOR_INTERVAL_S = 10
+"""How often the rollout sensor looks for a rollout step whose time has passed."""
 
 # Pending feedback check: the bound and the growth streak that fail it.
 PENDING_ABSOLUTE_FLOOR = 10_000

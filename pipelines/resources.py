@@ -15,6 +15,8 @@ import dagster as dg
 import duckdb
 from pydantic import PrivateAttr
 
+from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.controlplane.store import ControlPlaneStore
 from warehouse.migrations import migrate
 
 
@@ -135,9 +137,23 @@ class WarehouseResource(dg.ConfigurableResource):
 
 
 class ControlPlaneResource(dg.ConfigurableResource):
-    """The control-plane SQLite database, read only for environment keys."""
+    """The control-plane SQLite database: environment keys, and the rollouts the guardian
+    judges (through the store, which audits and announces each decision)."""
 
     database_path: str
+
+    @contextmanager
+    def store(self) -> Iterator[ControlPlaneStore | None]:
+        """The control-plane store, or None when the service never created its database."""
+        path = Path(self.database_path)
+        if not path.exists():
+            yield None
+            return
+        store = SqliteControlPlaneStore(path)
+        try:
+            yield store
+        finally:
+            store.close()
 
     def environment_keys(self) -> list[tuple[str, str]]:
         """``(environment id, key)`` pairs; empty when the database or table does not exist."""

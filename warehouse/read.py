@@ -115,13 +115,19 @@ def flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -> dic
     with _reading(warehouse_path) as con:
         if con is None:
             return None
-        cursor = con.execute(
-            "SELECT * EXCLUDE (computed_at), epoch_us(computed_at) AS computed_at "
-            "FROM flag_health WHERE environment_id = ? AND flag_key = ?",
-            [environment_id, flag_key],
-        )
-        row = cursor.fetchone()
-        names = [column[0] for column in cursor.description]
+        return health_row(con, environment_id, flag_key)
+
+
+def health_row(con: duckdb.DuckDBPyConnection, environment_id: str, flag_key: str) -> dict | None:
+    """``flag_health``'s row on an open connection (the published file or the pipeline's
+    working database, where the rollout guardian reads it)."""
+    cursor = con.execute(
+        "SELECT * EXCLUDE (computed_at), epoch_us(computed_at) AS computed_at "
+        "FROM flag_health WHERE environment_id = ? AND flag_key = ?",
+        [environment_id, flag_key],
+    )
+    row = cursor.fetchone()
+    names = [column[0] for column in cursor.description]
     if row is None:
         return None
     record = dict(zip(names, row, strict=True))

@@ -15,6 +15,7 @@ import falcon
 import falcon.asgi
 
 from api.admin.auth import AdminAuth
+from api.controlplane.changes import Actor
 from api.controlplane.store import ControlPlaneStore
 from api.jsonio import read_json, require_object
 from api.services import Services
@@ -24,6 +25,9 @@ T = TypeVar("T")
 
 class AdminResource:
     """Base of the admin resources; subclasses are decorated with ``require_admin``."""
+
+    actor: Actor = Actor.ADMIN_API
+    """Who the audit log says made the changes written through ``write``."""
 
     def __init__(self, services: Services, auth: AdminAuth):
         self.services = services
@@ -38,10 +42,10 @@ class AdminResource:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a store write off the event loop, then make this worker serve it."""
+        """Run a store write, as ``actor``, off the event loop; then make this worker serve it."""
 
         def write_and_refresh() -> T:
-            result = fn(*args, **kwargs)
+            result = fn(*args, actor=self.actor, **kwargs)
             self.services.config.refresh()
             return result
 

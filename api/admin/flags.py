@@ -14,7 +14,7 @@ from api.admin.base import AdminResource
 from api.admin.environments import existing_environment
 from api.admin.warehouse_rows import WarehouseRowResource
 from api.errors import NotFound
-from api.jsonio import require_bool, write_json
+from api.jsonio import write_json
 
 
 @falcon.before(require_admin)
@@ -46,12 +46,9 @@ class FlagResource(AdminResource):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
         fields.key_param(flag_key, "flagKey")
-        body = await self.body(req)
-        enabled = require_bool(body, "enabled")
-        archived = bool(fields.optional_bool(body, "archived"))
-        rules = fields.rules(body)
+        body = fields.flag_body(await self.body(req))
         flag, created = await self.write(
-            self.store.put_flag, env_id, flag_key, enabled, archived, rules
+            self.store.put_flag, env_id, flag_key, body.enabled, body.archived, body.rules
         )
         write_json(resp, views.flag(flag), status=201 if created else 200)
 

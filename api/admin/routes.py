@@ -1,4 +1,4 @@
-"""``add_admin_routes(app, services)``: every ``/admin/v1/...`` route of contract section 5."""
+"""``add_admin_routes(app, services)``: every ``/admin/v1/...`` route of contract sections 5, 9 and 10."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ import sqlite3
 import falcon.asgi
 
 from api.admin.api_keys import ApiKeyResource, ApiKeysResource
+from api.admin.audit import AuditResource, RestoreResource
 from api.admin.auth import AdminAuth
 from api.admin.environments import EnvironmentResource, EnvironmentsResource
 from api.admin.errors import handle_control_plane_error, handle_control_plane_unavailable
 from api.admin.flags import FlagMetricsResource, FlagResource, FlagsResource
 from api.admin.health import FlagHealthResource
 from api.admin.organizations import OrganizationResource, OrganizationsResource, UsageResource
+from api.admin.rollouts import RolloutResource
+from api.admin.schedules import ScheduleResource, SchedulesResource
 from api.admin.segments import SegmentResource, SegmentsResource
+from api.admin.webhooks import WebhookResource, WebhooksResource
 from api.controlplane.store import ControlPlaneError
 from api.services import Services
 
@@ -33,6 +37,13 @@ ROUTES = {
     "/environments/{env_id}/flags/{flag_key}": FlagResource,
     "/environments/{env_id}/flags/{flag_key}/metrics": FlagMetricsResource,
     "/environments/{env_id}/flags/{flag_key}/health": FlagHealthResource,
+    "/environments/{env_id}/flags/{flag_key}/rollout": RolloutResource,
+    "/environments/{env_id}/flags/{flag_key}/schedules": SchedulesResource,
+    "/environments/{env_id}/flags/{flag_key}/schedules/{schedule_id}": ScheduleResource,
+    "/organizations/{org_id}/audit": AuditResource,
+    "/audit/{audit_id}/restore": RestoreResource,
+    "/organizations/{org_id}/webhooks": WebhooksResource,
+    "/webhooks/{webhook_id}": WebhookResource,
 }
 
 

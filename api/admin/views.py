@@ -1,26 +1,23 @@
-"""Records as the admin API's JSON: camelCase fields exactly as the contract names them."""
+"""Records as the admin API's JSON: camelCase fields exactly as the contract names them.
+
+The records the audit log also keeps use ``api.controlplane.documents``: one shape each."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from api.controlplane.model import ApiKey, Environment, FlagRecord, Organization, Segment
-from api.evaluation import rule_to_json
+from api.controlplane import documents
+from api.controlplane.changes import AuditRecord, CreatedWebhook
+from api.controlplane.model import ApiKey, Organization, Segment
 from api.metering.meter import month_label
 
-
-def organization(org: Organization) -> dict[str, Any]:
-    return {
-        "id": org.id,
-        "name": org.name,
-        "plan": org.plan.value,
-        "monthlyEvaluationLimit": org.monthly_evaluation_limit,
-    }
-
-
-def environment(env: Environment) -> dict[str, Any]:
-    return {"id": env.id, "key": env.key, "name": env.name, "insightsEnabled": env.insights_enabled}
+organization = documents.organization
+environment = documents.environment
+flag = documents.flag
+rollout = documents.rollout
+schedule = documents.schedule
+webhook = documents.webhook
 
 
 def api_key(key: ApiKey, plaintext: str | None = None) -> dict[str, Any]:
@@ -39,14 +36,22 @@ def segment(seg: Segment, user_identifiers: list[str] | None = None) -> dict[str
     return body
 
 
-def flag(record: FlagRecord) -> dict[str, Any]:
+def audit(record: AuditRecord) -> dict[str, Any]:
     return {
-        "key": record.key,
-        "enabled": record.enabled,
-        "archived": record.archived,
-        "rules": [rule_to_json(rule) for rule in record.rules],
-        "updatedAt": record.updated_at,
+        "id": record.id,
+        "at": record.at,
+        "actor": record.actor,
+        "action": record.action,
+        "target": record.target,
+        "before": record.before,
+        "after": record.after,
+        "restoredFrom": record.restored_from,
     }
+
+
+def created_webhook(created: CreatedWebhook) -> dict[str, Any]:
+    """``secret`` appears only in the answer that created the webhook."""
+    return {**documents.webhook(created.record), "secret": created.secret}
 
 
 def usage(org: Organization, month: int, evaluations: int) -> dict[str, Any]:

@@ -17,12 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from api.controlplane import documents
+from api.controlplane.changes import Actor, AuditRecord, EventType
 from api.controlplane.migrations import apply_migrations
 from api.controlplane.model import (
     ApiKey,
@@ -33,6 +34,11 @@ from api.controlplane.model import (
     Plan,
     Segment,
 )
+from api.controlplane.sqlite_audit import AuditMixin
+from api.controlplane.sqlite_history import emit, new_id, record_audit
+from api.controlplane.sqlite_rollouts import RolloutsMixin
+from api.controlplane.sqlite_schedules import SchedulesMixin
+from api.controlplane.sqlite_webhooks import WebhooksMixin
 from api.controlplane.store import (
     KEY_PATTERN,
     MAX_SEGMENT_SIZE,
@@ -49,11 +55,6 @@ from api.evaluation import Rule, SegmentRule, rule_from_json, rule_to_json
 API_KEY_PREFIX = "fsk_"
 _SIGNING_KEY = "signing_key"
 _ADMIN_TOKEN_HASH = "admin_token_sha256"
-
-
-def new_id(prefix: str) -> str:
-    """``prefix`` and 16 lowercase hex digits (environment ids must keep exactly this form)."""
-    return prefix + secrets.token_hex(8)
 
 
 def new_api_key() -> str:
@@ -108,8 +109,12 @@ def _segment_keys_named(rules_text: str) -> set[str]:
     return {r["segment"] for r in msgspec.json.decode(rules_text) if r.get("type") == "SEGMENT"}
 
 
-class SqliteControlPlaneStore:
-    """``ControlPlaneStore`` on a SQLite file; creates and migrates the file when opened."""
+class SqliteControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMixin):
+    """``ControlPlaneStore`` on a SQLite file; creates and migrates the file when opened.
+
+    Every change writes its audit record (and queues its webhook events) in its own
+    transaction; the mixins add the history, rollouts, schedules and webhooks of section 10.
+    """
 
     def __init__(
         self,
@@ -175,8 +180,32 @@ class SqliteControlPlaneStore:
         return row.fetchone()[0]
 
     def _now(self) -> str:
-        moment = datetime.fromtimestamp(self._clock(), UTC)
-        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return documents.iso_time(self._clock())
+
+    def _audit(
+        self,
+        conn: sqlite3.Connection,
+        organization_id: str,
+        actor: str,
+        action: str,
+        target: str,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        return record_audit(
+            conn, at=self._now(), organization_id=organization_id, actor=str(actor),
+            action=action, target=target, before=before, after=after,
+            restored_from=restored_from,
+        )  # fmt: skip
+
+    def _emit(
+        self, conn: sqlite3.Connection, organization_id: str, event: EventType, data: dict
+    ) -> str:
+        return emit(
+            conn, now=self._clock(), at=self._now(), organization_id=organization_id,
+            event_type=event, data=data,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Close this process's connections (the store reopens one if used again)."""
@@ -189,7 +218,12 @@ class SqliteControlPlaneStore:
     # -- organizations ----------------------------------------------------------------------
 
     def create_organization(
-        self, name: str, plan: Plan, monthly_evaluation_limit: int | None = None
+        self,
+        name: str,
+        plan: Plan,
+        monthly_evaluation_limit: int | None = None,
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> Organization:
         plan = Plan(plan)
         limit = resolve_monthly_limit(plan, monthly_evaluation_limit, None)
@@ -199,6 +233,10 @@ class SqliteControlPlaneStore:
                 "INSERT INTO organizations VALUES (?, ?, ?, ?, ?, ?)",
                 (organization.id, name, plan.value, limit, self._now(), self._bump(conn)),
             )
+            self._audit(
+                conn, organization.id, actor, "organization.created",
+                f"organization:{organization.id}", None, documents.organization(organization),
+            )  # fmt: skip
         return organization
 
     def get_organization(self, organization_id: str) -> Organization | None:
@@ -219,6 +257,7 @@ class SqliteControlPlaneStore:
         *,
         plan: Plan | None = None,
         monthly_evaluation_limit: int | None = None,
+        actor: str = Actor.SYSTEM,
     ) -> Organization:
         with self._transaction(write=True) as conn:
             row = conn.execute(
@@ -234,7 +273,12 @@ class SqliteControlPlaneStore:
                 " WHERE id = ?",
                 (new_plan.value, limit, self._bump(conn), organization_id),
             )
-        return Organization(current.id, current.name, new_plan, limit)
+            updated = Organization(current.id, current.name, new_plan, limit)
+            self._audit(
+                conn, current.id, actor, "organization.updated", f"organization:{current.id}",
+                documents.organization(current), documents.organization(updated),
+            )  # fmt: skip
+        return updated
 
     # -- environments -----------------------------------------------------------------------
 
@@ -250,6 +294,8 @@ class SqliteControlPlaneStore:
         key: str,
         name: str | None = None,
         insights_enabled: bool = False,
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> Environment:
         if not KEY_PATTERN.fullmatch(key):
             raise InvalidError("key", "Field 'key' must match [A-Za-z0-9._-]{1,128}")
@@ -276,6 +322,10 @@ class SqliteControlPlaneStore:
                     self._bump(conn),
                 ),
             )
+            self._audit(
+                conn, organization_id, actor, "environment.created",
+                f"environment:{environment.id}", None, documents.environment(environment),
+            )  # fmt: skip
         return environment
 
     def get_environment(self, environment_id: str) -> Environment | None:
@@ -305,7 +355,12 @@ class SqliteControlPlaneStore:
         return [_environment(row) for row in rows]
 
     def update_environment(
-        self, environment_id: str, *, name: str | None = None, insights_enabled: bool | None = None
+        self,
+        environment_id: str,
+        *,
+        name: str | None = None,
+        insights_enabled: bool | None = None,
+        actor: str = Actor.SYSTEM,
     ) -> Environment:
         with self._transaction(write=True) as conn:
             row = conn.execute(
@@ -325,6 +380,11 @@ class SqliteControlPlaneStore:
                 "UPDATE environments SET name = ?, insights_enabled = ?, version = ? WHERE id = ?",
                 (updated.name, int(updated.insights_enabled), self._bump(conn), environment_id),
             )
+            self._audit(
+                conn, current.organization_id, actor, "environment.updated",
+                f"environment:{current.id}", documents.environment(current),
+                documents.environment(updated),
+            )  # fmt: skip
         return updated
 
     @staticmethod
@@ -336,17 +396,23 @@ class SqliteControlPlaneStore:
 
     # -- API keys ---------------------------------------------------------------------------
 
-    def create_api_key(self, environment_id: str, name: str = "") -> CreatedApiKey:
+    def create_api_key(
+        self, environment_id: str, name: str = "", *, actor: str = Actor.SYSTEM
+    ) -> CreatedApiKey:
         plaintext = new_api_key()
         record = ApiKey(new_id("key_"), environment_id, name, self._now())
         with self._transaction(write=True) as conn:
-            self._require_environment(conn, environment_id)
+            environment = self._require_environment(conn, environment_id)
             conn.execute(
                 "INSERT INTO api_keys (id, environment_id, name, key_sha256, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 (record.id, environment_id, name, sha256_hex(plaintext), record.created_at),
             )
             self._bump(conn)
+            self._audit(
+                conn, environment.organization_id, actor, "apiKey.created",
+                f"apiKey:{record.id}", None, documents.api_key(record),
+            )  # fmt: skip
         return CreatedApiKey(record, plaintext)
 
     def get_api_key(self, key_id: str) -> ApiKey | None:
@@ -362,20 +428,34 @@ class SqliteControlPlaneStore:
         )
         return [_api_key(row) for row in rows]
 
-    def revoke_api_key(self, key_id: str) -> None:
+    def revoke_api_key(self, key_id: str, *, actor: str = Actor.SYSTEM) -> None:
         with self._transaction(write=True) as conn:
-            changed = conn.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (self._now(), key_id),
-            ).rowcount
-            if not changed:
+            row = conn.execute(
+                "SELECT k.*, e.organization_id FROM api_keys k"
+                " JOIN environments e ON e.id = k.environment_id"
+                " WHERE k.id = ? AND k.revoked_at IS NULL",
+                (key_id,),
+            ).fetchone()
+            if row is None:
                 raise NotFoundError(f"API key '{key_id}' does not exist or is already revoked")
+            conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (self._now(), key_id))
             self._bump(conn)
+            before = _api_key(row)
+            after = ApiKey(before.id, before.environment_id, before.name, before.created_at, True)
+            self._audit(
+                conn, row["organization_id"], actor, "apiKey.revoked", f"apiKey:{key_id}",
+                documents.api_key(before), documents.api_key(after),
+            )  # fmt: skip
 
     # -- segments ---------------------------------------------------------------------------
 
     def put_segment(
-        self, organization_id: str, key: str, user_identifiers: Sequence[str]
+        self,
+        organization_id: str,
+        key: str,
+        user_identifiers: Sequence[str],
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> tuple[Segment, bool]:
         if not KEY_PATTERN.fullmatch(key):
             raise InvalidError("segmentKey", "Segment key must match [A-Za-z0-9._-]{1,128}")
@@ -391,7 +471,8 @@ class SqliteControlPlaneStore:
         with self._transaction(write=True) as conn:
             self._require_organization(conn, organization_id)
             existed = conn.execute(
-                "SELECT 1 FROM segments WHERE organization_id = ? AND key = ?",
+                "SELECT organization_id, key, size, updated_at FROM segments"
+                " WHERE organization_id = ? AND key = ?",
                 (organization_id, key),
             ).fetchone()
             version = self._bump(conn)
@@ -405,6 +486,11 @@ class SqliteControlPlaneStore:
             conn.execute(
                 "UPDATE organizations SET version = ? WHERE id = ?", (version, organization_id)
             )
+            self._audit(
+                conn, organization_id, actor, "segment.put", f"segment:{organization_id}/{key}",
+                documents.segment(_segment(existed)) if existed else None,
+                documents.segment(segment),
+            )  # fmt: skip
         return segment, existed is None
 
     def get_segment(self, organization_id: str, key: str) -> Segment | None:
@@ -438,10 +524,11 @@ class SqliteControlPlaneStore:
         )
         return [_segment(row) for row in rows]
 
-    def delete_segment(self, organization_id: str, key: str) -> None:
+    def delete_segment(self, organization_id: str, key: str, *, actor: str = Actor.SYSTEM) -> None:
         with self._transaction(write=True) as conn:
             exists = conn.execute(
-                "SELECT 1 FROM segments WHERE organization_id = ? AND key = ?",
+                "SELECT organization_id, key, size, updated_at FROM segments"
+                " WHERE organization_id = ? AND key = ?",
                 (organization_id, key),
             ).fetchone()
             if not exists:
@@ -466,37 +553,98 @@ class SqliteControlPlaneStore:
                 "UPDATE organizations SET version = ? WHERE id = ?",
                 (self._bump(conn), organization_id),
             )
+            self._audit(
+                conn, organization_id, actor, "segment.deleted",
+                f"segment:{organization_id}/{key}", documents.segment(_segment(exists)), None,
+            )  # fmt: skip
 
     # -- flags ------------------------------------------------------------------------------
 
     def put_flag(
-        self, environment_id: str, key: str, enabled: bool, archived: bool, rules: Sequence[Rule]
+        self,
+        environment_id: str,
+        key: str,
+        enabled: bool,
+        archived: bool,
+        rules: Sequence[Rule],
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> tuple[FlagRecord, bool]:
         if not KEY_PATTERN.fullmatch(key):
             raise InvalidError("flagKey", "Flag key must match [A-Za-z0-9._-]{1,128}")
         flag = FlagRecord(
             environment_id, key, bool(enabled), bool(archived), tuple(rules), self._now()
         )
-        rules_text = msgspec.json.encode([rule_to_json(rule) for rule in flag.rules]).decode()
         with self._transaction(write=True) as conn:
-            environment = self._require_environment(conn, environment_id)
-            self._check_segments_exist(conn, environment.organization_id, flag.rules)
-            existed = conn.execute(
-                "SELECT 1 FROM flags WHERE environment_id = ? AND key = ?", (environment_id, key)
-            ).fetchone()
-            version = self._bump(conn)
-            conn.execute(
-                "INSERT INTO flags VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (environment_id, key) DO UPDATE SET enabled = excluded.enabled,"
-                " archived = excluded.archived, rules = excluded.rules,"
-                " updated_at = excluded.updated_at, version = excluded.version",
-                (environment_id, key, int(flag.enabled), int(flag.archived), rules_text,
-                 flag.updated_at, version),
-            )  # fmt: skip
-            conn.execute(
-                "UPDATE environments SET version = ? WHERE id = ?", (version, environment_id)
-            )
-        return flag, existed is None
+            before = self._flag_in(conn, environment_id, key)
+            action = "flag.created" if before is None else "flag.updated"
+            self._write_flag(conn, flag, actor=actor, action=action)
+        return flag, before is None
+
+    def _flag_in(
+        self, conn: sqlite3.Connection, environment_id: str, key: str
+    ) -> FlagRecord | None:
+        row = conn.execute(
+            "SELECT * FROM flags WHERE environment_id = ? AND key = ?", (environment_id, key)
+        ).fetchone()
+        return _flag(row) if row else None
+
+    def _write_flag(
+        self,
+        conn: sqlite3.Connection,
+        flag: FlagRecord,
+        *,
+        actor: str,
+        action: str,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        """Create or replace ``flag`` inside the caller's write transaction: check its
+        segments, bump the version, audit the change and queue ``flag.changed``. Every path
+        that changes a flag (admin API, dashboard, rollout, schedule, restore) comes here."""
+        environment = self._require_environment(conn, flag.environment_id)
+        self._check_segments_exist(conn, environment.organization_id, flag.rules)
+        before = self._flag_in(conn, flag.environment_id, flag.key)
+        rules_text = msgspec.json.encode([rule_to_json(rule) for rule in flag.rules]).decode()
+        version = self._bump(conn)
+        conn.execute(
+            "INSERT INTO flags VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (environment_id, key) DO UPDATE SET enabled = excluded.enabled,"
+            " archived = excluded.archived, rules = excluded.rules,"
+            " updated_at = excluded.updated_at, version = excluded.version",
+            (flag.environment_id, flag.key, int(flag.enabled), int(flag.archived), rules_text,
+             flag.updated_at, version),
+        )  # fmt: skip
+        conn.execute(
+            "UPDATE environments SET version = ? WHERE id = ?", (version, flag.environment_id)
+        )
+        return self._flag_changed(
+            conn, environment, flag.key, before, flag, actor, action, restored_from
+        )
+
+    def _flag_changed(
+        self,
+        conn: sqlite3.Connection,
+        environment: Environment,
+        key: str,
+        before: FlagRecord | None,
+        after: FlagRecord | None,
+        actor: str,
+        action: str,
+        restored_from: str | None,
+    ) -> AuditRecord:
+        before_doc = documents.flag(before) if before else None
+        after_doc = documents.flag(after) if after else None
+        record = self._audit(
+            conn, environment.organization_id, actor, action, f"flag:{environment.id}/{key}",
+            before_doc, after_doc, restored_from,
+        )  # fmt: skip
+        self._emit(
+            conn, environment.organization_id, EventType.FLAG_CHANGED,
+            {"environmentId": environment.id, "environmentKey": environment.key,
+             "flagKey": key, "actor": str(actor), "action": action, "auditId": record.id,
+             "before": before_doc, "after": after_doc},
+        )  # fmt: skip
+        return record
 
     @staticmethod
     def _check_segments_exist(
@@ -532,17 +680,37 @@ class SqliteControlPlaneStore:
         )
         return [_flag(row) for row in rows]
 
-    def delete_flag(self, environment_id: str, key: str) -> None:
+    def delete_flag(self, environment_id: str, key: str, *, actor: str = Actor.SYSTEM) -> None:
         with self._transaction(write=True) as conn:
-            deleted = conn.execute(
-                "DELETE FROM flags WHERE environment_id = ? AND key = ?", (environment_id, key)
-            ).rowcount
-            if not deleted:
-                raise NotFoundError(f"Flag '{key}' does not exist in this environment")
-            conn.execute(
-                "UPDATE environments SET version = ? WHERE id = ?",
-                (self._bump(conn), environment_id),
-            )
+            self._delete_flag(conn, environment_id, key, actor=actor, action="flag.deleted")
+
+    def _delete_flag(
+        self,
+        conn: sqlite3.Connection,
+        environment_id: str,
+        key: str,
+        *,
+        actor: str,
+        action: str,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        """Delete inside the caller's transaction; its rollout and pending schedules go too."""
+        environment = self._require_environment(conn, environment_id)
+        before = self._flag_in(conn, environment_id, key)
+        if before is None:
+            raise NotFoundError(f"Flag '{key}' does not exist in this environment")
+        conn.execute(
+            "DELETE FROM flags WHERE environment_id = ? AND key = ?", (environment_id, key)
+        )
+        conn.execute(
+            "DELETE FROM rollouts WHERE environment_id = ? AND flag_key = ?", (environment_id, key)
+        )
+        conn.execute(
+            "UPDATE environments SET version = ? WHERE id = ?", (self._bump(conn), environment_id)
+        )
+        return self._flag_changed(
+            conn, environment, key, before, None, actor, action, restored_from
+        )
 
     # -- what workers poll and load ---------------------------------------------------------
 

@@ -14,6 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from api.controlplane.changes import (
+    Actor,
+    AuditRecord,
+    CreatedWebhook,
+    Delivery,
+    FlagBody,
+    JsonDocument,
+    Rollout,
+    RolloutAction,
+    RolloutPlan,
+    Schedule,
+    Webhook,
+)
 from api.controlplane.model import (
     PLAN_MONTHLY_LIMITS,
     ApiKey,
@@ -123,15 +136,23 @@ class CreatedApiKey:
 
 
 class ControlPlaneStore(Protocol):
-    """Organizations, environments, API keys, segments and flags, with a change counter.
+    """Organizations, environments, API keys, segments and flags, with a change counter; and
+    their history (contract section 10): audit log, rollouts, schedules, webhooks.
 
     Every write that can change evaluation or authentication increases ``config_version()``,
-    which is what each worker's ``ConfigCache`` polls.
+    which is what each worker's ``ConfigCache`` polls. Every write takes ``actor`` (who makes
+    it) and records its audit record, and queues the webhook events it raises, in the same
+    transaction as the change.
     """
 
     # organizations
     def create_organization(
-        self, name: str, plan: Plan, monthly_evaluation_limit: int | None = None
+        self,
+        name: str,
+        plan: Plan,
+        monthly_evaluation_limit: int | None = None,
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> Organization:
         """Enterprise needs ``monthly_evaluation_limit``; other plans take their plan's limit."""
         ...
@@ -146,6 +167,7 @@ class ControlPlaneStore(Protocol):
         *,
         plan: Plan | None = None,
         monthly_evaluation_limit: int | None = None,
+        actor: str = Actor.SYSTEM,
     ) -> Organization: ...
 
     # environments
@@ -155,6 +177,8 @@ class ControlPlaneStore(Protocol):
         key: str,
         name: str | None = None,
         insights_enabled: bool = False,
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> Environment:
         """Raises ``ConflictError`` when the organization already has an environment ``key``."""
         ...
@@ -166,11 +190,18 @@ class ControlPlaneStore(Protocol):
     def list_environments(self, organization_id: str) -> list[Environment]: ...
 
     def update_environment(
-        self, environment_id: str, *, name: str | None = None, insights_enabled: bool | None = None
+        self,
+        environment_id: str,
+        *,
+        name: str | None = None,
+        insights_enabled: bool | None = None,
+        actor: str = Actor.SYSTEM,
     ) -> Environment: ...
 
     # API keys
-    def create_api_key(self, environment_id: str, name: str = "") -> CreatedApiKey: ...
+    def create_api_key(
+        self, environment_id: str, name: str = "", *, actor: str = Actor.SYSTEM
+    ) -> CreatedApiKey: ...
 
     def get_api_key(self, key_id: str) -> ApiKey | None: ...
 
@@ -178,13 +209,18 @@ class ControlPlaneStore(Protocol):
         """The environment's keys that are not revoked, oldest first, without secrets."""
         ...
 
-    def revoke_api_key(self, key_id: str) -> None:
+    def revoke_api_key(self, key_id: str, *, actor: str = Actor.SYSTEM) -> None:
         """Raises ``NotFoundError`` for an unknown or already revoked key."""
         ...
 
     # segments
     def put_segment(
-        self, organization_id: str, key: str, user_identifiers: Sequence[str]
+        self,
+        organization_id: str,
+        key: str,
+        user_identifiers: Sequence[str],
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> tuple[Segment, bool]:
         """Create or replace; duplicates count once. Returns the segment and whether it is new."""
         ...
@@ -195,13 +231,20 @@ class ControlPlaneStore(Protocol):
 
     def list_segments(self, organization_id: str) -> list[Segment]: ...
 
-    def delete_segment(self, organization_id: str, key: str) -> None:
+    def delete_segment(self, organization_id: str, key: str, *, actor: str = Actor.SYSTEM) -> None:
         """Raises ``ConflictError`` while a flag's SEGMENT rule names the segment."""
         ...
 
     # flags
     def put_flag(
-        self, environment_id: str, key: str, enabled: bool, archived: bool, rules: Sequence[Rule]
+        self,
+        environment_id: str,
+        key: str,
+        enabled: bool,
+        archived: bool,
+        rules: Sequence[Rule],
+        *,
+        actor: str = Actor.SYSTEM,
     ) -> tuple[FlagRecord, bool]:
         """Create or replace. Returns the flag and whether it was created."""
         ...
@@ -210,7 +253,93 @@ class ControlPlaneStore(Protocol):
 
     def list_flags(self, environment_id: str) -> list[FlagRecord]: ...
 
-    def delete_flag(self, environment_id: str, key: str) -> None: ...
+    def delete_flag(self, environment_id: str, key: str, *, actor: str = Actor.SYSTEM) -> None:
+        """Its rollout goes with it."""
+        ...
+
+    # audit log
+    def list_audit(self, organization_id: str, limit: int = 1000) -> list[AuditRecord]:
+        """Newest first."""
+        ...
+
+    def get_audit(self, audit_id: str) -> AuditRecord | None: ...
+
+    def restore(self, audit_id: str, *, actor: str = Actor.SYSTEM) -> AuditRecord:
+        """Put the record's target back as it was before that change; returns the restore's
+        own record. ``ConflictError`` for a target that cannot be restored."""
+        ...
+
+    # guarded rollouts
+    def start_rollout(
+        self, environment_id: str, flag_key: str, plan: RolloutPlan, *, actor: str = Actor.SYSTEM
+    ) -> Rollout:
+        """Replace any rollout of the flag; its first percentage rule goes to the first step
+        (``ConflictError`` without one)."""
+        ...
+
+    def get_rollout(self, environment_id: str, flag_key: str) -> Rollout | None: ...
+
+    def running_rollouts(self) -> list[Rollout]: ...
+
+    def stop_rollout(
+        self, environment_id: str, flag_key: str, *, actor: str = Actor.SYSTEM
+    ) -> None:
+        """Forget the rollout; the flag stays at its percentage."""
+        ...
+
+    def decide_rollout(
+        self,
+        environment_id: str,
+        flag_key: str,
+        step: int,
+        action: RolloutAction,
+        reason: str,
+        statistics: JsonDocument | None,
+    ) -> Rollout | None:
+        """Apply the guardian's decision on ``step``; None (nothing changed) when the rollout
+        is no longer running at that step."""
+        ...
+
+    # scheduled changes
+    def create_schedule(
+        self, environment_id: str, flag_key: str, at: float, body: FlagBody, *,
+        actor: str = Actor.SYSTEM,
+    ) -> Schedule: ...  # fmt: skip
+
+    def list_schedules(self, environment_id: str, flag_key: str) -> list[Schedule]: ...
+
+    def cancel_schedule(
+        self, environment_id: str, flag_key: str, schedule_id: str, *, actor: str = Actor.SYSTEM
+    ) -> None:
+        """Only a pending schedule can be cancelled (else ``NotFoundError``)."""
+        ...
+
+    def apply_due_schedules(self, now: float) -> list[Schedule]:
+        """Apply the pending schedules due at ``now`` (unix seconds); safe from every worker."""
+        ...
+
+    # webhooks and their outbox
+    def create_webhook(
+        self, organization_id: str, url: str, events: list[str], *, actor: str = Actor.SYSTEM
+    ) -> CreatedWebhook: ...
+
+    def list_webhooks(self, organization_id: str) -> list[Webhook]: ...
+
+    def delete_webhook(self, webhook_id: str, *, actor: str = Actor.SYSTEM) -> None: ...
+
+    def due_deliveries(self, now: float, limit: int = 100) -> list[Delivery]: ...
+
+    def pending_deliveries(self) -> int: ...
+
+    def record_delivery(
+        self, seq: int, now: float, *, error: str | None, retry_at: float | None
+    ) -> None: ...
+
+    def record_usage_threshold(
+        self, organization_id: str, month: str, percent: int, evaluations: int, limit: int
+    ) -> bool:
+        """Queue ``usage.threshold`` unless already announced for that month; True if new."""
+        ...
 
     # what workers poll and load
     def config_version(self) -> int: ...

@@ -19,6 +19,7 @@ import falcon.asgi
 
 from api.admin.auth import AdminAuth
 from api.admin.base import AdminResource
+from api.controlplane.changes import Actor
 from api.controlplane.model import Environment, Organization
 from api.dashboard.forms import Form, FormError, read_form
 from api.dashboard.rendering import Renderer
@@ -52,6 +53,8 @@ def sign_in_redirect(req: falcon.asgi.Request) -> falcon.HTTPSeeOther:
 
 class Page(AdminResource):
     """Base of the dashboard's resources."""
+
+    actor = Actor.DASHBOARD
 
     def __init__(self, dashboard: Dashboard):
         super().__init__(dashboard.services, dashboard.auth)

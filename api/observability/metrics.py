@@ -127,6 +127,30 @@ class Metrics:
         self.config_reloads = Counter(
             "flagsight_config_reloads", "Control-plane reloads by a worker", registry=r
         )
+        self.schedules_applied = Counter(
+            "flagsight_schedules_applied",
+            "Scheduled flag changes applied (or failed) by this server",
+            ["state"],
+            registry=r,
+        )
+        self.webhook_deliveries = Counter(
+            "flagsight_webhook_deliveries",
+            "Webhook delivery attempts by outcome: delivered (2xx), retry, failed (given up)",
+            ["outcome"],
+            registry=r,
+        )
+        self.webhook_delivery_seconds = Histogram(
+            "flagsight_webhook_delivery_seconds",
+            "Time from an event to its delivery (2xx), retries included",
+            buckets=(0.1, 0.5, 1, 5, 30, 60, 300, 3600, 86400),
+            registry=r,
+        )
+        self.webhook_outbox_pending = Gauge(
+            "flagsight_webhook_outbox_pending",
+            "Deliveries neither delivered nor given up, as the deliverer last counted them",
+            registry=r,
+            multiprocess_mode="max",
+        )
         self.config_version = Gauge(
             "flagsight_config_version",
             "Control-plane version a worker serves",

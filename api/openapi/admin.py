@@ -581,3 +581,235 @@ ADMIN_PATHS: dict[str, Any] = {
         ),
     },
 }
+
+# -- contract section 10: rollouts, schedules, audit log, webhooks --------------------------
+
+SCHEDULE_ID = _param("scheduleId", "Schedule id", "^sch_[0-9a-f]{16}$")
+AUDIT_ID = _param("auditId", "Audit record id", "^aud_[0-9a-f]{16}$")
+WEBHOOK_ID = _param("webhookId", "Webhook id", "^whk_[0-9a-f]{16}$")
+_JSON_OR_NULL = {"type": ["object", "null"]}
+_STEP = {"type": "number", "exclusiveMinimum": 0, "maximum": 100, "multipleOf": 0.01}
+_GUARDRAIL = {"enum": ["failureRate", "latencyP95Ms", "coverage"]}
+_EVENT = {
+    "enum": [
+        "flag.changed",
+        "rollout.advanced",
+        "rollout.rolledBack",
+        "rollout.held",
+        "usage.threshold",
+    ]
+}
+
+ADMIN_SCHEMAS.update(
+    {
+        "RolloutPut": {
+            "type": "object",
+            "description": "Every field is optional: steps [1, 5, 25, 50, 100], 10 minutes per"
+            " step and all three guardrails by default.",
+            "properties": {
+                "steps": {
+                    "type": "array",
+                    "items": _STEP,
+                    "minItems": 1,
+                    "maxItems": 20,
+                    "description": "Increasing percentages of the first PERCENTAGE rule, last 100",
+                },
+                "stepMinutes": {"type": "number", "exclusiveMinimum": 0, "maximum": 10080},
+                "guardrails": {"type": "array", "items": _GUARDRAIL, "uniqueItems": True},
+            },
+        },
+        "RolloutDecision": {
+            "type": "object",
+            "required": ["at", "step", "percentage", "action", "reason", "statistics"],
+            "properties": {
+                "at": TIMESTAMP,
+                "step": {"type": "integer", "minimum": 0},
+                "percentage": {"type": "number", "description": "The flag's split afterwards"},
+                "action": {"enum": ["advanced", "completed", "rolledBack", "held"]},
+                "reason": {"type": "string"},
+                "statistics": {
+                    **_JSON_OR_NULL,
+                    "description": "The release-health figures the decision rests on",
+                },
+            },
+        },
+        "Rollout": {
+            "type": "object",
+            "required": ["state", "step", "percentage", "decisions"],
+            "properties": {
+                "state": {"enum": ["running", "completed", "rolledBack", "held"]},
+                "step": {"type": "integer", "minimum": 0},
+                "percentage": {"type": "number"},
+                "steps": {"type": "array", "items": _STEP},
+                "stepMinutes": {"type": "number"},
+                "guardrails": {"type": "array", "items": _GUARDRAIL},
+                "stepStartedAt": TIMESTAMP,
+                "decisions": {"type": "array", "items": _ref("RolloutDecision")},
+            },
+        },
+        "ScheduleCreate": {
+            "type": "object",
+            "required": ["at", "flag"],
+            "properties": {
+                "at": {"type": "string", "format": "date-time", "description": "With offset"},
+                "flag": _ref("FlagPut"),
+            },
+        },
+        "Schedule": {
+            "type": "object",
+            "required": ["id", "flagKey", "at", "flag", "state", "createdAt"],
+            "properties": {
+                "id": {"type": "string", "pattern": "^sch_[0-9a-f]{16}$"},
+                "flagKey": {"type": "string", "pattern": KEY_PATTERN},
+                "at": TIMESTAMP,
+                "flag": _ref("FlagPut"),
+                "state": {"enum": ["pending", "applied", "cancelled", "failed"]},
+                "createdAt": TIMESTAMP,
+                "appliedAt": {"oneOf": [TIMESTAMP, {"type": "null"}]},
+                "error": {"type": ["string", "null"]},
+            },
+        },
+        "ScheduleList": _list_of("Schedule"),
+        "AuditRecord": {
+            "type": "object",
+            "required": ["id", "at", "actor", "action", "target", "before", "after"],
+            "properties": {
+                "id": {"type": "string", "pattern": "^aud_[0-9a-f]{16}$"},
+                "at": TIMESTAMP,
+                "actor": {"enum": ["admin-api", "dashboard", "rollout", "schedule", "system"]},
+                "action": {"type": "string", "description": "e.g. flag.updated, restore"},
+                "target": {"type": "string", "description": "kind:id, e.g. flag:env_…/checkout"},
+                "before": {**_JSON_OR_NULL, "description": "null when it did not exist"},
+                "after": {**_JSON_OR_NULL, "description": "null when it no longer exists"},
+                "restoredFrom": {"type": ["string", "null"]},
+            },
+        },
+        "AuditList": _list_of("AuditRecord"),
+        "WebhookCreate": {
+            "type": "object",
+            "required": ["url", "events"],
+            "properties": {
+                "url": {"type": "string", "maxLength": 2048, "pattern": "^https?://"},
+                "events": {"type": "array", "items": _EVENT, "minItems": 1, "uniqueItems": True},
+            },
+        },
+        "Webhook": {
+            "type": "object",
+            "required": ["id", "url", "events", "createdAt"],
+            "properties": {
+                "id": {"type": "string", "pattern": "^whk_[0-9a-f]{16}$"},
+                "url": {"type": "string"},
+                "events": {"type": "array", "items": _EVENT},
+                "createdAt": TIMESTAMP,
+            },
+        },
+        "NewWebhook": {
+            "allOf": [
+                _ref("Webhook"),
+                {
+                    "type": "object",
+                    "required": ["secret"],
+                    "properties": {
+                        "secret": {
+                            "type": "string",
+                            "pattern": "^whsec_",
+                            "description": "Signs every delivery; shown only in this answer",
+                        }
+                    },
+                },
+            ]
+        },
+        "WebhookList": _list_of("Webhook"),
+    }
+)
+
+ADMIN_PATHS.update(
+    {
+        "/admin/v1/environments/{envId}/flags/{flagKey}/rollout": {
+            "parameters": [ENV_ID, FLAG_KEY],
+            "get": _op(
+                "A guarded rollout's state, step, percentage and decisions",
+                {"200": _ok("The rollout", "Rollout"), "401": _E401, "404": _E404},
+            ),
+            "put": _op(
+                "Start (or restart) a guarded rollout of the flag's first percentage rule",
+                {
+                    "200": _ok("Started at its first step", "Rollout"),
+                    **_BODY_ERRORS,
+                    "404": _E404,
+                    "409": _error("The flag has no PERCENTAGE rule"),
+                },
+                "RolloutPut",
+            ),
+            "delete": _op(
+                "Stop the rollout, leaving the percentage where it is",
+                {"204": _NO_CONTENT, "401": _E401, "404": _E404},
+            ),
+        },
+        "/admin/v1/environments/{envId}/flags/{flagKey}/schedules": {
+            "parameters": [ENV_ID, FLAG_KEY],
+            "get": _op(
+                "The flag's scheduled changes, by time (every state)",
+                {"200": _ok("Schedules", "ScheduleList"), "401": _E401, "404": _E404},
+            ),
+            "post": _op(
+                "Schedule a flag body to be applied at a time",
+                {"201": _ok("Scheduled", "Schedule"), **_BODY_ERRORS, "404": _E404},
+                "ScheduleCreate",
+            ),
+        },
+        "/admin/v1/environments/{envId}/flags/{flagKey}/schedules/{scheduleId}": {
+            "parameters": [ENV_ID, FLAG_KEY, SCHEDULE_ID],
+            "delete": _op(
+                "Cancel a pending schedule",
+                {"204": _NO_CONTENT, "401": _E401, "404": _E404},
+            ),
+        },
+        "/admin/v1/organizations/{orgId}/audit": {
+            "parameters": [
+                ORG_ID,
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 1000},
+                },
+            ],
+            "get": _op(
+                "The organization's audit log, newest first",
+                {"200": _ok("Records", "AuditList"), "400": _E400, "401": _E401, "404": _E404},
+            ),
+        },
+        "/admin/v1/audit/{auditId}/restore": {
+            "parameters": [AUDIT_ID],
+            "post": _op(
+                "Put the record's target back as it was before that change",
+                {
+                    "201": _ok("The restore's own audit record", "AuditRecord"),
+                    "401": _E401,
+                    "404": _E404,
+                    "409": _error("That target cannot be restored (see docs/admin-api.md)"),
+                },
+            ),
+        },
+        "/admin/v1/organizations/{orgId}/webhooks": {
+            "parameters": [ORG_ID],
+            "get": _op(
+                "The organization's webhooks (without secrets)",
+                {"200": _ok("Webhooks", "WebhookList"), "401": _E401, "404": _E404},
+            ),
+            "post": _op(
+                "Subscribe a URL to events; the signing secret is in this answer only",
+                {"201": _ok("Created", "NewWebhook"), **_BODY_ERRORS, "404": _E404},
+                "WebhookCreate",
+            ),
+        },
+        "/admin/v1/webhooks/{webhookId}": {
+            "parameters": [WEBHOOK_ID],
+            "delete": _op(
+                "Delete a webhook; what is still queued for it is dropped",
+                {"204": _NO_CONTENT, "401": _E401, "404": _E404},
+            ),
+        },
+    }
+)

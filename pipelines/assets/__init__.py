@@ -9,6 +9,7 @@ from pipelines.assets.flag_health import flag_health
 from pipelines.assets.published_warehouse import published_warehouse
 from pipelines.assets.raw_evaluation_events import raw_evaluation_events
 from pipelines.assets.raw_feedback_events import raw_feedback_events
+from pipelines.assets.rollout_decisions import rollout_decisions
 from pipelines.checks import CHECKS
 from pipelines.parts import to_dagster
 
@@ -20,6 +21,7 @@ ASSET_PARTS = [
     flag_environment_metrics,
     flag_environment_daily,
     flag_health,
+    rollout_decisions,
     flag_arm_windows,
     published_warehouse,
 ]

@@ -25,6 +25,9 @@ _CONCRETE = {
     "{key_id}": "key_0000000000000000",
     "{segment_key}": "beta",
     "{flag_key}": "checkout",
+    "{schedule_id}": "sch_0000000000000000",
+    "{audit_id}": "aud_0000000000000000",
+    "{webhook_id}": "whk_0000000000000000",
 }
 
 
@@ -59,7 +62,9 @@ BAD_HEADERS = {
 
 def test_every_served_operation_is_documented_and_nothing_else() -> None:
     names = {"{org_id}": "{orgId}", "{env_id}": "{envId}", "{key_id}": "{keyId}",
-             "{segment_key}": "{segmentKey}", "{flag_key}": "{flagKey}"}  # fmt: skip
+             "{segment_key}": "{segmentKey}", "{flag_key}": "{flagKey}",
+             "{schedule_id}": "{scheduleId}", "{audit_id}": "{auditId}",
+             "{webhook_id}": "{webhookId}"}  # fmt: skip
     served = set()
     for path, resource in ROUTES.items():
         for placeholder, name in names.items():
@@ -74,7 +79,7 @@ def test_every_served_operation_is_documented_and_nothing_else() -> None:
         if method != "parameters"
     }
     assert served == documented
-    assert len(served) == len(OPERATIONS) == 22
+    assert len(served) == len(OPERATIONS) == 33
 
 
 @pytest.mark.parametrize(("method", "path"), OPERATIONS)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.eventlog.schema import EVALUATION_SCHEMA, FEEDBACK_SCHEMA
 
 ORG = "org_fixture"
@@ -172,11 +173,15 @@ def _write_file(root: Path, schema: pa.Schema, rows: list[dict], time_key: str, 
 
 
 def write_control_plane(path: Path) -> None:
-    """A control-plane database that knows only the production environment's key."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """A control-plane database (the store's own schema) that knows only the production
+    environment, under the fixture's fixed ids."""
+    SqliteControlPlaneStore(path).close()
     con = sqlite3.connect(path)
-    con.execute("CREATE TABLE environments (id TEXT PRIMARY KEY, key TEXT NOT NULL)")
-    con.execute("INSERT INTO environments VALUES (?, ?)", [ENV_PROD, PROD_KEY])
+    con.execute("INSERT INTO organizations VALUES (?, 'Fixture', 'pro', 1000000, '', 1)", [ORG])
+    con.execute(
+        "INSERT INTO environments VALUES (?, ?, ?, ?, 1, '', 1)",
+        [ENV_PROD, ORG, PROD_KEY, PROD_KEY],
+    )
     con.commit()
     con.close()
 

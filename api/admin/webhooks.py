@@ -1,0 +1,40 @@
+"""Webhooks of an organization (contract section 10): create (the secret is shown once),
+list, delete. Deliveries come from the control plane's outbox (``api/webhooks.py``)."""
+
+from __future__ import annotations
+
+import falcon
+import falcon.asgi
+
+from api.admin import fields, views
+from api.admin.auth import require_admin
+from api.admin.base import AdminResource
+from api.admin.organizations import existing_organization
+from api.jsonio import write_json
+
+
+@falcon.before(require_admin)
+class WebhooksResource(AdminResource):
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str
+    ) -> None:
+        await existing_organization(self, org_id)
+        hooks = await self.read(self.store.list_webhooks, org_id)
+        write_json(resp, views.items(map(views.webhook, hooks)))
+
+    async def on_post(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str
+    ) -> None:
+        body = await self.body(req)
+        url, events = fields.webhook_url(body), fields.webhook_events(body)
+        created = await self.write(self.store.create_webhook, org_id, url, events)
+        write_json(resp, views.created_webhook(created), status=201)
+
+
+@falcon.before(require_admin)
+class WebhookResource(AdminResource):
+    async def on_delete(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, webhook_id: str
+    ) -> None:
+        await self.write(self.store.delete_webhook, webhook_id)
+        resp.status = falcon.HTTP_204

@@ -1,0 +1,182 @@
+"""Records of what happens to the control plane over time (contract section 10): audit
+records, guarded rollouts and their decisions, scheduled flag changes, webhooks and the
+deliveries waiting in their outbox.
+
+``before``/``after``/``statistics`` are JSON documents kept as the store received them: the
+audit log shows, and a restore puts back, exactly what the API showed at the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from api.evaluation import Rule
+
+JsonDocument = dict[str, Any]
+
+
+class Actor(StrEnum):
+    """Who made a change. A schedule's and a restore's records name their origin in ``action``
+    and ``restoredFrom``; the dashboard and admin API are told apart for the audit log."""
+
+    ADMIN_API = "admin-api"
+    DASHBOARD = "dashboard"
+    ROLLOUT = "rollout"
+    SCHEDULE = "schedule"
+    SYSTEM = "system"  # the CLI (init, demo seeding) and direct use of the store
+
+
+class RolloutState(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    ROLLED_BACK = "rolledBack"
+    HELD = "held"
+
+
+class RolloutAction(StrEnum):
+    """What a guardian decision did; ``WAIT`` is never recorded (nothing changed)."""
+
+    ADVANCED = "advanced"
+    COMPLETED = "completed"
+    ROLLED_BACK = "rolledBack"
+    HELD = "held"
+    WAIT = "wait"
+
+
+GUARDRAILS = ("failureRate", "latencyP95Ms", "coverage")
+"""Guardrails a rollout may watch: the health answer's comparisons of the same names."""
+
+
+class EventType(StrEnum):
+    """Webhook event types (contract section 10)."""
+
+    FLAG_CHANGED = "flag.changed"
+    ROLLOUT_ADVANCED = "rollout.advanced"
+    ROLLOUT_ROLLED_BACK = "rollout.rolledBack"
+    ROLLOUT_HELD = "rollout.held"
+    USAGE_THRESHOLD = "usage.threshold"
+
+
+ROLLOUT_EVENTS = {
+    RolloutAction.ADVANCED: EventType.ROLLOUT_ADVANCED,
+    RolloutAction.COMPLETED: EventType.ROLLOUT_ADVANCED,  # the last advance, to 100 %
+    RolloutAction.ROLLED_BACK: EventType.ROLLOUT_ROLLED_BACK,
+    RolloutAction.HELD: EventType.ROLLOUT_HELD,
+}
+
+USAGE_THRESHOLDS = (80, 100, 110)
+"""Percentages of the monthly limit announced once each per organization and month."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    id: str
+    organization_id: str
+    at: str
+    actor: str
+    action: str
+    target: str
+    before: JsonDocument | None
+    after: JsonDocument | None
+    restored_from: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutPlan:
+    steps: tuple[float, ...]
+    step_minutes: float
+    guardrails: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutDecision:
+    at: str
+    step: int
+    percentage: float
+    action: RolloutAction
+    reason: str
+    statistics: JsonDocument | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    environment_id: str
+    flag_key: str
+    plan: RolloutPlan
+    state: RolloutState
+    step: int
+    step_started_at: float  # unix seconds
+    created_at: str
+    decisions: tuple[RolloutDecision, ...] = ()
+
+    @property
+    def percentage(self) -> float:
+        """What the flag's split is at: the current step's, or 0 once rolled back."""
+        return 0.0 if self.state is RolloutState.ROLLED_BACK else self.plan.steps[self.step]
+
+    @property
+    def step_due_at(self) -> float:
+        """When the current step's time has passed (unix seconds)."""
+        return self.step_started_at + self.plan.step_minutes * 60.0
+
+
+class ScheduleState(StrEnum):
+    PENDING = "pending"
+    APPLIED = "applied"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class FlagBody:
+    """A flag as a schedule will put it: what ``PUT .../flags/{flagKey}`` takes."""
+
+    enabled: bool
+    archived: bool
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    id: str
+    environment_id: str
+    flag_key: str
+    at: float  # unix seconds
+    flag: FlagBody
+    state: ScheduleState
+    created_at: str
+    applied_at: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    id: str
+    organization_id: str
+    url: str
+    events: tuple[str, ...]
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedWebhook:
+    """A new webhook: ``secret`` is shown to the caller only here."""
+
+    record: Webhook
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One outbox row due for an attempt: the exact body, where and with what to sign it."""
+
+    seq: int
+    event_id: str
+    webhook_id: str
+    url: str
+    secret: str
+    body: bytes
+    attempts: int
+    created_at: float

@@ -1,0 +1,116 @@
+"""Control-plane records as JSON documents: what the audit log keeps as ``before``/``after``,
+what webhook events carry, and what the admin API answers for the same records.
+
+One shape per record, written once: the audit log must show (and a restore put back) exactly
+what ``GET`` showed, byte for byte, so the admin API's views use these functions too.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from api.controlplane.changes import Rollout, RolloutDecision, Schedule, Webhook
+from api.controlplane.model import ApiKey, Environment, FlagRecord, Organization, Segment
+from api.evaluation import rule_from_json, rule_to_json
+
+Document = dict[str, Any]
+
+
+def organization(org: Organization) -> Document:
+    return {
+        "id": org.id,
+        "name": org.name,
+        "plan": org.plan.value,
+        "monthlyEvaluationLimit": org.monthly_evaluation_limit,
+    }
+
+
+def environment(env: Environment) -> Document:
+    return {"id": env.id, "key": env.key, "name": env.name, "insightsEnabled": env.insights_enabled}
+
+
+def api_key(key: ApiKey) -> Document:
+    return {"id": key.id, "name": key.name, "createdAt": key.created_at, "revoked": key.revoked}
+
+
+def segment(seg: Segment) -> Document:
+    return {"key": seg.key, "size": seg.size, "updatedAt": seg.updated_at}
+
+
+def flag(record: FlagRecord) -> Document:
+    return {
+        "key": record.key,
+        "enabled": record.enabled,
+        "archived": record.archived,
+        "rules": [rule_to_json(rule) for rule in record.rules],
+        "updatedAt": record.updated_at,
+    }
+
+
+def flag_record(environment_id: str, document: Document) -> FlagRecord:
+    """The record a flag document describes (a restore's way back)."""
+    return FlagRecord(
+        environment_id,
+        document["key"],
+        document["enabled"],
+        document["archived"],
+        tuple(rule_from_json(rule) for rule in document["rules"]),
+        document["updatedAt"],
+    )
+
+
+def decision(made: RolloutDecision) -> Document:
+    return {
+        "at": made.at,
+        "step": made.step,
+        "percentage": made.percentage,
+        "action": str(made.action),
+        "reason": made.reason,
+        "statistics": made.statistics,
+    }
+
+
+def rollout(made: Rollout) -> Document:
+    return {
+        "state": str(made.state),
+        "step": made.step,
+        "percentage": made.percentage,
+        "steps": list(made.plan.steps),
+        "stepMinutes": made.plan.step_minutes,
+        "guardrails": list(made.plan.guardrails),
+        "stepStartedAt": iso_time(made.step_started_at),
+        "decisions": [decision(d) for d in made.decisions],
+    }
+
+
+def schedule(made: Schedule) -> Document:
+    return {
+        "id": made.id,
+        "flagKey": made.flag_key,
+        "at": iso_time(made.at),
+        "flag": {
+            "enabled": made.flag.enabled,
+            "archived": made.flag.archived,
+            "rules": [rule_to_json(rule) for rule in made.flag.rules],
+        },
+        "state": str(made.state),
+        "createdAt": made.created_at,
+        "appliedAt": made.applied_at,
+        "error": made.error,
+    }
+
+
+def webhook(hook: Webhook) -> Document:
+    return {
+        "id": hook.id,
+        "url": hook.url,
+        "events": list(hook.events),
+        "createdAt": hook.created_at,
+    }
+
+
+def iso_time(unix_seconds: float) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ``, the one timestamp format of the control plane."""
+    moment = datetime.fromtimestamp(unix_seconds, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

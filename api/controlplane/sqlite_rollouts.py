@@ -1,0 +1,202 @@
+"""Guarded rollouts on SQLite: the plan, its state, and the guardian's decisions.
+
+A decision is applied in one transaction with everything it implies: the flag's first
+percentage rule moved (through ``_write_flag``, so it is audited, announced and served by every
+worker within a poll), the rollout's state, the decision with its statistics, the webhook event.
+A decision for a step the rollout has already left (a stale guardian run, a concurrent stop)
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+
+from api.controlplane import documents
+from api.controlplane.changes import (
+    ROLLOUT_EVENTS,
+    Actor,
+    JsonDocument,
+    Rollout,
+    RolloutAction,
+    RolloutDecision,
+    RolloutPlan,
+    RolloutState,
+)
+from api.controlplane.model import FlagRecord
+from api.controlplane.store import ConflictError, NotFoundError
+from api.evaluation import PercentageRule
+
+_NEXT_STATE = {
+    RolloutAction.ADVANCED: RolloutState.RUNNING,
+    RolloutAction.COMPLETED: RolloutState.COMPLETED,
+    RolloutAction.ROLLED_BACK: RolloutState.ROLLED_BACK,
+    RolloutAction.HELD: RolloutState.HELD,
+}
+
+
+def with_split_at(flag: FlagRecord, percentage: float, updated_at: str) -> FlagRecord:
+    """``flag`` with its first percentage rule at ``percentage`` (ConflictError without one)."""
+    rules = list(flag.rules)
+    for index, rule in enumerate(rules):
+        if isinstance(rule, PercentageRule):
+            rules[index] = PercentageRule(percentage, rule.value)
+            return replace(flag, rules=tuple(rules), updated_at=updated_at)
+    raise ConflictError(
+        f"Flag '{flag.key}' has no PERCENTAGE rule: a guarded rollout moves the flag's first"
+        " percentage rule, so add one first"
+    )
+
+
+def _decision(row: sqlite3.Row) -> RolloutDecision:
+    statistics = row["statistics"]
+    return RolloutDecision(
+        row["at"],
+        row["step"],
+        row["percentage"],
+        RolloutAction(row["action"]),
+        row["reason"],
+        None if statistics is None else msgspec.json.decode(statistics),
+    )
+
+
+class RolloutsMixin:
+    """The rollout half of ``SqliteControlPlaneStore`` (see ``ControlPlaneStore``)."""
+
+    def start_rollout(
+        self, environment_id: str, flag_key: str, plan: RolloutPlan, *, actor: str = Actor.SYSTEM
+    ) -> Rollout:
+        with self._transaction(write=True) as conn:
+            self._require_environment(conn, environment_id)
+            flag = self._flag_in(conn, environment_id, flag_key)
+            if flag is None:
+                raise NotFoundError(f"Flag '{flag_key}' does not exist in this environment")
+            moved = with_split_at(flag, plan.steps[0], self._now())
+            conn.execute(
+                "DELETE FROM rollouts WHERE environment_id = ? AND flag_key = ?",
+                (environment_id, flag_key),
+            )
+            conn.execute(
+                "DELETE FROM rollout_decisions WHERE environment_id = ? AND flag_key = ?",
+                (environment_id, flag_key),
+            )
+            conn.execute(
+                "INSERT INTO rollouts VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
+                (environment_id, flag_key, msgspec.json.encode(list(plan.steps)).decode(),
+                 plan.step_minutes, msgspec.json.encode(list(plan.guardrails)).decode(),
+                 str(RolloutState.RUNNING), self._clock(), self._now()),
+            )  # fmt: skip
+            self._write_flag(conn, moved, actor=actor, action="rollout.started")
+            return self._rollout_in(conn, environment_id, flag_key)
+
+    def get_rollout(self, environment_id: str, flag_key: str) -> Rollout | None:
+        with self._transaction(write=False) as conn:
+            return self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
+
+    def running_rollouts(self) -> list[Rollout]:
+        with self._transaction(write=False) as conn:
+            keys = conn.execute(
+                "SELECT environment_id, flag_key FROM rollouts WHERE state = ?"
+                " ORDER BY environment_id, flag_key",
+                (str(RolloutState.RUNNING),),
+            ).fetchall()
+            return [self._rollout_in(conn, env, key) for env, key in keys]
+
+    def stop_rollout(
+        self, environment_id: str, flag_key: str, *, actor: str = Actor.SYSTEM
+    ) -> None:
+        with self._transaction(write=True) as conn:
+            environment = self._require_environment(conn, environment_id)
+            current = self._rollout_in(conn, environment_id, flag_key)
+            for table in ("rollouts", "rollout_decisions"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE environment_id = ? AND flag_key = ?",
+                    (environment_id, flag_key),
+                )
+            self._audit(
+                conn, environment.organization_id, actor, "rollout.stopped",
+                f"rollout:{environment_id}/{flag_key}", documents.rollout(current), None,
+            )  # fmt: skip
+
+    def decide_rollout(
+        self,
+        environment_id: str,
+        flag_key: str,
+        step: int,
+        action: RolloutAction,
+        reason: str,
+        statistics: JsonDocument | None,
+    ) -> Rollout | None:
+        if action is RolloutAction.WAIT:
+            raise ValueError("a wait changes nothing and is not recorded")
+        with self._transaction(write=True) as conn:
+            current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
+            if current is None or current.state is not RolloutState.RUNNING or current.step != step:
+                return None  # stale: the rollout moved or stopped since it was read
+            last = len(current.plan.steps) - 1
+            moves = action in (RolloutAction.ADVANCED, RolloutAction.COMPLETED)
+            next_step = min(step + 1, last) if moves else step
+            percentage = (
+                0.0 if action is RolloutAction.ROLLED_BACK else current.plan.steps[next_step]
+            )
+            conn.execute(
+                "UPDATE rollouts SET state = ?, step = ?, step_started_at = ?"
+                " WHERE environment_id = ? AND flag_key = ?",
+                (str(_NEXT_STATE[action]), next_step,
+                 self._clock() if next_step != step else current.step_started_at,
+                 environment_id, flag_key),
+            )  # fmt: skip
+            conn.execute(
+                "INSERT INTO rollout_decisions (environment_id, flag_key, at, step, percentage,"
+                " action, reason, statistics) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (environment_id, flag_key, self._now(), step, percentage, str(action), reason,
+                 None if statistics is None else msgspec.json.encode(statistics).decode()),
+            )  # fmt: skip
+            environment = self._require_environment(conn, environment_id)
+            if action is RolloutAction.HELD:
+                self._audit(
+                    conn, environment.organization_id, Actor.ROLLOUT, "rollout.held",
+                    f"rollout:{environment_id}/{flag_key}", documents.rollout(current),
+                    documents.rollout(self._rollout_in(conn, environment_id, flag_key)),
+                )  # fmt: skip
+            else:
+                flag = self._flag_in(conn, environment_id, flag_key)
+                if flag is not None:
+                    moved = with_split_at(flag, percentage, self._now())
+                    self._write_flag(conn, moved, actor=Actor.ROLLOUT, action=f"rollout.{action}")
+            self._emit(
+                conn, environment.organization_id, ROLLOUT_EVENTS[action],
+                {"environmentId": environment_id, "environmentKey": environment.key,
+                 "flagKey": flag_key, "step": step, "percentage": percentage,
+                 "action": str(action), "reason": reason, "statistics": statistics},
+            )  # fmt: skip
+            return self._rollout_in(conn, environment_id, flag_key)
+
+    def _rollout_in(
+        self, conn: sqlite3.Connection, environment_id: str, flag_key: str, missing_ok: bool = False
+    ) -> Any:
+        row = conn.execute(
+            "SELECT * FROM rollouts WHERE environment_id = ? AND flag_key = ?",
+            (environment_id, flag_key),
+        ).fetchone()
+        if row is None:
+            if missing_ok:
+                return None
+            raise NotFoundError(f"Flag '{flag_key}' has no rollout in this environment")
+        decisions = conn.execute(
+            "SELECT * FROM rollout_decisions WHERE environment_id = ? AND flag_key = ?"
+            " ORDER BY seq",
+            (environment_id, flag_key),
+        ).fetchall()
+        plan = RolloutPlan(
+            tuple(msgspec.json.decode(row["steps"])),
+            row["step_minutes"],
+            tuple(msgspec.json.decode(row["guardrails"])),
+        )
+        return Rollout(
+            environment_id, flag_key, plan, RolloutState(row["state"]), row["step"],
+            row["step_started_at"], row["created_at"], tuple(map(_decision, decisions)),
+        )  # fmt: skip

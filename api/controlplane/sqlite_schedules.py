@@ -1,0 +1,151 @@
+"""Scheduled flag changes on SQLite: created, listed, cancelled, and applied when due.
+
+Every worker calls ``apply_due_schedules`` a few times a second (``api.schedules``); the write
+lock makes exactly one of them apply each due schedule (the others find it applied), and the
+flag write bumps the config version in the same transaction, so every worker serves it within
+a poll. A schedule that cannot be applied any more (its segment was deleted) is marked failed
+with the reason instead of blocking the ones behind it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import msgspec
+
+from api.controlplane import documents
+from api.controlplane.changes import Actor, FlagBody, Schedule, ScheduleState
+from api.controlplane.model import FlagRecord
+from api.controlplane.sqlite_history import new_id
+from api.controlplane.store import KEY_PATTERN, ControlPlaneError, InvalidError, NotFoundError
+from api.evaluation import rule_from_json, rule_to_json
+
+
+def _body_text(body: FlagBody) -> str:
+    return msgspec.json.encode(
+        {"enabled": body.enabled, "archived": body.archived,
+         "rules": [rule_to_json(rule) for rule in body.rules]}
+    ).decode()  # fmt: skip
+
+
+def _schedule(row: sqlite3.Row) -> Schedule:
+    raw = msgspec.json.decode(row["flag"])
+    body = FlagBody(raw["enabled"], raw["archived"], tuple(map(rule_from_json, raw["rules"])))
+    return Schedule(
+        row["id"], row["environment_id"], row["flag_key"], row["at"], body,
+        ScheduleState(row["state"]), row["created_at"], row["applied_at"], row["error"],
+    )  # fmt: skip
+
+
+class SchedulesMixin:
+    """The schedule half of ``SqliteControlPlaneStore`` (see ``ControlPlaneStore``)."""
+
+    def create_schedule(
+        self,
+        environment_id: str,
+        flag_key: str,
+        at: float,
+        body: FlagBody,
+        *,
+        actor: str = Actor.SYSTEM,
+    ) -> Schedule:
+        if not KEY_PATTERN.fullmatch(flag_key):
+            raise InvalidError("flagKey", "Flag key must match [A-Za-z0-9._-]{1,128}")
+        made = Schedule(
+            new_id("sch_"), environment_id, flag_key, at, body, ScheduleState.PENDING, self._now()
+        )
+        with self._transaction(write=True) as conn:
+            environment = self._require_environment(conn, environment_id)
+            self._check_segments_exist(conn, environment.organization_id, body.rules)
+            conn.execute(
+                "INSERT INTO schedules (id, environment_id, flag_key, at, flag, state, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (made.id, environment_id, flag_key, at, _body_text(body), str(made.state),
+                 made.created_at),
+            )  # fmt: skip
+            self._audit(
+                conn, environment.organization_id, actor, "schedule.created",
+                f"schedule:{made.id}", None, documents.schedule(made),
+            )  # fmt: skip
+        return made
+
+    def list_schedules(self, environment_id: str, flag_key: str) -> list[Schedule]:
+        rows = self._connection().execute(
+            "SELECT * FROM schedules WHERE environment_id = ? AND flag_key = ? ORDER BY at, id",
+            (environment_id, flag_key),
+        )
+        return [_schedule(row) for row in rows]
+
+    def cancel_schedule(
+        self, environment_id: str, flag_key: str, schedule_id: str, *, actor: str = Actor.SYSTEM
+    ) -> None:
+        with self._transaction(write=True) as conn:
+            environment = self._require_environment(conn, environment_id)
+            row = conn.execute(
+                "SELECT * FROM schedules WHERE id = ? AND environment_id = ? AND flag_key = ?"
+                " AND state = ?",
+                (schedule_id, environment_id, flag_key, str(ScheduleState.PENDING)),
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"No pending schedule '{schedule_id}' for flag '{flag_key}'")
+            conn.execute(
+                "UPDATE schedules SET state = ? WHERE id = ?",
+                (str(ScheduleState.CANCELLED), schedule_id),
+            )
+            before = _schedule(row)
+            after = _schedule(
+                conn.execute("SELECT * FROM schedules WHERE id = ?", (schedule_id,)).fetchone()
+            )
+            self._audit(
+                conn, environment.organization_id, actor, "schedule.cancelled",
+                f"schedule:{schedule_id}", documents.schedule(before), documents.schedule(after),
+            )  # fmt: skip
+
+    def next_schedule_at(self) -> float | None:
+        """When the earliest pending schedule is due (unix seconds); None when none is."""
+        row = (
+            self._connection()
+            .execute("SELECT min(at) FROM schedules WHERE state = ?", (str(ScheduleState.PENDING),))
+            .fetchone()
+        )
+        return row[0]
+
+    def apply_due_schedules(self, now: float) -> list[Schedule]:
+        """Apply every pending schedule due at ``now``, oldest first; returns them as applied
+        (or failed). Cheap when none is due: one indexed read, no write lock."""
+        due_at = self.next_schedule_at()
+        if due_at is None or due_at > now:
+            return []
+        done = []
+        with self._transaction(write=True) as conn:
+            rows = conn.execute(
+                "SELECT * FROM schedules WHERE state = ? AND at <= ? ORDER BY at, id",
+                (str(ScheduleState.PENDING), now),
+            ).fetchall()
+            for row in rows:
+                done.append(self._apply_schedule(conn, _schedule(row)))
+        return done
+
+    def _apply_schedule(self, conn: sqlite3.Connection, schedule: Schedule) -> Schedule:
+        body = schedule.flag
+        flag = FlagRecord(
+            schedule.environment_id, schedule.flag_key, body.enabled, body.archived, body.rules,
+            self._now(),
+        )  # fmt: skip
+        conn.execute("SAVEPOINT schedule")
+        try:
+            self._write_flag(conn, flag, actor=Actor.SCHEDULE, action="schedule.applied")
+        except ControlPlaneError as exc:
+            conn.execute("ROLLBACK TO schedule")
+            state, error, applied_at = ScheduleState.FAILED, exc.message, None
+        else:
+            state, error, applied_at = ScheduleState.APPLIED, None, self._now()
+        conn.execute("RELEASE schedule")
+        conn.execute(
+            "UPDATE schedules SET state = ?, applied_at = ?, error = ? WHERE id = ?",
+            (str(state), applied_at, error, schedule.id),
+        )
+        return Schedule(
+            schedule.id, schedule.environment_id, schedule.flag_key, schedule.at, body, state,
+            schedule.created_at, applied_at, error,
+        )  # fmt: skip

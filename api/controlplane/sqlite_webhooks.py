@@ -1,0 +1,151 @@
+"""Webhooks and their outbox on SQLite.
+
+Events are queued by the transaction that made the change (``sqlite_history.emit``); the one
+deliverer of the server (``api.webhooks``) takes due rows, posts them and records each
+attempt. A row leaves the queue delivered (a 2xx) or failed (24 hours of attempts, or its
+webhook deleted); until then it stays, so a restart loses none.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+
+import msgspec
+
+from api.controlplane import documents
+from api.controlplane.changes import (
+    Actor,
+    CreatedWebhook,
+    Delivery,
+    EventType,
+    Webhook,
+)
+from api.controlplane.sqlite_history import new_id
+from api.controlplane.store import NotFoundError
+
+SECRET_PREFIX = "whsec_"
+
+
+def _webhook(row: sqlite3.Row) -> Webhook:
+    return Webhook(
+        row["id"], row["organization_id"], row["url"],
+        tuple(msgspec.json.decode(row["events"])), row["created_at"],
+    )  # fmt: skip
+
+
+class WebhooksMixin:
+    """The webhook half of ``SqliteControlPlaneStore`` (see ``ControlPlaneStore``)."""
+
+    def create_webhook(
+        self, organization_id: str, url: str, events: list[str], *, actor: str = Actor.SYSTEM
+    ) -> CreatedWebhook:
+        hook = Webhook(new_id("whk_"), organization_id, url, tuple(events), self._now())
+        secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+        with self._transaction(write=True) as conn:
+            self._require_organization(conn, organization_id)
+            conn.execute(
+                "INSERT INTO webhooks (id, organization_id, url, events, secret, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (hook.id, organization_id, url, msgspec.json.encode(list(events)).decode(),
+                 secret, hook.created_at),
+            )  # fmt: skip
+            self._audit(
+                conn, organization_id, actor, "webhook.created", f"webhook:{hook.id}", None,
+                documents.webhook(hook),
+            )  # fmt: skip
+        return CreatedWebhook(hook, secret)
+
+    def list_webhooks(self, organization_id: str) -> list[Webhook]:
+        rows = self._connection().execute(
+            "SELECT * FROM webhooks WHERE organization_id = ? AND deleted_at IS NULL"
+            " ORDER BY rowid",
+            (organization_id,),
+        )
+        return [_webhook(row) for row in rows]
+
+    def delete_webhook(self, webhook_id: str, *, actor: str = Actor.SYSTEM) -> None:
+        """Stop delivering to it; what is still queued for it is dropped (marked failed)."""
+        with self._transaction(write=True) as conn:
+            row = conn.execute(
+                "SELECT * FROM webhooks WHERE id = ? AND deleted_at IS NULL", (webhook_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFoundError(f"Webhook '{webhook_id}' does not exist")
+            conn.execute(
+                "UPDATE webhooks SET deleted_at = ? WHERE id = ?", (self._now(), webhook_id)
+            )
+            conn.execute(
+                "UPDATE webhook_outbox SET failed_at = ?, last_error = 'webhook deleted'"
+                " WHERE webhook_id = ? AND delivered_at IS NULL AND failed_at IS NULL",
+                (self._clock(), webhook_id),
+            )
+            hook = _webhook(row)
+            self._audit(
+                conn, hook.organization_id, actor, "webhook.deleted", f"webhook:{webhook_id}",
+                documents.webhook(hook), None,
+            )  # fmt: skip
+
+    def due_deliveries(self, now: float, limit: int = 100) -> list[Delivery]:
+        """Queued deliveries whose next attempt is due, oldest first."""
+        rows = self._connection().execute(
+            "SELECT o.seq, o.event_id, o.webhook_id, w.url, w.secret, o.body, o.attempts,"
+            " o.created_at FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id"
+            " WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= ?"
+            " ORDER BY o.seq LIMIT ?",
+            (now, limit),
+        )
+        return [
+            Delivery(r["seq"], r["event_id"], r["webhook_id"], r["url"], r["secret"],
+                     bytes(r["body"]), r["attempts"], r["created_at"])
+            for r in rows
+        ]  # fmt: skip
+
+    def pending_deliveries(self) -> int:
+        """Deliveries neither delivered nor given up (the outbox's depth)."""
+        return (
+            self._connection()
+            .execute(
+                "SELECT count(*) FROM webhook_outbox"
+                " WHERE delivered_at IS NULL AND failed_at IS NULL"
+            )
+            .fetchone()[0]
+        )
+
+    def record_delivery(
+        self, seq: int, now: float, *, error: str | None, retry_at: float | None
+    ) -> None:
+        """One attempt's outcome: delivered (``error`` None), retried at ``retry_at``, or
+        given up (``retry_at`` None)."""
+        with self._transaction(write=True) as conn:
+            if error is None:
+                conn.execute(
+                    "UPDATE webhook_outbox SET attempts = attempts + 1, delivered_at = ?,"
+                    " last_error = NULL WHERE seq = ?",
+                    (now, seq),
+                )
+            else:
+                conn.execute(
+                    "UPDATE webhook_outbox SET attempts = attempts + 1, last_error = ?,"
+                    " next_attempt_at = coalesce(?, next_attempt_at),"
+                    " failed_at = CASE WHEN ? IS NULL THEN ? END WHERE seq = ?",
+                    (error, retry_at, retry_at, now, seq),
+                )
+
+    def record_usage_threshold(
+        self, organization_id: str, month: str, percent: int, evaluations: int, limit: int
+    ) -> bool:
+        """Announce that ``organization_id`` passed ``percent`` % of its limit in ``month``;
+        False (and nothing queued) when that was already announced."""
+        with self._transaction(write=True) as conn:
+            inserted = conn.execute(
+                "INSERT OR IGNORE INTO usage_thresholds VALUES (?, ?, ?, ?)",
+                (organization_id, month, percent, self._now()),
+            ).rowcount
+            if inserted:
+                self._emit(
+                    conn, organization_id, EventType.USAGE_THRESHOLD,
+                    {"organizationId": organization_id, "month": month, "percent": percent,
+                     "evaluations": evaluations, "limit": limit},
+                )  # fmt: skip
+        return bool(inserted)
