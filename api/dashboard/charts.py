@@ -132,10 +132,17 @@ ARM_CLASSES = {"treatment": "series-treatment", "control": "series-control"}
 
 
 def line_chart(
-    series: dict[str, Sequence[Point]], *, title: str, unit: str = "", y_max: float | None = None
+    series: dict[str, Sequence[Point]],
+    *,
+    title: str,
+    unit: str = "",
+    y_max: float | None = None,
+    markers: dict[str, str] | None = None,
 ) -> Markup:
     """An SVG chart of several series over the same labels (e.g. treatment and control per
-    minute), one polyline and a legend entry each; a missing figure breaks the line."""
+    minute), one polyline and a legend entry each; a missing figure breaks the line.
+    ``markers`` draws a dashed vertical line at each label it names, titled with its text
+    (a change of the flag)."""
     labels = sorted({p.label for points in series.values() for p in points})
     position = {label: index for index, label in enumerate(labels)}
     values = [p.value for points in series.values() for p in points if p.value is not None]
@@ -168,6 +175,14 @@ def line_chart(
             f'<text class="legend {css}" x="{MARGIN_LEFT + 8 + index * 150}" y="18">'
             f"{escape(name)}</text>"
         )
+    for label, text in (markers or {}).items():
+        if label in position:
+            x = MARGIN_LEFT + step * position[label]
+            parts.append(
+                f'<line class="marker" x1="{x:.1f}" x2="{x:.1f}" y1="{MARGIN_TOP}" '
+                f'y2="{HEIGHT - MARGIN_BOTTOM}"><title>{escape(label)}: {escape(text)}</title>'
+                "</line>"
+            )
     label_every = max(1, len(labels) // 4)
     for index, label in enumerate(labels):
         if index % label_every == 0:

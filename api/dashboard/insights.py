@@ -17,8 +17,12 @@ from typing import Any
 import falcon
 import falcon.asgi
 
+from api.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from api.admin.flags import read_flag_metrics
 from api.admin.health import health_answer, read_flag_health
+from api.controlplane.changes import GUARDRAILS, AuditRecord
+from api.controlplane.model import Environment
+from api.controlplane.store import ControlPlaneStore
 from api.dashboard.base import environment_crumbs, signed_in
 from api.dashboard.charts import Point, column_chart, interval_chart, line_chart
 from api.dashboard.flags import FlagPage, flag_path, flags_path
@@ -106,8 +110,11 @@ def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def arm_charts(windows: list[dict[str, Any]], caption: str) -> dict[str, Any] | None:
-    """Per-arm failure rate and evaluations over the range's windows."""
+def arm_charts(
+    windows: list[dict[str, Any]], caption: str, changes: dict[str, str] | None = None
+) -> dict[str, Any] | None:
+    """Per-arm failure rate and evaluations over the range's windows, with the flag's changes
+    marked where they fall in a window of the chart."""
     if not windows:
         return None
 
@@ -119,8 +126,12 @@ def arm_charts(windows: list[dict[str, Any]], caption: str) -> dict[str, Any] | 
 
     return {
         "caption": caption,
-        "failure": line_chart(series("failure_rate"), title="Failure rate by arm", unit=" %"),
-        "evaluations": line_chart(series("evaluations"), title="Evaluations by arm"),
+        "failure": line_chart(
+            series("failure_rate"), title="Failure rate by arm", unit=" %", markers=changes
+        ),
+        "evaluations": line_chart(
+            series("evaluations"), title="Evaluations by arm", markers=changes
+        ),
     }
 
 
@@ -149,12 +160,19 @@ def charts(series: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-@falcon.before(signed_in)
-class InsightsPage(FlagPage):
-    """``/dashboard/environments/{env_id}/flags/{flag_key}/insights``."""
+class InsightsView(FlagPage):
+    """What renders a flag's insights page: the page itself and the rollout actions that show
+    it again with their error."""
 
-    async def on_get(
-        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    async def show(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        env_id: str,
+        flag_key: str,
+        *,
+        rollout_error: str | None = None,
+        rollout_form: dict[str, str] | None = None,
     ) -> None:
         flag, environment, organization = await self.flag(env_id, flag_key)
         warehouse = self.services.settings.warehouse_path
@@ -165,15 +183,64 @@ class InsightsPage(FlagPage):
         grain, span, caption = RANGES[chosen]
         since = datetime.now(UTC) - span if span else datetime(1970, 1, 1, tzinfo=UTC)
         windows = await self.read(arm_windows, warehouse, env_id, flag_key, grain, since)
+        rollout = await self.read(self.store.get_rollout, env_id, flag_key)
+        changes = await self.read(flag_changes, self.store, environment, flag_key)
         self.render(
             req, resp, "insights.html", flag=flag, environment=environment,
             organization=organization, metrics=metrics, series=series,
             warnings=warnings_for(metrics) if metrics else [],
             charts=charts(series) if series else None,
             health=health_view(health_answer(row) if row else None),
-            arm_charts=arm_charts(windows, caption), ranges=RANGES, chosen_range=chosen,
-            section="flags",
+            arm_charts=arm_charts(windows, caption, markers(changes, grain)), ranges=RANGES,
+            chosen_range=chosen, rollout=rollout, rollout_error=rollout_error,
+            rollout_form=rollout_form or default_rollout_form(), guardrails=GUARDRAILS,
+            changes=changes[:10], section="flags",
             crumbs=[*environment_crumbs(environment, organization),
                     ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key)),
                     ("Insights", req.path)],
         )  # fmt: skip
+
+
+@falcon.before(signed_in)
+class InsightsPage(InsightsView):
+    """``/dashboard/environments/{env_id}/flags/{flag_key}/insights``."""
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        await self.show(req, resp, env_id, flag_key)
+
+
+def insights_path(env_id: str, flag_key: str) -> str:
+    return f"{flag_path(env_id, flag_key)}/insights"
+
+
+def default_rollout_form() -> dict[str, str]:
+    """The start form's defaults: the admin API's (``api.admin.fields``)."""
+    return {
+        "steps": ", ".join(f"{step:g}" for step in DEFAULT_STEPS),
+        "step_minutes": f"{DEFAULT_STEP_MINUTES:g}",
+        **{f"guardrail_{g}": "on" for g in GUARDRAILS},
+    }
+
+
+def flag_changes(
+    store: ControlPlaneStore, environment: Environment, flag_key: str
+) -> list[AuditRecord]:
+    """The audit records of this flag (newest first): the health charts' change markers."""
+    target = f"flag:{environment.id}/{flag_key}"
+    return [r for r in store.list_audit(environment.organization_id) if r.target == target]
+
+
+def markers(changes: list[AuditRecord], grain: str) -> dict[str, str]:
+    """Chart labels (``MM-DD HH:MM`` of the window) at which the flag changed, and what."""
+    found: dict[str, str] = {}
+    for record in changes:
+        at = datetime.fromisoformat(record.at.replace("Z", "+00:00")).astimezone(UTC)
+        if grain == "hour":
+            at = at.replace(minute=0, second=0, microsecond=0)
+        elif grain == "day":
+            at = at.replace(hour=0, minute=0, second=0, microsecond=0)
+        label = _label(at.isoformat())
+        found[label] = f"{found[label]}; {record.action}" if label in found else record.action
+    return found

@@ -10,12 +10,14 @@ import falcon.asgi
 
 from api.admin.auth import AdminAuth
 from api.dashboard.api_keys import ApiKeysPage, RevokeApiKeyAction
+from api.dashboard.audit import AuditPage, RestoreAction
 from api.dashboard.auth_pages import HomePage, SignInPage, SignOutAction
 from api.dashboard.base import PREFIX, Dashboard, Page
 from api.dashboard.flags import FlagEditorPage, FlagsPage, FlagToggleAction
 from api.dashboard.insights import InsightsPage
 from api.dashboard.organizations import InsightsSwitchAction, OrganizationPage, OrganizationsPage
 from api.dashboard.rendering import Renderer
+from api.dashboard.rollouts import StartRolloutAction, StopRolloutAction
 from api.dashboard.segments import DeleteSegmentAction, SegmentMembersPage, SegmentsPage
 from api.dashboard.sessions import SessionSigner
 from api.dashboard.static_files import StaticFile
@@ -41,6 +43,10 @@ ROUTES: dict[str, type[Page]] = {
     "/environments/{env_id}/flags/{flag_key}": FlagEditorPage,
     "/environments/{env_id}/flags/{flag_key}/toggle": FlagToggleAction,
     "/environments/{env_id}/flags/{flag_key}/insights": InsightsPage,
+    "/environments/{env_id}/flags/{flag_key}/rollout": StartRolloutAction,
+    "/environments/{env_id}/flags/{flag_key}/rollout/stop": StopRolloutAction,
+    "/organizations/{org_id}/audit": AuditPage,
+    "/organizations/{org_id}/audit/{audit_id}/restore": RestoreAction,
 }
 """Every route that needs a session (and, for POST, the session's CSRF token)."""
 

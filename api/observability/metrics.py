@@ -31,7 +31,7 @@ from prometheus_client import values as _values
 
 log = logging.getLogger("flagsight.metrics")
 
-PROCESS_FILE_PREFIXES = ("counter", "histogram", "gauge_min")
+PROCESS_FILE_PREFIXES = ("counter", "histogram", "gauge_min", "gauge_max")
 """The multi-process files ``Metrics`` makes in each process: one per metric type (and gauge
 mode) it uses. ``tests/observability`` checks that this list matches what is created."""
 PROCESS_FILE_BYTES = 512 * 1024

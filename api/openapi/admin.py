@@ -651,7 +651,12 @@ ADMIN_SCHEMAS.update(
             "type": "object",
             "required": ["at", "flag"],
             "properties": {
-                "at": {"type": "string", "format": "date-time", "description": "With offset"},
+                "at": {
+                    "type": "string",
+                    "format": "date-time",
+                    "pattern": "^(19[7-9][0-9]|[2-9][0-9]{3})-",
+                    "description": "With offset; a year from 1970 to 9999",
+                },
                 "flag": _ref("FlagPut"),
             },
         },
@@ -689,7 +694,14 @@ ADMIN_SCHEMAS.update(
             "type": "object",
             "required": ["url", "events"],
             "properties": {
-                "url": {"type": "string", "maxLength": 2048, "pattern": "^https?://"},
+                "url": {
+                    "type": "string",
+                    "maxLength": 2048,
+                    "pattern": "^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+"
+                    "(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]"
+                    "|6553[0-5]))?([/?#][^\\s]*)?$",
+                    "description": "http:// or https:// with a host",
+                },
                 "events": {"type": "array", "items": _EVENT, "minItems": 1, "uniqueItems": True},
             },
         },

@@ -399,3 +399,51 @@ def test_usage_states_within_overage_and_blocked(
     expect(page.locator("[data-usage-state]")).to_contain_text("Blocked")
     expect(page.locator("[data-usage-state]")).to_contain_text("PLAN_LIMIT_EXCEEDED")
     shot(page, tmp_path, "11-usage-blocked")
+
+
+def test_start_and_stop_a_guarded_rollout_then_restore_from_the_audit_log(
+    page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path
+) -> None:
+    server = dashboard_server
+    tenant = admin.tenant(insights=True)
+    admin.flag(tenant.environment_id, "guarded", [{"type": "PERCENTAGE", "percentage": 20}])
+    insights = f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/guarded/insights"
+    sign_in(page, server)
+    page.goto(insights)
+
+    form = page.get_by_role("form", name="Start a guarded rollout")
+    form.get_by_label("Steps").fill("5, 200")
+    form.get_by_role("button", name="Start a guarded rollout").click()
+    expect(page.locator("[data-rollout-error]")).to_contain_text("steps[1]")
+    expect(form.get_by_label("Steps")).to_have_value("5, 200")  # the person's input is kept
+
+    form.get_by_label("Steps").fill("1, 5, 25, 50, 100")
+    form.get_by_role("button", name="Start a guarded rollout").click()
+    expect(page.locator("[data-rollout-state]")).to_contain_text("running")
+    expect(page.locator("[data-rollout-state]")).to_contain_text("step 1 of 5 at 1.0 %")
+    assert (
+        admin.request("GET", f"/environments/{tenant.environment_id}/flags/guarded")["rules"][0][
+            "percentage"
+        ]
+        == 1
+    )
+    expect(page.locator("[data-changes]")).to_contain_text("rollout.started by dashboard")
+    shot(page, tmp_path, "10-rollout-running")
+
+    page.get_by_role("button", name="Stop the rollout").click()  # confirmed (see ``page``)
+    expect(page.get_by_role("form", name="Start a guarded rollout")).to_be_visible()
+    assert (
+        admin.request("GET", f"/environments/{tenant.environment_id}/flags/guarded/rollout")[
+            "status"
+        ]
+        == 404
+    )
+
+    page.goto(f"{server.url}/dashboard/organizations/{tenant.organization_id}/audit")
+    started = page.locator("tr", has_text="rollout.started")
+    expect(started).to_contain_text("dashboard")
+    started.get_by_role("button", name="Restore").click()
+    expect(page.locator("[data-restored]")).to_be_visible()
+    flag = admin.request("GET", f"/environments/{tenant.environment_id}/flags/guarded")
+    assert flag["rules"][0]["percentage"] == 20  # as before the rollout started
+    shot(page, tmp_path, "11-audit-log")

@@ -19,6 +19,7 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api.jsonio import encode
 from api.openapi.document import openapi_document
@@ -27,6 +28,15 @@ from tests.support.admin import Admin
 from tests.support.server import GunicornServer
 
 EXAMPLES_PER_OPERATION = 25
+
+STATE_OR_ORDER_RULES = {
+    ("PATCH", "/admin/v1/organizations/{orgId}"): "a limit alone needs the enterprise plan: "
+    "it depends on the organization's current plan, which other calls of the run change",
+    ("PUT", "/admin/v1/environments/{envId}/flags/{flagKey}/rollout"): "steps increase and end "
+    "at 100: an order between items, which JSON Schema cannot state",
+}
+"""Operations whose schema-valid bodies the server may still refuse with 400, and why; every
+other check (no 5xx, documented statuses and bodies, negative data refused) runs on them."""
 
 # Every default check runs, positive data acceptance included: no 5xx, documented status
 # codes, content types, headers and bodies, schema-violating requests refused and schema-valid
@@ -136,12 +146,14 @@ def test_every_operation_answers_as_documented(
     case: Any, module_server: GunicornServer, world: World
 ) -> None:
     aim(case, world)
+    operation = (case.operation.method.upper(), case.operation.path)
+    excluded = [positive_data_acceptance] if operation in STATE_OR_ORDER_RULES else []
     with requests.Session() as session:
         case.call_and_validate(
             base_url=module_server.url,
             session=session,
             headers=credentials(case, world),
-            excluded_checks=[],
+            excluded_checks=excluded,
             timeout=30,
         )
 
