@@ -1,0 +1,50 @@
+"""usage.threshold (contract section 10): at 80 %, 100 % and 110 % of the plan, once each per
+organization and month, queued for the organization's subscribed webhooks."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from api.metering.meter import month_of
+from api.webhooks import WebhookDeliverer
+
+
+def announced(services) -> list[dict]:
+    deliveries = services.store.due_deliveries(time.time() + 1)
+    events = [json.loads(d.body) for d in deliveries]
+    return [e["data"] for e in events if e["type"] == "usage.threshold"]
+
+
+def test_each_threshold_is_announced_once_a_month(admin, services) -> None:
+    free = admin.tenant(plan="free")  # 10,000 evaluations a month
+    admin.request(
+        "POST",
+        f"/organizations/{free.organization_id}/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "events": ["usage.threshold"]},
+        expect=201,
+    )
+    deliverer = WebhookDeliverer(services)
+    month = month_of(services.clock())
+    hard = 11_000
+
+    def use(evaluations: int) -> None:
+        services.meter.consume(free.organization_id, month, evaluations, hard)
+        deliverer.announce_usage(force=True)
+
+    use(7_999)
+    assert announced(services) == []
+    use(1)  # 8,000: 80 %
+    use(100)
+    assert [a["percent"] for a in announced(services)] == [80]
+    use(1_900)  # 10,000: 100 %
+    use(1_000)  # 11,000: 110 %
+    use(0)
+    data = announced(services)
+    assert [a["percent"] for a in data] == [80, 100, 110]
+    assert {a["organizationId"] for a in data} == {free.organization_id}
+    assert data[0]["limit"] == 10_000 and data[2]["evaluations"] == 11_000
+
+    # Another deliverer (a restarted worker) announces nothing twice.
+    WebhookDeliverer(services).announce_usage(force=True)
+    assert [a["percent"] for a in announced(services)] == [80, 100, 110]
