@@ -315,11 +315,14 @@ def test_health_view_shows_a_regression_with_its_interval_and_arm_charts(
     admin.flag(tenant.environment_id, "checkout-v3", [{"type": "PERCENTAGE", "percentage": 50}])
     headers = {"Authorization": f"ApiKey {tenant.api_key}"}
     eventually(lambda: key_is_served(server, tenant.api_key))
+    eventually(lambda: served(server, tenant.api_key, "checkout-v3", "u")[2] is None)
     users = [f"shopper-{i}" for i in range(3000)]
-    answers = requests.post(
+    answer = requests.post(
         f"{server.url}/v1/evaluate/bulk", json={"flagKey": "checkout-v3", "userIdentifiers": users},
         headers=headers, timeout=30,
-    ).json()  # fmt: skip
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    answers = answer.json()
     rng = random.Random(5)
     feedback = []
     for user in users:
