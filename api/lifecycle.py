@@ -53,11 +53,16 @@ class Background(Protocol):
 
 def start_services(services: Services) -> list[Background]:
     """Start a worker's threads. Schedules that fell due while the service was down are
-    applied first, so the worker's first answers already serve them."""
+    applied first, so the worker's first answers already serve them. The config is reloaded
+    whether or not this worker applied them: another worker may have, after this one loaded."""
     try:
         apply_due(services)
     except Exception:  # the applier thread retries within a tick
         log.exception("applying due schedules at start-up failed")
+    try:
+        services.config.refresh()
+    except Exception:  # the poller retries within a tick
+        log.exception("reloading the control plane at start-up failed")
     services.config.start()
     services.event_log.start()
     threads: list[Background] = [
