@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export FLAGSIGHT_DATA_DIR ?= $(CURDIR)/var
 VENV := .venv
 BIN := $(VENV)/bin
-DEBIAN_PACKAGES := chromium wrk
+DEBIAN_PACKAGES := chromium wrk postgresql
 
 .PHONY: install system-deps node-deps run test lint format bench soak clean
 
