@@ -10,11 +10,14 @@ import falcon.testing
 import pytest
 
 from api.app import create_app
+from api.engines.postgres import PostgresCluster
+from api.engines.seaweedfs import SeaweedFS
 from api.lifecycle import start_services, stop_services
 from api.services import Services
 from api.settings import Settings
 from api.wiring import build_services
 from tests.support.admin import Admin, Tenant, requests_caller, testclient_caller
+from tests.support.engines import fresh_database, postgres_session, seaweedfs_for
 from tests.support.server import GunicornServer
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
@@ -81,3 +84,21 @@ def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gunicorn
 @pytest.fixture(scope="module")
 def module_server_admin(module_server: GunicornServer) -> Admin:
     return Admin(requests_caller(module_server.url), ADMIN_TOKEN)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A private PostgreSQL 15 for the session, started only if a test asks for it."""
+    yield from postgres_session()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> str:
+    """A fresh, empty database for one test."""
+    return fresh_database(postgres_cluster)
+
+
+@pytest.fixture(scope="module")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """A private SeaweedFS (S3 gateway) for a test module, with an empty bucket."""
+    yield from seaweedfs_for(tmp_path_factory.mktemp("seaweedfs"))

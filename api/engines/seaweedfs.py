@@ -90,7 +90,7 @@ class SeaweedFS:
             f"-s3.port.grpc={p['s3.grpc']}", f"-s3.port.iceberg={p['s3.iceberg']}",
             f"-s3.port.lance={p['s3.lance']}", f"-metricsPort={p['metrics']}",
             f"-s3.config={self._write_identity()}", "-master.volumeSizeLimitMB=64",
-            "-volume.max=0", "-master.telemetry=false",
+            "-volume.max=0", "-master.telemetry=false", "-s3.iam=false",
         ]  # fmt: skip
         log = (self.directory / "weed.log").open("ab")
         self._process = subprocess.Popen(
