@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEBIAN_PACKAGES := chromium wrk postgresql
 
-.PHONY: install system-deps node-deps run test lint format bench soak clean
+.PHONY: install system-deps node-deps run cluster test lint format bench soak clean
 
 install: $(VENV)/.installed
 
@@ -38,6 +38,9 @@ test: install system-deps node-deps lint
 
 run: install
 	@bash scripts/run.sh
+
+cluster: install system-deps
+	@$(BIN)/python scripts/cluster.py
 
 bench: install system-deps
 	@$(BIN)/python -m bench.run

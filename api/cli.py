@@ -113,7 +113,9 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     if not key:
         print("Give the demo API key: --api-key or FLAGSIGHT_DEMO_API_KEY", file=sys.stderr)
         return 2
-    run_demo_traffic(args.url, key, rate=args.rate, duration_s=args.duration)
+    run_demo_traffic(
+        args.url or ["http://127.0.0.1:8000"], key, rate=args.rate, duration_s=args.duration
+    )
     return 0
 
 
@@ -142,7 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_pipeline_run)
 
     demo = sub.add_parser("demo", help="send demo evaluations and outcomes until stopped")
-    demo.add_argument("--url", default="http://127.0.0.1:8000")
+    demo.add_argument(
+        "--url",
+        action="append",
+        help="a host's base URL; repeat it to spread the traffic (default http://127.0.0.1:8000)",
+    )
     demo.add_argument("--api-key")
     demo.add_argument("--rate", type=float, default=20.0, help="evaluations per second")
     demo.add_argument(

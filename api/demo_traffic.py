@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Sequence
 
 import requests
 
@@ -20,14 +21,17 @@ FEEDBACK_SHARE = 0.85  # not every evaluation reports back: coverage below 100 %
 
 
 def run_demo_traffic(
-    base_url: str,
+    base_urls: Sequence[str],
     api_key: str,
     *,
     rate: float = 20.0,
     duration_s: float | None = None,
     seed: int | None = None,
 ) -> int:
-    """Send traffic until ``duration_s`` passes (or forever); returns evaluations sent."""
+    """Send traffic until ``duration_s`` passes (or forever); returns evaluations sent.
+
+    Each evaluation goes to one of ``base_urls`` at random and its outcomes, batched, to
+    another: on a cluster, every host serves and takes feedback for every other's answers."""
     rng = random.Random(seed)
     session = requests.Session()
     session.headers["Authorization"] = f"ApiKey {api_key}"
@@ -39,7 +43,7 @@ def run_demo_traffic(
         user = f"user-{rng.randrange(5000)}"
         try:
             answer = session.post(
-                f"{base_url}/v1/evaluate",
+                f"{rng.choice(base_urls)}/v1/evaluate",
                 json={"flagKey": flag, "userIdentifier": user, "sdk": "flagsight-demo"},
                 timeout=2,
             ).json()
@@ -54,12 +58,18 @@ def run_demo_traffic(
                     }
                 )
             if pending and (len(pending) >= 500 or time.monotonic() - last_flush > 1):
-                session.post(f"{base_url}/v1/feedback/bulk", json={"feedbacks": pending}, timeout=5)
+                session.post(
+                    f"{rng.choice(base_urls)}/v1/feedback/bulk",
+                    json={"feedbacks": pending},
+                    timeout=5,
+                )
                 pending, last_flush = [], time.monotonic()
         except (requests.RequestException, ValueError, KeyError) as exc:
             log.warning("demo request failed", extra={"reason": str(exc)})
             time.sleep(1)
         time.sleep(max(0.0, 1.0 / rate))
     if pending:
-        session.post(f"{base_url}/v1/feedback/bulk", json={"feedbacks": pending}, timeout=5)
+        session.post(
+            f"{rng.choice(base_urls)}/v1/feedback/bulk", json={"feedbacks": pending}, timeout=5
+        )
     return sent

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from api.schedules import ScheduleApplier, apply_due
 from api.services import Services
+from api.warehouse_snapshot import WarehouseFollower
 from api.webhooks import WebhookDeliverer
 
 log = logging.getLogger("flagsight.lifecycle")
@@ -69,6 +70,7 @@ def start_services(services: Services) -> list[Background]:
         Housekeeping(services),
         ScheduleApplier(services),
         WebhookDeliverer(services),
+        WarehouseFollower(services),
     ]
     for thread in threads:
         thread.start()

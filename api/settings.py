@@ -37,6 +37,8 @@ class Settings:
     schedule_cron: str = "*/5 * * * *"
     body_limits: BodyLimits = field(default_factory=BodyLimits)
     events_uri: str | None = None
+    database_url: str | None = None
+    """PostgreSQL for the control plane, the meter and Dagster's storage (contract section 8)."""
     header_timeout_s: float = 10.0
     """A new connection whose first request head is not complete by then is closed."""
     keepalive_s: int = 30
@@ -50,6 +52,8 @@ class Settings:
     webhook_retry_for_s: float = 24 * 3600.0
     """How long a delivery is retried before it is given up (contract: 24 hours)."""
     webhook_timeout_s: float = 10.0
+    warehouse_poll_interval_s: float = 10.0
+    """With the lake in a bucket: how often a host looks for a newer warehouse snapshot."""
 
     @property
     def control_plane_path(self) -> Path:
@@ -105,10 +109,12 @@ class Settings:
             config_poll_interval_s=float(env.get("FLAGSIGHT_CONFIG_POLL_INTERVAL", "0.25")),
             schedule_cron=env.get("FLAGSIGHT_PIPELINE_CRON", "*/5 * * * *"),
             events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
+            database_url=env.get("FLAGSIGHT_DATABASE_URL") or None,
             header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),
             keepalive_s=int(env.get("FLAGSIGHT_KEEPALIVE_TIMEOUT", "30")),
             body_timeout_s=int(env.get("FLAGSIGHT_BODY_TIMEOUT", "30")),
             webhook_retry_base_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_BASE", "5")),
             webhook_retry_cap_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_CAP", "600")),
             webhook_timeout_s=float(env.get("FLAGSIGHT_WEBHOOK_TIMEOUT", "10")),
+            warehouse_poll_interval_s=float(env.get("FLAGSIGHT_WAREHOUSE_POLL_INTERVAL", "10")),
         )

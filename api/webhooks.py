@@ -18,7 +18,6 @@ meter every ``USAGE_CHECK_S``; the store makes each announcement once per organi
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import logging
@@ -29,6 +28,7 @@ import time
 import requests
 
 from api.controlplane.changes import USAGE_THRESHOLDS, Delivery
+from api.host_lock import HostLock
 from api.metering.meter import month_label, month_of
 from api.services import Services
 
@@ -55,7 +55,8 @@ class WebhookDeliverer:
     def __init__(self, services: Services):
         self._services = services
         self._stop = threading.Event()
-        self._lock_fd: int | None = None
+        self._lock = HostLock(services.settings.webhook_lock_path)
+        self._active = False
         self._announced: set[tuple[str, str, int]] = set()
         self._next_usage_check = 0.0
         self._session = requests.Session()
@@ -68,9 +69,7 @@ class WebhookDeliverer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=self._services.settings.webhook_timeout_s + 5)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._lock.release()
 
     def _run(self) -> None:
         while not self._stop.wait(TICK_S):
@@ -82,19 +81,12 @@ class WebhookDeliverer:
                 log.exception("webhook delivery pass failed")
 
     def _holds_lock(self) -> bool:
-        if self._lock_fd is not None:
+        if self._lock.held():
+            if not self._active:
+                self._active = True
+                log.info("webhook deliverer active", extra={"pid": os.getpid()})
             return True
-        path = self._services.settings.webhook_lock_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._lock_fd = fd
-        log.info("webhook deliverer active", extra={"pid": os.getpid()})
-        return True
+        return False
 
     def deliver_due(self) -> int:
         """Attempt every due delivery once; the number attempted."""

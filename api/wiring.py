@@ -10,6 +10,7 @@ import time
 
 from api.controlplane.cache import ConfigCache
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.dagster_home import prepare_dagster_home
 from api.evaluation_id import EvaluationIdIssuer
 from api.eventlog.sealer_process import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
@@ -18,10 +19,6 @@ from api.observability.metrics import Metrics
 from api.services import Services
 from api.settings import Settings
 
-DAGSTER_YAML = "telemetry:\n  enabled: false\n"
-"""Dagster's instance configuration when there is none: without the file, every Dagster
-command warns that it is missing and prints a telemetry notice."""
-
 
 def prepare_data_dir(settings: Settings) -> None:
     """Create the data directory's layout; safe to call from every process."""
@@ -29,12 +26,9 @@ def prepare_data_dir(settings: Settings) -> None:
         settings.data_dir,
         settings.wal_dir,
         settings.meter_path.parent,
-        settings.dagster_home,
     ):
         path.mkdir(parents=True, exist_ok=True)
-    dagster_yaml = settings.dagster_home / "dagster.yaml"
-    if not dagster_yaml.exists():
-        dagster_yaml.write_text(DAGSTER_YAML)
+    prepare_dagster_home(settings.dagster_home, settings.database_url)
 
 
 def build_services(settings: Settings, metrics: Metrics | None = None, clock=time.time) -> Services:

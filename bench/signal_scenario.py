@@ -21,6 +21,7 @@ from pathlib import Path
 
 import requests
 
+from api.dagster_home import prepare_dagster_home
 from bench.servers import REPO, FlagsightServer
 from bench.workload import CONFIG_PROPAGATION_S, create_tenant
 
@@ -35,8 +36,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _start_daemon(data_dir: Path, log_path: Path) -> subprocess.Popen[bytes]:
     home = data_dir / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    prepare_dagster_home(home, None)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLAGSIGHT_", "DAGSTER_"))}
     env |= {"FLAGSIGHT_DATA_DIR": str(data_dir), "DAGSTER_HOME": str(home)}
     daemon = Path(sys.executable).with_name("dagster-daemon")

@@ -151,6 +151,11 @@ class Metrics:
             registry=r,
             multiprocess_mode="max",
         )
+        self.warehouse_downloads = Counter(
+            "flagsight_warehouse_downloads",
+            "Warehouse snapshots this host downloaded from the lake's bucket",
+            registry=r,
+        )
         self.config_version = Gauge(
             "flagsight_config_version",
             "Control-plane version a worker serves",

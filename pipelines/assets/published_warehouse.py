@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from api.warehouse_snapshot import is_remote, upload_snapshot
 from pipelines.constants import (
     ATTRIBUTED_FEEDBACK,
     ENVIRONMENT_KEYS,
@@ -22,7 +23,10 @@ def _publish(context: dg.AssetExecutionContext, resources: InsightsResources) ->
     target = Path(resources.warehouse.published_path)
     with resources.warehouse.connect() as con:
         size = publish(con, target, context.run_id)
-    return {"path": str(target), "size_bytes": size}
+    metadata: dict[str, object] = {"path": str(target), "size_bytes": size}
+    if is_remote(resources.lake.events_location):
+        metadata["uploaded_to"] = upload_snapshot(target, resources.lake.events_location)
+    return metadata
 
 
 published_warehouse = InsightsAsset(
@@ -43,7 +47,8 @@ published_warehouse = InsightsAsset(
             "feedback and a load summary, written to a new file and swapped in by atomic rename. "
             "Readers open it read-only at any time without lock errors; a reader keeps the "
             "snapshot it opened. Its size (and publishing time) depends on flag environments and "
-            "days, not on the number of events. Tables are documented in warehouse/README.md."
+            "days, not on the number of events. Tables are documented in warehouse/README.md. With "
+            "the lake in a bucket, the snapshot is also uploaded there for every API host."
         ),
     ),
     materialize=_publish,

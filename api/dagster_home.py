@@ -1,0 +1,63 @@
+"""Dagster's home (``$FLAGSIGHT_DATA_DIR/dagster``) and its instance configuration.
+
+In the embedded default Dagster keeps runs, event logs and schedules in SQLite files under its
+home. With ``FLAGSIGHT_DATABASE_URL`` set they live in PostgreSQL (dagster-postgres), in a
+schema of their own (``dagster``) beside the control plane's tables, so the daemon and the UI
+survive the loss of the pipeline host and can be started on another one: only the warehouse
+file, which the pipeline rebuilds from the lake, is local.
+
+flagsight writes ``dagster.yaml`` and marks it; a file without the mark is the operator's own
+and is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MARK = "# written by flagsight: edit freely after removing this line\n"
+DAGSTER_SCHEMA = "dagster"
+
+
+def dagster_database_url(database_url: str) -> str:
+    """``database_url`` with its search path set to Dagster's schema, for SQLAlchemy's
+    psycopg2 dialect: dagster-postgres issues ``NOTIFY`` with parameters, which only
+    psycopg2's client-side binding accepts (SQLAlchemy 2.1 would pick psycopg 3)."""
+    parts = urlsplit(database_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-csearch_path={DAGSTER_SCHEMA}"))
+    return urlunsplit(parts._replace(scheme="postgresql+psycopg2", query=urlencode(query)))
+
+
+def instance_yaml(database_url: str | None) -> str:
+    text = MARK + "telemetry:\n  enabled: false\n"
+    if database_url:
+        text += f"storage:\n  postgres:\n    postgres_url: '{dagster_database_url(database_url)}'\n"
+    return text
+
+
+def ensure_dagster_schema(database_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {DAGSTER_SCHEMA}")
+
+
+def prepare_dagster_home(home: Path, database_url: str | None) -> None:
+    """Write the instance configuration for the current settings (unless it is the operator's)
+    and, on PostgreSQL, create Dagster's schema. Dagster creates its tables on first use."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "dagster.yaml"
+    wanted = instance_yaml(database_url)
+    if path.exists():
+        current = path.read_text()
+        if current == wanted or not current.startswith(MARK):
+            return
+    if database_url:
+        ensure_dagster_schema(database_url)
+    temporary = path.with_name(f".dagster.yaml.{os.getpid()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds a password
+    with os.fdopen(fd, "w") as out:
+        out.write(wanted)
+    os.replace(temporary, path)
