@@ -1,4 +1,4 @@
-"""The HTTP scenarios: single evaluate against the reference app, bulk, feedback, mixed, memory.
+"""The HTTP scenarios: single evaluate against the reference apps, bulk, feedback, mixed, memory.
 
 Every run is bounded (wrk ``-d``), starts from a quiet server (the event log sealed, CPU idle)
 and is charged the server CPU it caused, including the sealing that finishes after wrk stops.
@@ -21,6 +21,28 @@ from bench.workload import Workload
 from bench.wrk import run_wrk
 
 MB = 1024 * 1024
+TIGHT, MEDIA, EMBEDDED, CLUSTER = (
+    "tight reference",
+    "media reference",
+    "flagsight",
+    "flagsight cluster",
+)
+RATIOS = {
+    "vs_tight": (EMBEDDED, TIGHT),
+    "vs_media": (EMBEDDED, MEDIA),
+    "cluster_vs_embedded": (CLUSTER, EMBEDDED),
+}
+"""Each ratio divides the first contender's req/s by the second's, in the same round."""
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A server in the single-evaluate rounds, with the arguments of ``evaluate.lua`` for it
+    (its own API key: a cluster host has a control plane of its own)."""
+
+    label: str
+    server: Server
+    args: list[str]
 
 
 @dataclass(frozen=True)
@@ -40,12 +62,14 @@ def wal_sealed(wal_dir: Path) -> bool:
         return False  # a segment vanished while we looked: sealing is in progress
 
 
-def quiesce(flagsight: FlagsightServer, others: list[Server], timeout_s: float = 60.0) -> None:
-    """Wait for flagsight's event log to be sealed, then for every server to be idle."""
+def quiesce(servers: list[Server], timeout_s: float = 60.0) -> None:
+    """Wait for every flagsight server's event log to be sealed, then for all to be idle."""
     deadline = time.monotonic() + timeout_s
-    while not wal_sealed(flagsight.data_dir / "wal") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    wait_idle([p for s in (flagsight, *others) for p in s.pids()], timeout_s=10)
+    for server in servers:
+        if isinstance(server, FlagsightServer):
+            while not wal_sealed(server.data_dir / "wal") and time.monotonic() < deadline:
+                time.sleep(0.1)
+    wait_idle([p for s in servers for p in s.pids()], timeout_s=10)
 
 
 def _scrape(server: Server) -> dict[str, float]:
@@ -61,16 +85,18 @@ def _scrape(server: Server) -> dict[str, float]:
 class HttpBench:
     """Both servers up; each ``run_*`` method returns a JSON-ready record of one scenario."""
 
-    def __init__(self, flagsight: FlagsightServer, reference: ReferenceServer, work: Workload,
-                 plan: Plan, log: Callable[[str], None]):  # fmt: skip
+    def __init__(self, flagsight: FlagsightServer, references: list[ReferenceServer],
+                 work: Workload, plan: Plan, log: Callable[[str], None],
+                 others: list[Server] | None = None):  # fmt: skip
         self.flagsight = flagsight
-        self.reference = reference
+        self.references = references
+        self.servers: list[Server] = [flagsight, *references, *(others or [])]
         self.work = work
         self.plan = plan
         self.log = log
 
     def _quiesce(self) -> None:
-        quiesce(self.flagsight, [self.reference])
+        quiesce(self.servers)
 
     def _measure(self, server: Server, script: str, args: list[str], connections: int,
                  label: str, duration_s: float | None = None) -> dict[str, object]:  # fmt: skip
@@ -96,46 +122,60 @@ class HttpBench:
     def _evaluate_args(self) -> list[str]:
         return [self.work.api_key, self.work.flag_key]
 
-    def warm_up(self) -> None:
-        for server in (self.reference, self.flagsight):
-            run_wrk(server.url, "evaluate.lua", self._evaluate_args(), connections=16,
+    def warm_up(self, contenders: list[Contender]) -> None:
+        for contender in contenders:
+            run_wrk(contender.server.url, "evaluate.lua", contender.args, connections=16,
                     duration_s=self.plan.warmup_s)  # fmt: skip
 
-    def single_evaluate(self, connection_counts: tuple[int, ...]) -> dict[str, object]:
-        """Rounds of reference then flagsight, at 16 and 64 connections; ratios per round."""
+    def single_evaluate(
+        self, contenders: list[Contender], connection_counts: tuple[int, ...]
+    ) -> dict[str, object]:
+        """Rounds in which every contender is measured back to back, at each connection count;
+        the ratios of ``RATIOS`` per round and their medians."""
         rounds: list[dict[str, object]] = []
         for index in range(self.plan.rounds):
             self.log(f" round {index + 1}/{self.plan.rounds}")
             record: dict[str, object] = {}
             for connections in connection_counts:
-                ref = self._measure(self.reference, "evaluate.lua", self._evaluate_args(),
-                                    connections, "reference evaluate")  # fmt: skip
-                own = self._measure(self.flagsight, "evaluate.lua", self._evaluate_args(),
-                                    connections, "flagsight evaluate")  # fmt: skip
+                measured = {
+                    c.label: self._measure(
+                        c.server, "evaluate.lua", c.args, connections, f"{c.label} evaluate"
+                    )  # fmt: skip
+                    for c in contenders
+                }
                 record[f"c{connections}"] = {
-                    "reference": ref, "flagsight": own,
-                    "ratio": round(own["requests_per_s"] / ref["requests_per_s"], 3),
+                    **measured,
+                    "ratios": {
+                        name: round(measured[top]["requests_per_s"] / measured[bottom]["requests_per_s"], 3)
+                        for name, (top, bottom) in RATIOS.items()
+                        if top in measured and bottom in measured
+                    },
                 }  # fmt: skip
             rounds.append(record)
-        summary = {}
+        summary: dict[str, object] = {}
         for c in (f"c{n}" for n in connection_counts):
-            ratios = [r[c]["ratio"] for r in rounds]
+            per_round = [r[c] for r in rounds]
             summary[c] = {
-                "ratio_median": statistics.median(ratios),
-                "ratios": ratios,
-                "flagsight_rps_median": statistics.median(r[c]["flagsight"]["requests_per_s"] for r in rounds),
-                "reference_rps_median": statistics.median(r[c]["reference"]["requests_per_s"] for r in rounds),
-                "flagsight_p99_ms_median": statistics.median(r[c]["flagsight"]["p99_ms"] for r in rounds),
-                "reference_p99_ms_median": statistics.median(r[c]["reference"]["p99_ms"] for r in rounds),
-                "flagsight_cpu_us_median": statistics.median(r[c]["flagsight"]["server_cpu_us_per_request"] for r in rounds),
-                "reference_cpu_us_median": statistics.median(r[c]["reference"]["server_cpu_us_per_request"] for r in rounds),
+                "ratios": {
+                    name: {"median": statistics.median(r["ratios"][name] for r in per_round),
+                           "rounds": [r["ratios"][name] for r in per_round]}
+                    for name in per_round[0]["ratios"]
+                },
+                "servers": {
+                    label: {
+                        "rps_median": statistics.median(r[label]["requests_per_s"] for r in per_round),
+                        "p99_ms_median": statistics.median(r[label]["p99_ms"] for r in per_round),
+                        "cpu_us_median": statistics.median(r[label]["server_cpu_us_per_request"] for r in per_round),
+                    }
+                    for label in (x.label for x in contenders)
+                },
             }  # fmt: skip
         return {"rounds": rounds, "summary": summary}
 
     def memory_steady(self) -> dict[str, object]:
         self._quiesce()
         workers = self.flagsight.worker_pids()
-        ref_workers = self.reference.worker_pids()
+        ref_workers = self.references[0].worker_pids()
         return {
             "flagsight_worker_rss_mb": [round(rss_bytes(p) / MB, 1) for p in workers],
             "flagsight_worker_pss_mb": [round(pss_bytes(p) / MB, 1) for p in workers],

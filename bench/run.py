@@ -10,19 +10,22 @@ The report goes to ``bench/results/report.{md,json}``; a full run also rewrites
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import platform
 import shlex
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from bench.http_scenarios import HttpBench, Plan
+from bench.http_scenarios import CLUSTER, EMBEDDED, MEDIA, TIGHT, Contender, HttpBench, Plan
 from bench.pipeline_scenarios import pipeline_bench
 from bench.report import write_report
-from bench.servers import REPO, FlagsightServer, ReferenceServer
+from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
 from bench.signal_scenario import time_to_signal
 from bench.workload import prepare
 
@@ -40,22 +43,80 @@ def _machine() -> str:
     return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
 
 
+@contextlib.contextmanager
+def cluster_engines(work_dir: Path) -> Iterator[dict[str, str]]:
+    """A private PostgreSQL and SeaweedFS for the cluster-mode host; its environment."""
+    from api.engines.postgres import PostgresCluster
+    from api.engines.seaweedfs import SeaweedFS
+
+    # Outside the (private) work directory: the postgres user must reach its cluster's folder.
+    root = Path(tempfile.mkdtemp(prefix="flagsight-bench-engines-"))
+    os.chmod(root, 0o755)
+    postgres = PostgresCluster(root / "postgres").start()
+    lake = SeaweedFS(root / "seaweedfs")
+    stack = contextlib.ExitStack()
+    stack.callback(shutil.rmtree, root, ignore_errors=True)
+    stack.callback(postgres.stop, "immediate")
+    stack.callback(lake.stop)
+    with stack:
+        lake.start()
+        yield {
+            "FLAGSIGHT_DATABASE_URL": postgres.url,
+            "FLAGSIGHT_EVENTS_URI": lake.events_uri,
+            **lake.environment(),
+        }
+
+
 def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path) -> dict[str, object]:
+    with contextlib.ExitStack() as stack:
+        cluster_env = None if args.no_cluster else stack.enter_context(cluster_engines(work_dir))
+        return _run_http(args, plan, work_dir, cluster_env)
+
+
+def _run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
+              cluster_env: dict[str, str] | None) -> dict[str, object]:  # fmt: skip
     flagsight = FlagsightServer(work_dir / "data", args.workers, work_dir / "flagsight.log")
+    references = [
+        ReferenceServer(args.workers, work_dir / "tight-reference.log"),
+        ReferenceServer(
+            args.workers, work_dir / "media-reference.log", app="app", name=MEDIA
+        ),  # fmt: skip
+    ]
+    servers: list[Server] = [flagsight, *references]
+    cluster = None
+    if cluster_env is not None:
+        cluster = FlagsightServer(work_dir / "cluster-host", args.workers,
+                                  work_dir / "cluster-host.log", cluster_env, name=CLUSTER)  # fmt: skip
+        servers.append(cluster)
     if args.smoke:  # the smoke checks the machinery, not figures: seal quickly
-        flagsight._env["FLAGSIGHT_SEAL_INTERVAL"] = "1"
-    reference = ReferenceServer(args.workers, work_dir / "reference.log")
+        for server in (flagsight, cluster):
+            if server is not None:
+                server._env["FLAGSIGHT_SEAL_INTERVAL"] = "1"
     results: dict[str, object] = {}
     try:
-        log(f"starting flagsight and the reference app ({args.workers} workers each)")
-        flagsight.start(args.workers)
-        reference.start(args.workers)
+        log(f"starting {', '.join(s.name for s in servers)} ({args.workers} workers each)")
+        for server in servers:
+            server.start(args.workers)
         work = prepare(flagsight.url, flagsight.admin_token, work_dir,
                        ids=200 if args.smoke else 4000, bodies=4 if args.smoke else 16)  # fmt: skip
-        bench = HttpBench(flagsight, reference, work, plan, log)
-        bench.warm_up()
-        log("single evaluate, reference vs flagsight")
-        results["single_evaluate"] = bench.single_evaluate((16,) if args.smoke else (16, 64))
+        contenders = [
+            Contender(TIGHT, references[0], [work.api_key, work.flag_key]),
+            Contender(MEDIA, references[1], [work.api_key, work.flag_key]),
+            Contender(EMBEDDED, flagsight, [work.api_key, work.flag_key]),
+        ]
+        if cluster is not None:
+            (work_dir / "cluster-work").mkdir(exist_ok=True)
+            cluster_work = prepare(cluster.url, cluster.admin_token, work_dir / "cluster-work",
+                                   ids=200, bodies=1)  # fmt: skip
+            contenders.append(
+                Contender(CLUSTER, cluster, [cluster_work.api_key, cluster_work.flag_key])
+            )
+        bench = HttpBench(flagsight, references, work, plan, log, [cluster] if cluster else None)
+        bench.warm_up(contenders)
+        log("single evaluate: " + ", ".join(c.label for c in contenders))
+        results["single_evaluate"] = bench.single_evaluate(
+            contenders, (16,) if args.smoke else (16, 64)
+        )
         results["memory_steady"] = bench.memory_steady()
         log(f"  steady state: {results['memory_steady']}")
         log("bulk evaluate")
@@ -67,8 +128,8 @@ def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path) -> dict[str, 
             log("mixed")
             results["mixed"] = bench.mixed()
     finally:
-        flagsight.stop()
-        reference.stop()
+        for server in servers:
+            server.stop()
     return results
 
 
@@ -80,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP scenarios")
     parser.add_argument("--no-pipeline", action="store_true", help="skip the pipeline scenarios")
     parser.add_argument("--no-signal", action="store_true", help="skip the time-to-signal run")
+    parser.add_argument(
+        "--no-cluster", action="store_true", help="skip the cluster-mode host (PostgreSQL, S3)"
+    )
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--work-dir", type=Path, help="keep servers' data and logs here")
     args = parser.parse_args(argv)

@@ -1,5 +1,6 @@
-"""The two servers a benchmark compares: flagsight as ``flagsight serve`` runs it, and the
-reference (a minimal Falcon app) under the same gunicorn configuration, worker class and count.
+"""The servers a benchmark compares: flagsight as ``flagsight serve`` runs it (embedded, or as
+a host of the cluster mode), and the references (minimal Falcon apps) under the same gunicorn
+configuration, worker class and count.
 """
 
 from __future__ import annotations
@@ -88,15 +89,17 @@ class Server:
 class FlagsightServer(Server):
     """``flagsight serve`` over a fresh data directory, with its production configuration."""
 
-    name = "flagsight"
-
-    def __init__(self, data_dir: Path, workers: int, log_path: Path):
+    def __init__(self, data_dir: Path, workers: int, log_path: Path,
+                 extra_env: dict[str, str] | None = None, name: str = "flagsight"):  # fmt: skip
+        """``extra_env`` points a host at the cluster mode's engines (PostgreSQL, the bucket)."""
+        self.name = name
         self.data_dir = data_dir
         self.admin_token = secrets.token_urlsafe(24)
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("FLAGSIGHT_", "PROMETHEUS_"))
         }
         env |= {"FLAGSIGHT_DATA_DIR": str(data_dir), "FLAGSIGHT_ADMIN_TOKEN": self.admin_token}
+        env |= extra_env or {}
         argv = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1",
                 "--port", "{port}", "--workers", str(workers)]  # fmt: skip
         super().__init__(argv, env, log_path)
@@ -126,17 +129,18 @@ class FlagsightServer(Server):
 
 
 class ReferenceServer(Server):
-    """``bench.reference_app`` under the same gunicorn configuration file and worker count."""
+    """An app of ``bench.reference_app`` under the same gunicorn configuration file and worker
+    count as flagsight."""
 
-    name = "reference"
-
-    def __init__(self, workers: int, log_path: Path):
+    def __init__(self, workers: int, log_path: Path, app: str = "tight_app",
+                 name: str = "tight reference"):  # fmt: skip
+        self.name = name
         env = {
             k: v for k, v in os.environ.items() if not k.startswith(("FLAGSIGHT_", "PROMETHEUS_"))
         }
         argv = [sys.executable, "-m", "gunicorn", "--config", str(GUNICORN_CONF),
                 "--bind", "127.0.0.1:{port}", "--workers", str(workers),
-                "bench.reference_app:app"]  # fmt: skip
+                f"bench.reference_app:{app}"]  # fmt: skip
         super().__init__(argv, env, log_path)
 
     def ready(self) -> bool:
