@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from api.controlplane.migrations import MIGRATIONS_DIR, apply_migrations, discover
-from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.controlplane.migrations import SQLITE_MIGRATIONS, discover
+from api.controlplane.sqlite_store import SqliteControlPlaneStore, apply_migrations
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -16,13 +16,13 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def test_shipped_migrations_are_numbered_from_one() -> None:
-    numbers = [m.number for m in discover(MIGRATIONS_DIR)]
+    numbers = [m.number for m in discover(SQLITE_MIGRATIONS)]
     assert numbers == list(range(1, len(numbers) + 1))
 
 
 def test_applying_twice_changes_nothing(tmp_path) -> None:
     conn = _connect(tmp_path / "db")
-    assert apply_migrations(conn) == [m.number for m in discover()]
+    assert apply_migrations(conn) == [m.number for m in discover(SQLITE_MIGRATIONS)]
     schema = conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()
     assert apply_migrations(conn) == []
     assert conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == schema

@@ -26,7 +26,7 @@ def test_ids_have_their_prefix_and_16_hex_digits(store, organization, environmen
 
 
 def test_journal_is_wal_and_busy_timeout_set(store, store_path) -> None:
-    conn = store._connection()
+    conn = store.backend.connection()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
 
