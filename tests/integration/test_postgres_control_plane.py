@@ -6,9 +6,6 @@ Each "host" is an in-process app with its own data directory, built by ``build_s
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +23,7 @@ from api.wiring import build_services
 from tests.integration.test_cli import flagsight
 from tests.support.admin import Admin
 from tests.support.admin import testclient_caller as in_process
+from tests.support.engines import postgres_session
 
 TOKEN = "pg-admin-token-0123456789"
 
@@ -149,14 +147,7 @@ def test_two_hosts_see_each_others_changes_within_a_second(make_host, postgres_u
 @pytest.fixture
 def own_cluster() -> Iterator[PostgresCluster]:
     """A PostgreSQL of this test's own, which it stops and starts (the session's stays up)."""
-    directory = Path(tempfile.mkdtemp(prefix="flagsight-pg-outage-"))
-    os.chmod(directory, 0o755)
-    cluster = PostgresCluster(directory / "cluster").start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop("immediate")
-        shutil.rmtree(directory, ignore_errors=True)
+    yield from postgres_session()
 
 
 def test_postgres_down_keeps_flags_served_refuses_admin_writes_and_recovers(
