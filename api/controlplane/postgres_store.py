@@ -12,9 +12,9 @@ The store's SQL is ``sql_store``'s, unchanged; this backend runs it with psycopg
   applied by exactly one of the workers that race for it. A read transaction is ``REPEATABLE
   READ READ ONLY``: one consistent snapshot, never waiting on a writer.
 - ``config_version()`` is one single-row ``SELECT`` in autocommit: what each worker polls.
-- A connection found broken (the server restarted since it was pooled) is dropped and the
-  statement tried once more on a fresh one; a server that cannot be reached within
-  ``timeout_s`` is ``UnavailableError``, and the pool reconnects in the background.
+- A pooled connection found broken (the server restarted since) is dropped and the statement
+  tried on another; a server that cannot be reached within ``timeout_s`` is
+  ``UnavailableError``, and the pool reconnects in the background.
 - Migrations (``migrations/postgres``) run under a session advisory lock, so hosts that start
   at once apply each file once.
 """
@@ -149,16 +149,17 @@ class PostgresBackend:
     def _start(
         self, sql: str, params: Params | None
     ) -> tuple[psycopg_pool.ConnectionPool, psycopg.Connection[PgRow], psycopg.Cursor[PgRow]]:
-        """Borrow a connection and run ``sql`` on it; a connection that turns out broken is
-        given back (the pool drops it) and the statement tried once on another."""
+        """Borrow a connection and run ``sql`` on it. A connection that turns out broken (the
+        server restarted since it was pooled) is given back, which drops it, and the statement
+        tried on another: at most every pooled connection can be stale."""
         pool = self._pool()
-        for attempt in range(2):
+        for attempt in range(self._max_connections, -1, -1):
             conn = pool.getconn()
             try:
                 return pool, conn, conn.execute(sql, params)
             except psycopg.OperationalError:
                 pool.putconn(conn)
-                if attempt or not conn.broken:
+                if not attempt or not conn.broken:
                     raise
         raise AssertionError("not reached")
 
