@@ -14,11 +14,12 @@ GUNICORN_CONF = Path(__file__).with_name("gunicorn_conf.py")
 
 
 def _open_store(settings: Settings):  # noqa: ANN202 - ControlPlaneStore
-    from api.controlplane.sqlite_store import SqliteControlPlaneStore
-    from api.wiring import prepare_data_dir
+    """The control plane (SQLite, or PostgreSQL with FLAGSIGHT_DATABASE_URL), its schema
+    created or migrated: ``init`` and ``serve`` (before any worker starts) both do this."""
+    from api.wiring import open_control_plane, prepare_data_dir
 
     prepare_data_dir(settings)
-    return SqliteControlPlaneStore(settings.control_plane_path)
+    return open_control_plane(settings)
 
 
 def cmd_init(settings: Settings, args: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
-"""Building one process's ``Services`` from ``Settings``: the embedded single-machine defaults.
+"""Building one process's ``Services`` from ``Settings``.
 
-This is the only place that picks concrete backends (SQLite control plane, memory-mapped
-meter, segmented event log). Another deployment swaps them here, not in the resources.
+This is the only place that picks concrete backends: the embedded single-machine defaults
+(SQLite control plane, memory-mapped meter, segmented event log), and the PostgreSQL control
+plane when ``FLAGSIGHT_DATABASE_URL`` is set. Another deployment swaps them here, not in the
+resources.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import time
 
 from api.controlplane.cache import ConfigCache
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.controlplane.store import ControlPlaneStore
 from api.dagster_home import prepare_dagster_home
 from api.evaluation_id import EvaluationIdIssuer
 from api.eventlog.sealer_process import sealer_lock_path
@@ -31,11 +34,23 @@ def prepare_data_dir(settings: Settings) -> None:
     prepare_dagster_home(settings.dagster_home, settings.database_url)
 
 
+def open_control_plane(settings: Settings) -> ControlPlaneStore:
+    """The control plane, its schema created or migrated: PostgreSQL, shared by every host,
+    when ``settings.database_url`` is set; else the data directory's SQLite file."""
+    if settings.database_url:
+        from api.controlplane.postgres_store import (
+            PostgresControlPlaneStore,  # psycopg: cluster only
+        )
+
+        return PostgresControlPlaneStore(settings.database_url)
+    return SqliteControlPlaneStore(settings.control_plane_path)
+
+
 def build_services(settings: Settings, metrics: Metrics | None = None, clock=time.time) -> Services:
     """Everything one worker needs; background threads start later, in ``start_services``."""
     prepare_data_dir(settings)
     metrics = metrics or Metrics()
-    store = SqliteControlPlaneStore(settings.control_plane_path)
+    store = open_control_plane(settings)
     return Services(
         settings=settings,
         store=store,

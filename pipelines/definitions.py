@@ -29,7 +29,9 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             working_path=working_database_path(settings),
             published_path=str(settings.warehouse_path),
         ),
-        "control_plane": ControlPlaneResource(database_path=str(settings.control_plane_path)),
+        "control_plane": ControlPlaneResource(
+            database_path=str(settings.control_plane_path), database_url=settings.database_url
+        ),
     }
 
 

@@ -3,7 +3,6 @@ plane live. Locations come from ``Settings`` (see ``definitions.py``), never fro
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -137,37 +136,37 @@ class WarehouseResource(dg.ConfigurableResource):
 
 
 class ControlPlaneResource(dg.ConfigurableResource):
-    """The control-plane SQLite database: environment keys, and the rollouts the guardian
-    judges (through the store, which audits and announces each decision)."""
+    """The control plane, read and written through its store: environment keys, and the
+    rollouts the guardian judges (the store audits and announces each decision). PostgreSQL
+    when ``database_url`` is set (the cluster mode), else the SQLite file at ``database_path``."""
 
     database_path: str
+    database_url: str | None = None
 
     @contextmanager
     def store(self) -> Iterator[ControlPlaneStore | None]:
-        """The control-plane store, or None when the service never created its database."""
-        path = Path(self.database_path)
-        if not path.exists():
+        """The control-plane store, or None when the service never created its SQLite file."""
+        if self.database_url:
+            from api.controlplane.postgres_store import PostgresControlPlaneStore
+
+            store: ControlPlaneStore = PostgresControlPlaneStore(self.database_url)
+        elif Path(self.database_path).exists():
+            store = SqliteControlPlaneStore(Path(self.database_path))
+        else:
             yield None
             return
-        store = SqliteControlPlaneStore(path)
         try:
             yield store
         finally:
             store.close()
 
     def environment_keys(self) -> list[tuple[str, str]]:
-        """``(environment id, key)`` pairs; empty when the database or table does not exist."""
-        path = Path(self.database_path)
-        if not path.exists():
-            return []
-        try:
-            con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
-        except sqlite3.Error:
-            return []
-        try:
-            rows = con.execute("SELECT id, key FROM environments").fetchall()
-        except sqlite3.Error:
-            return []
-        finally:
-            con.close()
-        return [(str(env_id), str(key)) for env_id, key in rows]
+        """``(environment id, key)`` pairs of every organization; empty without a control plane."""
+        with self.store() as store:
+            if store is None:
+                return []
+            return [
+                (environment.id, environment.key)
+                for organization in store.list_organizations()
+                for environment in store.list_environments(organization.id)
+            ]

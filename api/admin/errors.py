@@ -1,21 +1,34 @@
 """Store errors as the contract's HTTP errors: not found 404, conflict 409, invalid 400, and a
-control plane locked past its busy timeout (or briefly unreadable) 503 with ``Retry-After``."""
+control plane that cannot be reached (PostgreSQL down, a SQLite file locked past its busy
+timeout) 503 with ``Retry-After``: the dashboard's pages and the admin API alike."""
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Any
 
 import falcon.asgi
 
-from api.controlplane.store import ConflictError, ControlPlaneError, InvalidError, NotFoundError
+from api.controlplane.store import (
+    ConflictError,
+    ControlPlaneError,
+    InvalidError,
+    NotFoundError,
+    UnavailableError,
+)
 from api.errors import ApiError, BadRequest, Conflict, NotFound, ServiceUnavailable
 
 log = logging.getLogger("flagsight.admin")
 
 
+UNAVAILABLE_MESSAGE = (
+    "The control plane is busy or unavailable; nothing was changed. Retry shortly."
+)
+
+
 def http_error(error: ControlPlaneError) -> ApiError:
+    if isinstance(error, UnavailableError):
+        return ServiceUnavailable(UNAVAILABLE_MESSAGE)
     if isinstance(error, NotFoundError):
         return NotFound(error.message)
     if isinstance(error, ConflictError):
@@ -32,17 +45,6 @@ async def handle_control_plane_error(
     params: dict[str, Any],
 ) -> None:
     """Falcon error handler: re-raised as an ``ApiError``, rendered by the app's serializer."""
+    if isinstance(error, UnavailableError):
+        log.warning("control plane unavailable", extra={"reason": str(error), "path": req.path})
     raise http_error(error) from None
-
-
-async def handle_control_plane_unavailable(
-    req: falcon.asgi.Request,
-    resp: falcon.asgi.Response,
-    error: sqlite3.OperationalError,
-    params: dict[str, Any],
-) -> None:
-    """The SQLite file stayed locked past the busy timeout, or could not be read: retry."""
-    log.warning("control plane unavailable", extra={"reason": str(error), "path": req.path})
-    raise ServiceUnavailable(
-        "The control plane is busy or unavailable; nothing was changed. Retry shortly."
-    ) from None

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import falcon.asgi
 
 from api.admin.api_keys import ApiKeyResource, ApiKeysResource
 from api.admin.audit import AuditResource, RestoreResource
 from api.admin.auth import AdminAuth
 from api.admin.environments import EnvironmentResource, EnvironmentsResource
-from api.admin.errors import handle_control_plane_error, handle_control_plane_unavailable
+from api.admin.errors import handle_control_plane_error
 from api.admin.flags import FlagMetricsResource, FlagResource, FlagsResource
 from api.admin.health import FlagHealthResource
 from api.admin.organizations import OrganizationResource, OrganizationsResource, UsageResource
@@ -53,4 +51,3 @@ def add_admin_routes(app: falcon.asgi.App, services: Services) -> None:
     for path, resource in ROUTES.items():
         app.add_route(PREFIX + path, resource(services, auth))
     app.add_error_handler(ControlPlaneError, handle_control_plane_error)
-    app.add_error_handler(sqlite3.OperationalError, handle_control_plane_unavailable)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -201,8 +202,21 @@ class ConfigCache:
             thread.join(timeout=5)
 
     def _poll(self) -> None:
+        """Reload when the version moves. While the store cannot be read (a locked file,
+        PostgreSQL down) keep serving the last snapshot and retry every interval, logging
+        when the outage starts and when it ends, not at every failed poll."""
+        failing_since: float | None = None
         while not self._stopping.wait(self._poll_interval_s):
             try:
                 self.refresh()
-            except Exception:  # a locked or briefly unavailable file: keep serving, try again
-                log.exception("control-plane reload failed; serving version %s", self.version)
+            except Exception:
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.exception("control-plane reload failed; serving version %s", self.version)
+                continue
+            if failing_since is not None:
+                log.warning(
+                    "control-plane reloads work again after %.1f s; serving version %s",
+                    time.monotonic() - failing_since, self.version,
+                )  # fmt: skip
+                failing_since = None

@@ -1,10 +1,12 @@
 """The control-plane store: the interface every backend implements, and its errors.
 
-``SqliteControlPlaneStore`` is the one backend today; a PostgreSQL backend would implement the
-same ``ControlPlaneStore`` protocol. Validation of shapes (JSON types, lengths) belongs to the
-admin API; the store enforces what needs the data: uniqueness, existence, plan limits, and that
-a SEGMENT rule names an existing segment. It reports those with the errors below, which carry
-no HTTP knowledge (the admin API maps them to 400, 404 and 409).
+Two backends implement the ``ControlPlaneStore`` protocol with the same SQL
+(``sql_store``): ``SqliteControlPlaneStore``, the embedded default, and
+``PostgresControlPlaneStore``, shared by every host of a cluster. Validation of shapes (JSON
+types, lengths) belongs to the admin API; the store enforces what needs the data: uniqueness,
+existence, plan limits, and that a SEGMENT rule names an existing segment. It reports those
+with the errors below, which carry no HTTP knowledge and no driver's exception (the admin API
+maps them to 400, 404, 409 and 503).
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ class InvalidError(ControlPlaneError):
     def __init__(self, field_name: str, message: str):
         super().__init__(message)
         self.field = field_name
+
+
+class UnavailableError(ControlPlaneError):
+    """The database cannot be reached, or stayed busy too long: nothing was changed, and the
+    same call can be retried. Evaluation goes on from each worker's last snapshot."""
 
 
 def resolve_monthly_limit(plan: Plan, requested: int | None, current: Organization | None) -> int:

@@ -142,7 +142,7 @@ def test_stored_token_hash_is_used_without_the_environment_variable(make_admin) 
         .execute("SELECT value FROM settings")
         .fetchall()
     )
-    assert (hashlib.sha256(token.encode()).hexdigest(),) in rows
+    assert (hashlib.sha256(token.encode()).hexdigest().encode(),) in rows
     assert all(token not in str(value) for (value,) in rows)
 
     rotated = rotate_admin_token(store)

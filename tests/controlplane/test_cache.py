@@ -8,7 +8,6 @@ import pytest
 
 from api.controlplane.cache import ConfigCache, EnvironmentConfig
 from api.controlplane.model import Plan
-from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.evaluation import Flag, PercentageRule, SegmentRule
 from api.observability.metrics import Metrics
 
@@ -87,10 +86,11 @@ def test_remembered_key_hashes_are_bounded(store, environment, cache, monkeypatc
 
 
 def test_another_worker_sees_a_change_within_a_second(
-    store_path, organization, environment
+    open_store, organization, environment
 ) -> None:
-    writer = SqliteControlPlaneStore(store_path)
-    worker_store = SqliteControlPlaneStore(store_path)
+    """On PostgreSQL the two stores are two hosts: each has its own pool."""
+    writer = open_store()
+    worker_store = open_store()
     worker = ConfigCache(worker_store, poll_interval_s=0.25)
     worker.start()
     try:

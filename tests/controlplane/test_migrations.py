@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from api.controlplane.migrations import MIGRATIONS_DIR, apply_migrations, discover
-from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.controlplane.migrations import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, discover
+from api.controlplane.postgres_store import PostgresBackend, PostgresControlPlaneStore
+from api.controlplane.sqlite_store import SqliteControlPlaneStore, apply_migrations
 
 
 def _connect(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(path, isolation_level=None)
 
 
-def test_shipped_migrations_are_numbered_from_one() -> None:
-    numbers = [m.number for m in discover(MIGRATIONS_DIR)]
-    assert numbers == list(range(1, len(numbers) + 1))
+def test_shipped_migrations_are_numbered_from_one_alike_for_both_backends() -> None:
+    numbers = [(m.number, m.name) for m in discover(SQLITE_MIGRATIONS)]
+    assert [number for number, _ in numbers] == list(range(1, len(numbers) + 1))
+    assert [(m.number, m.name) for m in discover(POSTGRES_MIGRATIONS)] == numbers
 
 
 def test_applying_twice_changes_nothing(tmp_path) -> None:
     conn = _connect(tmp_path / "db")
-    assert apply_migrations(conn) == [m.number for m in discover()]
+    assert apply_migrations(conn) == [m.number for m in discover(SQLITE_MIGRATIONS)]
     schema = conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()
     assert apply_migrations(conn) == []
     assert conn.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == schema
@@ -71,3 +75,35 @@ def test_bad_file_names_are_refused(tmp_path, names) -> None:
         (tmp_path / name).write_text("SELECT 1;")
     with pytest.raises(ValueError):
         discover(tmp_path)
+
+
+def test_postgres_hosts_starting_together_apply_each_migration_once(postgres_url) -> None:
+    applied: list[int] = []
+    start = threading.Barrier(4)
+
+    def host() -> None:
+        start.wait()
+        applied.extend(PostgresBackend(postgres_url).migrate())
+
+    threads = [threading.Thread(target=host) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(applied) == [m.number for m in discover(POSTGRES_MIGRATIONS)]
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute("SELECT version FROM controlplane.schema_migrations").fetchall()
+    assert sorted(rows) == [(m.number,) for m in discover(POSTGRES_MIGRATIONS)]
+
+
+def test_postgres_audit_records_are_immutable(postgres_url) -> None:
+    store = PostgresControlPlaneStore(postgres_url)
+    store.create_organization("A", "pro")
+    store.close()
+    with psycopg.connect(postgres_url) as conn:
+        for statement in ("UPDATE controlplane.audit_log SET actor = 'x'",
+                          "DELETE FROM controlplane.audit_log",
+                          "TRUNCATE controlplane.audit_log"):  # fmt: skip
+            with pytest.raises(psycopg.errors.RaiseException, match="immutable"):
+                conn.execute(statement)
+            conn.rollback()

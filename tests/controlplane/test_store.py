@@ -1,13 +1,12 @@
-"""SqliteControlPlaneStore: records, rules of the model, the config version, secrets."""
+"""The control-plane store on both backends: records, rules of the model, the config version,
+secrets, concurrent writers (threads, forked processes, and other stores on the database)."""
 
 from __future__ import annotations
 
 import hashlib
 import multiprocessing
 import re
-import sqlite3
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -25,8 +24,8 @@ def test_ids_have_their_prefix_and_16_hex_digits(store, organization, environmen
     assert re.fullmatch(r"fsk_[A-Za-z0-9_-]{43}", key.plaintext)
 
 
-def test_journal_is_wal_and_busy_timeout_set(store, store_path) -> None:
-    conn = store._connection()
+def test_sqlite_journal_is_wal_and_busy_timeout_set(store_path) -> None:
+    conn = SqliteControlPlaneStore(store_path).backend.connection()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000
 
@@ -63,9 +62,9 @@ def test_environment_keys_unique_per_organization(store, organization, environme
     assert store.list_environments(organization.id) == [updated]
 
 
-def test_api_keys_stored_as_sha256_only(store, store_path, environment) -> None:
+def test_api_keys_stored_as_sha256_only(store, environment) -> None:
     created = store.create_api_key(environment.id, "backend")
-    stored = sqlite3.connect(store_path).execute("SELECT key_sha256 FROM api_keys").fetchall()
+    stored = [tuple(row) for row in store._fetchall("SELECT key_sha256 FROM api_keys")]
     assert stored == [(hashlib.sha256(created.plaintext.encode()).hexdigest(),)]
     assert store.list_api_keys(environment.id) == [created.record]
     store.revoke_api_key(created.record.id)
@@ -156,14 +155,14 @@ def test_failed_writes_leave_the_version_alone(store, organization, environment)
     assert store.config_version() == before
 
 
-def test_secrets_are_made_once_and_shared(store, store_path) -> None:
+def test_secrets_are_made_once_and_shared(store, open_store) -> None:
     key = store.signing_key()
     assert len(key) == 32
-    assert SqliteControlPlaneStore(store_path).signing_key() == key
+    assert open_store().signing_key() == key
     assert store.admin_token_hash() is None
     store.set_admin_token_hash("ab" * 32)
     store.set_admin_token_hash("cd" * 32)
-    assert SqliteControlPlaneStore(store_path).admin_token_hash() == "cd" * 32
+    assert open_store().admin_token_hash() == "cd" * 32
 
 
 def test_threads_write_concurrently(store, organization) -> None:
@@ -185,19 +184,21 @@ def test_threads_write_concurrently(store, organization) -> None:
     assert len(store.list_environments(organization.id)) == 80
 
 
-def _process_writes(path: str, organization_id: str, worker: int) -> None:
-    store = SqliteControlPlaneStore(Path(path))
+def _process_writes(store, organization_id: str, worker: int) -> None:
     for i in range(15):
         store.create_environment(organization_id, f"p{worker}-{i}")
     store.close()
 
 
-def test_processes_write_concurrently(store, store_path, organization) -> None:
+def test_forked_processes_write_concurrently_through_the_inherited_store(
+    store, organization
+) -> None:
+    """As gunicorn's workers do: the store was used before the fork, each child opens its own
+    connections and never touches the parent's."""
     before = store.config_version()
     context = multiprocessing.get_context("fork")
     workers = [
-        context.Process(target=_process_writes, args=(str(store_path), organization.id, n))
-        for n in range(3)
+        context.Process(target=_process_writes, args=(store, organization.id, n)) for n in range(3)
     ]
     for worker in workers:
         worker.start()
@@ -205,4 +206,4 @@ def test_processes_write_concurrently(store, store_path, organization) -> None:
         worker.join(60)
     assert [worker.exitcode for worker in workers] == [0, 0, 0]
     assert len(store.list_environments(organization.id)) == 45
-    assert store.config_version() == before + 45
+    assert store.config_version() == before + 45  # the parent's connections still work

@@ -1,4 +1,4 @@
-"""Scheduled flag changes on SQLite: created, listed, cancelled, and applied when due.
+"""Scheduled flag changes in SQL: created, listed, cancelled, and applied when due.
 
 Every worker calls ``apply_due_schedules`` a few times a second (``api.schedules``); the write
 lock makes exactly one of them apply each due schedule (the others find it applied), and the
@@ -9,14 +9,13 @@ with the reason instead of blocking the ones behind it.
 
 from __future__ import annotations
 
-import sqlite3
-
 import msgspec
 
 from api.controlplane import documents
 from api.controlplane.changes import Actor, FlagBody, Schedule, ScheduleState
 from api.controlplane.model import FlagRecord
-from api.controlplane.sqlite_history import new_id
+from api.controlplane.sql_backend import Connection, Row
+from api.controlplane.sql_history import new_id
 from api.controlplane.store import KEY_PATTERN, ControlPlaneError, InvalidError, NotFoundError
 from api.evaluation import rule_from_json, rule_to_json
 
@@ -28,7 +27,7 @@ def _body_text(body: FlagBody) -> str:
     ).decode()  # fmt: skip
 
 
-def _schedule(row: sqlite3.Row) -> Schedule:
+def _schedule(row: Row) -> Schedule:
     raw = msgspec.json.decode(row["flag"])
     body = FlagBody(raw["enabled"], raw["archived"], tuple(map(rule_from_json, raw["rules"])))
     return Schedule(
@@ -38,7 +37,7 @@ def _schedule(row: sqlite3.Row) -> Schedule:
 
 
 class SchedulesMixin:
-    """The schedule half of ``SqliteControlPlaneStore`` (see ``ControlPlaneStore``)."""
+    """The schedule half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
 
     def create_schedule(
         self,
@@ -70,7 +69,7 @@ class SchedulesMixin:
         return made
 
     def list_schedules(self, environment_id: str, flag_key: str) -> list[Schedule]:
-        rows = self._connection().execute(
+        rows = self._fetchall(
             "SELECT * FROM schedules WHERE environment_id = ? AND flag_key = ? ORDER BY at, id",
             (environment_id, flag_key),
         )
@@ -103,10 +102,8 @@ class SchedulesMixin:
 
     def next_schedule_at(self) -> float | None:
         """When the earliest pending schedule is due (unix seconds); None when none is."""
-        row = (
-            self._connection()
-            .execute("SELECT min(at) FROM schedules WHERE state = ?", (str(ScheduleState.PENDING),))
-            .fetchone()
+        row = self._fetchone(
+            "SELECT min(at) FROM schedules WHERE state = ?", (str(ScheduleState.PENDING),)
         )
         return row[0]
 
@@ -126,7 +123,7 @@ class SchedulesMixin:
                 done.append(self._apply_schedule(conn, _schedule(row)))
         return done
 
-    def _apply_schedule(self, conn: sqlite3.Connection, schedule: Schedule) -> Schedule:
+    def _apply_schedule(self, conn: Connection, schedule: Schedule) -> Schedule:
         body = schedule.flag
         flag = FlagRecord(
             schedule.environment_id, schedule.flag_key, body.enabled, body.archived, body.rules,

@@ -1,4 +1,4 @@
-"""The audit log on SQLite: reading it, and restoring a target to what a record's ``before``
+"""The audit log in SQL: reading it, and restoring a target to what a record's ``before``
 says, itself as an audited change (action ``restore``, ``restoredFrom`` the record's id).
 
 What can be restored: a flag (created, changed or deleted: put back byte for byte, its
@@ -10,33 +10,28 @@ call (create a key, upload the segment, start a rollout), not a restore.
 
 from __future__ import annotations
 
-import sqlite3
-
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord
 from api.controlplane.model import Environment, Organization, Plan
-from api.controlplane.sqlite_history import audit_from_row
+from api.controlplane.sql_backend import Connection
+from api.controlplane.sql_history import audit_from_row
 from api.controlplane.store import ConflictError, NotFoundError
 
 AUDIT_PAGE = 1000
 
 
 class AuditMixin:
-    """The audit half of ``SqliteControlPlaneStore`` (see ``ControlPlaneStore``)."""
+    """The audit half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
 
     def list_audit(self, organization_id: str, limit: int = AUDIT_PAGE) -> list[AuditRecord]:
-        rows = self._connection().execute(
+        rows = self._fetchall(
             "SELECT * FROM audit_log WHERE organization_id = ? ORDER BY seq DESC LIMIT ?",
             (organization_id, limit),
         )
         return [audit_from_row(row) for row in rows]
 
     def get_audit(self, audit_id: str) -> AuditRecord | None:
-        row = (
-            self._connection()
-            .execute("SELECT * FROM audit_log WHERE id = ?", (audit_id,))
-            .fetchone()
-        )
+        row = self._fetchone("SELECT * FROM audit_log WHERE id = ?", (audit_id,))
         return audit_from_row(row) if row else None
 
     def restore(self, audit_id: str, *, actor: str = Actor.SYSTEM) -> AuditRecord:
@@ -58,7 +53,7 @@ class AuditMixin:
             )
 
     def _restore_flag(
-        self, conn: sqlite3.Connection, record: AuditRecord, ident: str, actor: str
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
     ) -> AuditRecord:
         environment_id, _, key = ident.partition("/")
         if record.before is not None:
@@ -73,7 +68,7 @@ class AuditMixin:
         )
 
     def _restore_organization(
-        self, conn: sqlite3.Connection, record: AuditRecord, actor: str
+        self, conn: Connection, record: AuditRecord, actor: str
     ) -> AuditRecord:
         before = record.before
         row = conn.execute("SELECT * FROM organizations WHERE id = ?", (before["id"],)).fetchone()
@@ -96,13 +91,13 @@ class AuditMixin:
         )  # fmt: skip
 
     def _restore_environment(
-        self, conn: sqlite3.Connection, record: AuditRecord, actor: str
+        self, conn: Connection, record: AuditRecord, actor: str
     ) -> AuditRecord:
         before = record.before
         current: Environment = self._require_environment(conn, before["id"])
         conn.execute(
             "UPDATE environments SET name = ?, insights_enabled = ?, version = ? WHERE id = ?",
-            (before["name"], int(before["insightsEnabled"]), self._bump(conn), current.id),
+            (before["name"], bool(before["insightsEnabled"]), self._bump(conn), current.id),
         )
         restored = Environment(
             current.id, current.organization_id, current.key, before["name"],

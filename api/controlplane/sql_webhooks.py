@@ -1,6 +1,6 @@
-"""Webhooks and their outbox on SQLite.
+"""Webhooks and their outbox in SQL.
 
-Events are queued by the transaction that made the change (``sqlite_history.emit``); the one
+Events are queued by the transaction that made the change (``sql_history.emit``); the one
 deliverer of the server (``api.webhooks``) takes due rows, posts them and records each
 attempt. A row leaves the queue delivered (a 2xx) or failed (24 hours of attempts, or its
 webhook deleted); until then it stays, so a restart loses none.
@@ -9,7 +9,6 @@ webhook deleted); until then it stays, so a restart loses none.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 
 import msgspec
 
@@ -21,13 +20,14 @@ from api.controlplane.changes import (
     EventType,
     Webhook,
 )
-from api.controlplane.sqlite_history import new_id
+from api.controlplane.sql_backend import Row
+from api.controlplane.sql_history import new_id
 from api.controlplane.store import NotFoundError
 
 SECRET_PREFIX = "whsec_"
 
 
-def _webhook(row: sqlite3.Row) -> Webhook:
+def _webhook(row: Row) -> Webhook:
     return Webhook(
         row["id"], row["organization_id"], row["url"],
         tuple(msgspec.json.decode(row["events"])), row["created_at"],
@@ -35,7 +35,7 @@ def _webhook(row: sqlite3.Row) -> Webhook:
 
 
 class WebhooksMixin:
-    """The webhook half of ``SqliteControlPlaneStore`` (see ``ControlPlaneStore``)."""
+    """The webhook half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
 
     def create_webhook(
         self, organization_id: str, url: str, events: list[str], *, actor: str = Actor.SYSTEM
@@ -57,7 +57,7 @@ class WebhooksMixin:
         return CreatedWebhook(hook, secret)
 
     def list_webhooks(self, organization_id: str) -> list[Webhook]:
-        rows = self._connection().execute(
+        rows = self._fetchall(
             "SELECT * FROM webhooks WHERE organization_id = ? AND deleted_at IS NULL"
             " ORDER BY rowid",
             (organization_id,),
@@ -88,7 +88,7 @@ class WebhooksMixin:
 
     def due_deliveries(self, now: float, limit: int = 100) -> list[Delivery]:
         """Queued deliveries whose next attempt is due, oldest first."""
-        rows = self._connection().execute(
+        rows = self._fetchall(
             "SELECT o.seq, o.event_id, o.webhook_id, w.url, w.secret, o.body, o.attempts,"
             " o.created_at FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id"
             " WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= ?"
@@ -103,14 +103,9 @@ class WebhooksMixin:
 
     def pending_deliveries(self) -> int:
         """Deliveries neither delivered nor given up (the outbox's depth)."""
-        return (
-            self._connection()
-            .execute(
-                "SELECT count(*) FROM webhook_outbox"
-                " WHERE delivered_at IS NULL AND failed_at IS NULL"
-            )
-            .fetchone()[0]
-        )
+        return self._fetchone(
+            "SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL AND failed_at IS NULL"
+        )[0]
 
     def record_delivery(
         self, seq: int, now: float, *, error: str | None, retry_at: float | None
@@ -128,8 +123,8 @@ class WebhooksMixin:
                 conn.execute(
                     "UPDATE webhook_outbox SET attempts = attempts + 1, last_error = ?,"
                     " next_attempt_at = coalesce(?, next_attempt_at),"
-                    " failed_at = CASE WHEN ? IS NULL THEN ? END WHERE seq = ?",
-                    (error, retry_at, retry_at, now, seq),
+                    " failed_at = ? WHERE seq = ?",
+                    (error, retry_at, now if retry_at is None else None, seq),
                 )
 
     def record_usage_threshold(
@@ -139,7 +134,7 @@ class WebhooksMixin:
         False (and nothing queued) when that was already announced."""
         with self._transaction(write=True) as conn:
             inserted = conn.execute(
-                "INSERT OR IGNORE INTO usage_thresholds VALUES (?, ?, ?, ?)",
+                "INSERT INTO usage_thresholds VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (organization_id, month, percent, self._now()),
             ).rowcount
             if inserted:

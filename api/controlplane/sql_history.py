@@ -1,4 +1,4 @@
-"""Inside a SQLite write transaction: the audit record of a change and the webhook events it
+"""Inside a write transaction: the audit record of a change and the webhook events it
 raises, written in the same transaction as the change, so neither exists without the other.
 
 The outbox gets one row per event and subscribed webhook, holding the exact body every attempt
@@ -8,12 +8,12 @@ will send: an event id is thus only ever delivered with one body.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from typing import Any
 
 import msgspec
 
 from api.controlplane.changes import AuditRecord, EventType, JsonDocument
+from api.controlplane.sql_backend import Connection, Row
 
 
 def new_id(prefix: str) -> str:
@@ -26,7 +26,7 @@ def _json(document: JsonDocument | None) -> str | None:
 
 
 def record_audit(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     at: str,
     organization_id: str,
@@ -49,7 +49,7 @@ def record_audit(
     return record
 
 
-def audit_from_row(row: sqlite3.Row) -> AuditRecord:
+def audit_from_row(row: Row) -> AuditRecord:
     decode = msgspec.json.decode
     return AuditRecord(
         row["id"],
@@ -65,7 +65,7 @@ def audit_from_row(row: sqlite3.Row) -> AuditRecord:
 
 
 def emit(
-    conn: sqlite3.Connection,
+    conn: Connection,
     *,
     now: float,
     at: str,

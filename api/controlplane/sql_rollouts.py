@@ -1,4 +1,4 @@
-"""Guarded rollouts on SQLite: the plan, its state, and the guardian's decisions.
+"""Guarded rollouts in SQL: the plan, its state, and the guardian's decisions.
 
 A decision is applied in one transaction with everything it implies: the flag's first
 percentage rule moved (through ``_write_flag``, so it is audited, announced and served by every
@@ -9,7 +9,6 @@ changes nothing.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +26,7 @@ from api.controlplane.changes import (
     RolloutState,
 )
 from api.controlplane.model import FlagRecord
+from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.store import ConflictError, NotFoundError
 from api.evaluation import PercentageRule
 
@@ -51,7 +51,7 @@ def with_split_at(flag: FlagRecord, percentage: float, updated_at: str) -> FlagR
     )
 
 
-def _decision(row: sqlite3.Row) -> RolloutDecision:
+def _decision(row: Row) -> RolloutDecision:
     statistics = row["statistics"]
     return RolloutDecision(
         row["at"],
@@ -64,7 +64,7 @@ def _decision(row: sqlite3.Row) -> RolloutDecision:
 
 
 class RolloutsMixin:
-    """The rollout half of ``SqliteControlPlaneStore`` (see ``ControlPlaneStore``)."""
+    """The rollout half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
 
     def start_rollout(
         self, environment_id: str, flag_key: str, plan: RolloutPlan, *, actor: str = Actor.SYSTEM
@@ -176,7 +176,7 @@ class RolloutsMixin:
             return self._rollout_in(conn, environment_id, flag_key)
 
     def _rollout_in(
-        self, conn: sqlite3.Connection, environment_id: str, flag_key: str, missing_ok: bool = False
+        self, conn: Connection, environment_id: str, flag_key: str, missing_ok: bool = False
     ) -> Any:
         row = conn.execute(
             "SELECT * FROM rollouts WHERE environment_id = ? AND flag_key = ?",

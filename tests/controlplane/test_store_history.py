@@ -1,0 +1,136 @@
+"""The store's section-10 half on both backends: audit and restore, rollouts, schedules (applied
+once when several stores race for them), webhooks and their outbox, usage thresholds."""
+
+from __future__ import annotations
+
+import threading
+
+import msgspec
+import pytest
+
+from api.controlplane.changes import (
+    Actor,
+    FlagBody,
+    RolloutAction,
+    RolloutPlan,
+    RolloutState,
+    ScheduleState,
+)
+from api.controlplane.store import ConflictError, NotFoundError
+from api.evaluation import PercentageRule, StaticRule
+
+
+def test_audit_is_newest_first_and_restore_puts_a_flag_back(store, organization, environment):
+    first, _ = store.put_flag(environment.id, "f", True, False, [StaticRule()])
+    store.put_flag(environment.id, "f", False, False, [], actor=Actor.ADMIN_API)
+    change = store.list_audit(organization.id)[0]
+    assert (change.action, change.actor, change.target) == (
+        "flag.updated", "admin-api", f"flag:{environment.id}/f",
+    )  # fmt: skip
+    assert store.get_audit(change.id) == change
+    restored = store.restore(change.id, actor=Actor.DASHBOARD)
+    assert (restored.action, restored.restored_from) == ("restore", change.id)
+    assert store.get_flag(environment.id, "f") == first
+    assert store.list_audit(organization.id)[0] == restored
+    key_record = store.list_audit(organization.id, limit=20)[-1]
+    assert key_record.action == "organization.created"
+    with pytest.raises(NotFoundError):
+        store.restore("aud_0000000000000000")
+
+
+def test_api_key_changes_cannot_be_restored(store, organization, environment) -> None:
+    store.create_api_key(environment.id)
+    with pytest.raises(ConflictError):
+        store.restore(store.list_audit(organization.id)[0].id)
+
+
+def test_rollout_steps_and_a_stale_decision(store, environment) -> None:
+    store.put_flag(environment.id, "f", True, False, [PercentageRule(0.0)])
+    plan = RolloutPlan((1.0, 50.0, 100.0), 10, ("failureRate",))
+    started = store.start_rollout(environment.id, "f", plan)
+    assert (started.state, started.step, started.plan) == (RolloutState.RUNNING, 0, plan)
+    assert store.get_flag(environment.id, "f").rules == (PercentageRule(1.0),)
+    advanced = store.decide_rollout(environment.id, "f", 0, RolloutAction.ADVANCED, "ok", {"n": 1})
+    assert (advanced.step, advanced.decisions[0].statistics) == (1, {"n": 1})
+    assert store.decide_rollout(environment.id, "f", 0, RolloutAction.ADVANCED, "old", None) is None
+    assert store.running_rollouts() == [advanced]
+    back = store.decide_rollout(environment.id, "f", 1, RolloutAction.ROLLED_BACK, "bad", None)
+    assert back.state is RolloutState.ROLLED_BACK
+    assert store.get_flag(environment.id, "f").rules == (PercentageRule(0.0),)
+    store.stop_rollout(environment.id, "f")
+    assert store.get_rollout(environment.id, "f") is None
+    store.put_flag(environment.id, "g", True, False, [StaticRule()])
+    with pytest.raises(ConflictError):
+        store.start_rollout(environment.id, "g", plan)
+
+
+def test_schedules_are_listed_cancelled_and_applied_when_due(store, environment) -> None:
+    body = FlagBody(True, False, (StaticRule(False),))
+    later = store.create_schedule(environment.id, "f", 2_000.0, body)
+    due = store.create_schedule(environment.id, "f", 1_000.0, body)
+    assert [s.id for s in store.list_schedules(environment.id, "f")] == [due.id, later.id]
+    store.cancel_schedule(environment.id, "f", later.id)
+    with pytest.raises(NotFoundError):
+        store.cancel_schedule(environment.id, "f", later.id)
+    assert store.apply_due_schedules(999.0) == []
+    [applied] = store.apply_due_schedules(1_500.0)
+    assert (applied.id, applied.state) == (due.id, ScheduleState.APPLIED)
+    assert store.get_flag(environment.id, "f").rules == (StaticRule(False),)
+    assert store.apply_due_schedules(3_000.0) == []
+
+
+def test_a_due_schedule_is_applied_once_by_racing_stores(open_store, store, environment) -> None:
+    """Several workers (on PostgreSQL: several hosts) apply due schedules at the same moment."""
+    body = FlagBody(True, False, ())
+    made = [store.create_schedule(environment.id, f"f{i}", 1_000.0, body) for i in range(5)]
+    racers = [open_store() for _ in range(4)]
+    applied: list[str] = []
+    start = threading.Barrier(len(racers))
+
+    def race(racer) -> None:
+        start.wait()
+        applied.extend(s.id for s in racer.apply_due_schedules(1_000.0))
+
+    threads = [threading.Thread(target=race, args=(racer,)) for racer in racers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(applied) == sorted(s.id for s in made)
+    records = [r for r in store.list_audit(environment.organization_id) if r.actor == "schedule"]
+    assert len(records) == 5
+
+
+def test_webhook_outbox_delivery_retry_and_give_up(store, organization, environment) -> None:
+    hook = store.create_webhook(organization.id, "http://example.test/h", ["flag.changed"])
+    assert hook.secret.startswith("whsec_") and store.list_webhooks(organization.id) == [
+        hook.record
+    ]
+    store.put_flag(environment.id, "f", True, False, [])
+    store.put_flag(environment.id, "g", True, False, [])
+    first, second = store.due_deliveries(now=1e12)
+    assert msgspec.json.decode(first.body)["type"] == "flag.changed"
+    assert (first.url, first.secret, store.pending_deliveries()) == (
+        hook.record.url,
+        hook.secret,
+        2,
+    )
+    store.record_delivery(first.seq, 1.0, error=None, retry_at=None)
+    store.record_delivery(second.seq, 1.0, error="HTTP 500", retry_at=1e13)
+    assert store.due_deliveries(now=1e12) == [] and store.pending_deliveries() == 1
+    [retried] = store.due_deliveries(now=1e13)
+    assert (retried.seq, retried.attempts, retried.body) == (second.seq, 1, second.body)
+    store.record_delivery(second.seq, 2.0, error="HTTP 500", retry_at=None)
+    assert store.pending_deliveries() == 0
+    store.delete_webhook(hook.record.id)
+    assert store.list_webhooks(organization.id) == []
+    with pytest.raises(NotFoundError):
+        store.delete_webhook(hook.record.id)
+
+
+def test_usage_thresholds_are_announced_once(store, organization) -> None:
+    store.create_webhook(organization.id, "http://example.test/h", ["usage.threshold"])
+    assert store.record_usage_threshold(organization.id, "2025-03", 80, 8_000, 10_000)
+    assert not store.record_usage_threshold(organization.id, "2025-03", 80, 8_001, 10_000)
+    assert store.record_usage_threshold(organization.id, "2025-04", 80, 8_000, 10_000)
+    assert store.pending_deliveries() == 2
