@@ -34,6 +34,8 @@ from api.services import Services
 
 SIGNATURE_HEADER = "Flagsight-Signature"
 TICK_S = 0.5
+CLAIM_BATCH = 10
+CLAIM_MARGIN_S = 30.0
 USAGE_CHECK_S = 10.0
 log = logging.getLogger("flagsight.webhooks")
 
@@ -91,7 +93,14 @@ class WebhookDeliverer:
     def deliver_due(self) -> int:
         """Attempt every due delivery once; the number attempted."""
         store = self._services.store
-        due = store.due_deliveries(self._services.clock())
+        settings = self._services.settings
+        # Claimed for longer than this pass can take, so no other server posts them meanwhile;
+        # a deliverer killed mid-pass leaves them due again when the claim ends.
+        due = store.due_deliveries(
+            self._services.clock(),
+            CLAIM_BATCH,
+            claim_for_s=CLAIM_MARGIN_S + CLAIM_BATCH * settings.webhook_timeout_s,
+        )
         for delivery in due:
             if self._stop.is_set():
                 break

@@ -86,15 +86,40 @@ class WebhooksMixin:
                 documents.webhook(hook), None,
             )  # fmt: skip
 
-    def due_deliveries(self, now: float, limit: int = 100) -> list[Delivery]:
-        """Queued deliveries whose next attempt is due, oldest first."""
-        rows = self._fetchall(
+    def due_deliveries(
+        self, now: float, limit: int = 100, *, claim_for_s: float | None = None
+    ) -> list[Delivery]:
+        """Queued deliveries whose next attempt is due, oldest first.
+
+        With ``claim_for_s`` they are also claimed: their next attempt moves that far ahead in
+        the same write transaction, so the deliverer of another server (every host has one)
+        does not post them too; if the claimer dies, they are due again when the claim ends.
+        """
+        query = (
             "SELECT o.seq, o.event_id, o.webhook_id, w.url, w.secret, o.body, o.attempts,"
             " o.created_at FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id"
             " WHERE o.delivered_at IS NULL AND o.failed_at IS NULL AND o.next_attempt_at <= ?"
-            " ORDER BY o.seq LIMIT ?",
-            (now, limit),
+            " ORDER BY o.seq LIMIT ?"
         )
+        if claim_for_s is None:
+            rows = self._fetchall(query, (now, limit))
+        else:
+            if (
+                self._fetchone(
+                    "SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL"
+                    " AND failed_at IS NULL AND next_attempt_at <= ?",
+                    (now,),
+                )[0]
+                == 0
+            ):
+                return []  # the common case: no write lock taken
+            with self._transaction(write=True) as conn:
+                rows = conn.execute(query, (now, limit)).fetchall()
+                for row in rows:
+                    conn.execute(
+                        "UPDATE webhook_outbox SET next_attempt_at = ? WHERE seq = ?",
+                        (now + claim_for_s, row["seq"]),
+                    )
         return [
             Delivery(r["seq"], r["event_id"], r["webhook_id"], r["url"], r["secret"],
                      bytes(r["body"]), r["attempts"], r["created_at"])

@@ -134,3 +134,13 @@ def test_usage_thresholds_are_announced_once(store, organization) -> None:
     assert not store.record_usage_threshold(organization.id, "2025-03", 80, 8_001, 10_000)
     assert store.record_usage_threshold(organization.id, "2025-04", 80, 8_000, 10_000)
     assert store.pending_deliveries() == 2
+
+
+def test_claimed_deliveries_are_not_handed_to_another_deliverer_until_the_claim_ends(
+    store, organization, environment
+) -> None:
+    store.create_webhook(organization.id, "http://example.test/h", ["flag.changed"])
+    store.put_flag(environment.id, "f", True, False, [])
+    [claimed] = store.due_deliveries(now=1e12, claim_for_s=60)
+    assert store.due_deliveries(now=1e12, claim_for_s=60) == []  # another server finds none
+    assert [d.seq for d in store.due_deliveries(now=1e12 + 61)] == [claimed.seq]
