@@ -1,0 +1,161 @@
+"""The PostgreSQL meter: exact across hosts and workers, one round trip per many evaluations far
+from the threshold, leases of killed workers expire, and outages are served within the bound."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+
+import psycopg
+import pytest
+
+from api.metering import leasing
+from api.metering.postgres_meter import MAX_LEASE, PostgresMeter
+
+MONTH = 202611
+
+
+def _meter(url: str, **options: object) -> PostgresMeter:
+    return PostgresMeter(url, **options)  # type: ignore[arg-type]
+
+
+def test_bulk_grants_are_partial_at_the_threshold(postgres_url: str) -> None:
+    meter = _meter(postgres_url)
+    assert meter.consume("org_a", MONTH, 100, 110) == 100
+    assert meter.consume("org_a", MONTH, 25, 110) == 10
+    assert meter.consume("org_a", MONTH, 1, 110) == 0
+    assert meter.usage("org_a", MONTH) == 110
+    meter.close()
+
+
+def test_months_and_organizations_are_counted_apart(postgres_url: str) -> None:
+    meter = _meter(postgres_url)
+    meter.consume("org_a", MONTH, 7, 100)
+    meter.consume("org_a", MONTH + 1, 3, 100)
+    meter.consume("org_b", MONTH, 5, 100)
+    usage = [meter.usage("org_a", MONTH), meter.usage("org_a", MONTH + 1)]
+    assert usage + [meter.usage("org_b", MONTH), meter.usage("org_c", MONTH)] == [7, 3, 5, 0]
+    meter.close()
+
+
+@pytest.mark.parametrize("remaining", [0, 9_999, 10_000, 55_000, 999_999, 1_000_000, 10**9])
+def test_the_database_leases_by_the_shared_policy(postgres_url: str, remaining: int) -> None:
+    """``meter_grant`` writes ``leasing.lease_size`` in SQL: both must agree."""
+    meter = _meter(postgres_url)
+    meter.consume("org_a", MONTH, 1, remaining + 1)
+    with psycopg.connect(postgres_url) as conn:
+        leased = conn.execute("SELECT coalesce(sum(unspent), 0) FROM meter_leases").fetchone()
+    assert leased == (leasing.lease_size(remaining, MAX_LEASE),)
+    meter.close()
+
+
+def test_far_from_the_threshold_a_round_trip_serves_thousands(postgres_url: str) -> None:
+    """A worker serving 1,000 evaluations a second reports every 5 s (the default interval):
+    grants and reports together stay under one round trip per 1,000 evaluations."""
+    meter = _meter(postgres_url, report_interval_s=0.0)
+    for served in range(1, 100_001):
+        assert meter.consume("org_a", MONTH, 1, 100_000_000) == 1
+        if served % 5_000 == 0:
+            meter.flush()
+    assert meter.round_trips["grant"] <= 100_000 // MAX_LEASE + 1
+    assert sum(meter.round_trips.values()) <= 100, meter.round_trips
+    meter.close()
+
+
+def _drain(url: str, host: str, bulk: int, out: mp.Queue) -> None:
+    """Serve single and bulk requests until refused, as a worker does."""
+    meter = PostgresMeter(url, host=host, create_schema=False)
+    served, size = 0, 1
+    while granted := meter.consume("org_a", MONTH, size, 11_000):
+        served += granted
+        size = bulk if size == 1 else 1
+    meter.close()
+    out.put(served)
+
+
+def test_three_hosts_of_two_workers_serve_exactly_the_hard_threshold(postgres_url: str) -> None:
+    _meter(postgres_url).close()  # the schema, made once
+    ctx = mp.get_context("fork")
+    out: mp.Queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_drain, args=(postgres_url, f"host{h}", 7 + 10 * w, out))
+        for h in range(3)
+        for w in range(2)
+    ]
+    for p in procs:
+        p.start()
+    served = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join()
+    assert sum(served) == 11_000
+    assert all(served), served  # every worker got a share
+    meter = _meter(postgres_url)
+    assert meter.usage("org_a", MONTH) == 11_000
+    meter.close()
+
+
+def test_usage_is_exact_after_a_flush(postgres_url: str) -> None:
+    worker = _meter(postgres_url, report_interval_s=0.0)
+    other = _meter(postgres_url, host="another-host")
+    for _ in range(12_345):
+        worker.consume("org_a", MONTH, 1, 1_000_000)
+    assert worker.usage("org_a", MONTH) == 12_345  # its own leases: exact at any moment
+    worker.flush()
+    assert other.usage("org_a", MONTH) == 12_345
+    worker.release_leases()
+    assert other.usage("org_a", MONTH) == 12_345
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM meter_leases").fetchone() == (0,)
+    worker.close()
+    other.close()
+
+
+def _lease_report_and_die(url: str) -> None:
+    meter = PostgresMeter(url, report_interval_s=0.0, lease_ttl_s=1.0, create_schema=False)
+    for _ in range(10):
+        meter.consume("org_a", MONTH, 1, 1_000_000)
+    meter.flush()  # reports: keeps twice what its lease served (9), gives the rest back
+    for _ in range(5):
+        meter.consume("org_a", MONTH, 1, 1_000_000)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_killed_workers_lease_expires_and_counts_as_served(postgres_url: str) -> None:
+    survivor = _meter(postgres_url, report_interval_s=0.0, lease_ttl_s=1.0)
+    child = mp.get_context("fork").Process(target=_lease_report_and_die, args=(postgres_url,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == -signal.SIGKILL
+    assert survivor.usage("org_a", MONTH) == 10  # as of the dead worker's last report
+    time.sleep(1.2)
+    # 15 were served; the 13 it still held count as served: blocked 13 early, never late.
+    assert survivor.usage("org_a", MONTH) == 28
+    survivor.consume("org_b", MONTH, 1, 1_000_000)
+    survivor.flush()  # any report deletes expired leases
+    with psycopg.connect(postgres_url) as conn:
+        dead = conn.execute("SELECT count(*) FROM meter_leases WHERE pid = %s", (child.pid,))
+        assert dead.fetchone() == (0,)
+    served = 0
+    while granted := survivor.consume("org_a", MONTH, 50_000, 1_000_000):
+        served += granted
+    assert served == 1_000_000 - 28  # what it gave back at its report was served again
+    survivor.close()
+
+
+def test_a_forked_child_opens_its_own_pool(postgres_url: str) -> None:
+    meter = _meter(postgres_url)
+    assert meter.consume("org_a", MONTH, 5, 100) == 5  # the parent's pool is open
+
+    def child() -> None:
+        os._exit(0 if meter.consume("org_a", MONTH, 5, 100) == 5 else 1)
+
+    process = mp.get_context("fork").Process(target=child)
+    process.start()
+    process.join(30)
+    assert process.exitcode == 0
+    assert meter.consume("org_a", MONTH, 5, 100) == 5  # the child did not close the parent's
+    assert meter.usage("org_a", MONTH) == 15
+    assert not meter.unreachable
+    meter.close()
