@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 import signal
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from api.engines.postgres import PostgresCluster
 from api.metering import leasing
 from api.metering.postgres_meter import MAX_LEASE, PostgresMeter
+from api.observability.metrics import Metrics
 
 MONTH = 202611
 
@@ -159,3 +166,83 @@ def test_a_forked_child_opens_its_own_pool(postgres_url: str) -> None:
     assert meter.usage("org_a", MONTH) == 15
     assert not meter.unreachable
     meter.close()
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[PostgresCluster]:
+    """A PostgreSQL of this test's own, to stop and start (the session's is shared)."""
+    directory = Path(tempfile.mkdtemp(prefix="flagsight-pg-outage-"))
+    os.chmod(directory, 0o755)  # the postgres user must reach its folder
+    cluster = PostgresCluster(directory / "cluster").start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop("immediate")
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+class _Traffic(threading.Thread):
+    """Two workers' requests, one at a time, timing each call."""
+
+    def __init__(self, meters: list[PostgresMeter], orgs: dict[str, int]):
+        super().__init__(daemon=True)
+        self.meters, self.orgs = meters, orgs
+        self.served = {org: 0 for org in orgs}
+        self.slowest = 0.0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.002):
+            for meter in self.meters:
+                for org, hard_limit in self.orgs.items():
+                    started = time.monotonic()
+                    self.served[org] += meter.consume(org, MONTH, 1, hard_limit)
+                    self.slowest = max(self.slowest, time.monotonic() - started)
+
+
+def test_postgres_stopped_for_ten_seconds(own_cluster: PostgresCluster) -> None:
+    """Flags keep being served on leases and credit, no call waits on the dead database, and
+    afterwards the count is exact again and past the threshold by at most the bound."""
+    allowance, far, near = 300, 10_000_000, 19_500
+    metrics = Metrics()
+    meters = [
+        PostgresMeter(own_cluster.url, host=f"host{i}", metrics=metrics, outage_allowance=allowance)
+        for i in range(2)
+    ]
+    sample = metrics.registry.get_sample_value
+    for meter in meters:  # leases for the far organization, exact grants for the near one
+        assert sum(meter.consume("far", MONTH, 1, far) for _ in range(2_000)) == 2_000
+        assert sum(meter.consume("near", MONTH, 100, near) for _ in range(95)) == 9_500
+    traffic = _Traffic(meters, {"far": far, "near": near})
+    traffic.start()
+    time.sleep(0.5)
+    before = dict(traffic.served)
+    own_cluster.stop("fast")
+    time.sleep(10)
+    during = {org: traffic.served[org] - before[org] for org in before}
+    assert all(meter.unreachable for meter in meters)
+    assert sample("flagsight_meter_outage") == 1
+    own_cluster.start()
+    deadline = time.monotonic() + 15
+    while any(meter.unreachable for meter in meters):
+        assert time.monotonic() < deadline, "the meter did not reconnect"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    traffic.stop.set()
+    traffic.join()
+
+    assert traffic.slowest < 0.15, traffic.slowest  # no call waited on the dead database
+    assert during["far"] > 1_000  # served all along, on leases and then credit
+    assert during["far"] <= 2 * (MAX_LEASE + allowance)
+    assert during["near"] > 0
+    near_served = 19_000 + traffic.served["near"]
+    assert near <= near_served <= near + 2 * allowance  # the bound: workers x allowance
+    for meter in meters:
+        meter.release_leases()
+    assert meters[0].usage("near", MONTH) == near_served  # reconciled: the count is exact
+    assert meters[0].usage("far", MONTH) == 4_000 + traffic.served["far"]
+    assert meters[1].consume("near", MONTH, 1, near) == 0  # and the organization is blocked
+    assert sample("flagsight_meter_outage") == 0
+    assert sample("flagsight_meter_credit_evaluations_total") > 0
+    for meter in meters:
+        meter.close()
