@@ -76,6 +76,22 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
         conn.execute(SCHEMA.read_text())
 
 
+@dataclass(frozen=True)
+class PostgresMeterOptions:
+    """The PostgreSQL meter's timings and outage allowance (docs/metering.md)."""
+
+    lease_ttl_s: float = 30.0
+    """A lease row not renewed for this long counts as spent: its holder is gone."""
+    report_interval_s: float = 5.0
+    """How often a worker reports its leases (from ``flush``): heartbeat, trim, usage."""
+    outage_allowance: int = 1_000
+    """Evaluations a worker may serve on credit per organization per outage."""
+    request_timeout_s: float = 0.1
+    """The longest a request waits for a pooled connection before serving on credit."""
+    retry_interval_s: float = 0.5
+    """How often a cut-off worker tries to reach PostgreSQL again."""
+
+
 class _Unavailable(Exception):
     """A round trip failed: the breaker is open now."""
 
@@ -119,21 +135,13 @@ class PostgresMeter:
         *,
         host: str | None = None,
         metrics: Metrics | None = None,
-        lease_ttl_s: float = 30.0,
-        report_interval_s: float = 5.0,
-        outage_allowance: int = 1_000,
-        request_timeout_s: float = 0.1,
-        retry_interval_s: float = 0.5,
+        options: PostgresMeterOptions = PostgresMeterOptions(),  # noqa: B008 - frozen
         create_schema: bool = True,
     ):
         self._url = url
         self._host = host or socket.gethostname()
         self._metrics = metrics
-        self._ttl_s = lease_ttl_s
-        self._report_interval_s = report_interval_s
-        self._allowance = outage_allowance
-        self._request_timeout_s = request_timeout_s
-        self._retry_interval_s = retry_interval_s
+        self._options = options
         self._opening = threading.Lock()
         self._process: _Process | None = None
         self._inherited: list[_Process] = []  # a parent's state: kept, never closed here
@@ -193,7 +201,7 @@ class PostgresMeter:
         here = self._process
         if here is None or here.pid != os.getpid() or here.down:
             return
-        if time.monotonic() - here.last_report >= self._report_interval_s:
+        if time.monotonic() - here.last_report >= self._options.report_interval_s:
             self._report_or_trip(here, release=False)
 
     def release_leases(self) -> None:
@@ -258,7 +266,7 @@ class PostgresMeter:
         """One round trip through the pool; any failure opens the breaker."""
         self._count(operation)
         try:
-            with self._pool(here).connection(timeout=self._request_timeout_s) as conn:
+            with self._pool(here).connection(timeout=self._options.request_timeout_s) as conn:
                 row = conn.execute(query, params).fetchone()
         except psycopg.Error as exc:
             self._trip(here, exc)
@@ -276,17 +284,17 @@ class PostgresMeter:
     def _grant(self, here: _Process, key: Key, requested: int, hard_limit: int) -> int:
         with here.io_lock:
             with here.lock:
-                lease = here.leases.pop(key, None)
+                lease = here.leases.get(key)
                 if lease is not None and lease.unspent >= requested:  # leased meanwhile
-                    here.leases[key] = lease
                     lease.unspent -= requested
                     return requested
                 if here.down:
                     return self._serve_on_credit(here, key, requested, hard_limit)
+                here.leases.pop(key, None)
             returned = lease.unspent if lease is not None else 0
             params = (
                 here.holder, self._host, here.pid, *key, requested, hard_limit, returned,
-                leasing.LEASE_FLOOR, leasing.LEASE_DIVISOR, MAX_LEASE, self._ttl_s,
+                leasing.LEASE_FLOOR, leasing.LEASE_DIVISOR, MAX_LEASE, self._options.lease_ttl_s,
             )  # fmt: skip
             try:
                 granted, leased, allocated = self._call(here, "grant", _GRANT, params)
@@ -321,7 +329,7 @@ class PostgresMeter:
                 return
             keys = sorted(rows)
             params = (
-                here.holder, self._host, here.pid, self._ttl_s,
+                here.holder, self._host, here.pid, self._options.lease_ttl_s,
                 [k[0] for k in keys], [k[1] for k in keys],
                 [rows[k][0] for k in keys], [rows[k][1] for k in keys],
             )  # fmt: skip
@@ -369,7 +377,9 @@ class PostgresMeter:
         credit = here.credit.get(key)
         if credit is None:
             known_remaining = hard_limit - here.known_usage.get(key, 0)
-            credit = here.credit[key] = _Credit(max(0, min(self._allowance, known_remaining)))
+            credit = here.credit[key] = _Credit(
+                max(0, min(self._options.outage_allowance, known_remaining))
+            )
         from_credit = min(requested - from_lease, credit.cap - credit.used)
         credit.used += from_credit
         credit.unwritten += from_credit
@@ -397,7 +407,7 @@ class PostgresMeter:
         pool, here.pool = here.pool, None
         if pool is not None:
             pool.close(timeout=1.0)
-        while not self._closed.wait(self._retry_interval_s):
+        while not self._closed.wait(self._options.retry_interval_s):
             try:
                 with psycopg.connect(self._url, **self._connect_kwargs()) as conn:
                     ensure_schema(conn)
@@ -431,6 +441,10 @@ class PostgresMeter:
             log.error("meter closed during an outage: credit not counted", extra={"lost": lost})
 
 
-def meter_for_database(url: str, metrics: Metrics | None = None) -> PostgresMeter:
+def meter_for_database(
+    url: str,
+    metrics: Metrics | None = None,
+    options: PostgresMeterOptions = PostgresMeterOptions(),  # noqa: B008 - frozen
+) -> PostgresMeter:
     """The meter ``api/wiring.py`` builds when ``settings.database_url`` is set."""
-    return PostgresMeter(url, metrics=metrics)
+    return PostgresMeter(url, metrics=metrics, options=options)

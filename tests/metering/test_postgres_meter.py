@@ -18,14 +18,14 @@ import pytest
 
 from api.engines.postgres import PostgresCluster
 from api.metering import leasing
-from api.metering.postgres_meter import MAX_LEASE, PostgresMeter
+from api.metering.postgres_meter import MAX_LEASE, PostgresMeter, PostgresMeterOptions
 from api.observability.metrics import Metrics
 
 MONTH = 202611
 
 
-def _meter(url: str, **options: object) -> PostgresMeter:
-    return PostgresMeter(url, **options)  # type: ignore[arg-type]
+def _meter(url: str, host: str | None = None, **options: float) -> PostgresMeter:
+    return PostgresMeter(url, host=host, options=PostgresMeterOptions(**options))
 
 
 def test_bulk_grants_are_partial_at_the_threshold(postgres_url: str) -> None:
@@ -120,7 +120,8 @@ def test_usage_is_exact_after_a_flush(postgres_url: str) -> None:
 
 
 def _lease_report_and_die(url: str) -> None:
-    meter = PostgresMeter(url, report_interval_s=0.0, lease_ttl_s=1.0, create_schema=False)
+    options = PostgresMeterOptions(report_interval_s=0.0, lease_ttl_s=1.0)
+    meter = PostgresMeter(url, options=options, create_schema=False)
     for _ in range(10):
         meter.consume("org_a", MONTH, 1, 1_000_000)
     meter.flush()  # reports: keeps twice what its lease served (9), gives the rest back
@@ -206,7 +207,12 @@ def test_postgres_stopped_for_ten_seconds(own_cluster: PostgresCluster) -> None:
     allowance, far, near = 300, 10_000_000, 19_500
     metrics = Metrics()
     meters = [
-        PostgresMeter(own_cluster.url, host=f"host{i}", metrics=metrics, outage_allowance=allowance)
+        PostgresMeter(
+            own_cluster.url,
+            host=f"host{i}",
+            metrics=metrics,
+            options=PostgresMeterOptions(outage_allowance=allowance),
+        )
         for i in range(2)
     ]
     sample = metrics.registry.get_sample_value
