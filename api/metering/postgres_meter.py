@@ -252,7 +252,7 @@ class PostgresMeter:
                 self._url,
                 kwargs=self._connect_kwargs(),
                 min_size=1,
-                max_size=2,
+                max_size=4,  # grants and reports take one at a time; usage reads the rest
                 open=False,
                 num_workers=1,
                 name="flagsight-meter",

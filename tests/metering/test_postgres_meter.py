@@ -252,3 +252,24 @@ def test_postgres_stopped_for_ten_seconds(own_cluster: PostgresCluster) -> None:
     assert sample("flagsight_meter_credit_evaluations_total") > 0
     for meter in meters:
         meter.close()
+
+
+def test_a_meter_started_while_postgres_is_down_serves_on_credit_and_catches_up(
+    own_cluster: PostgresCluster,
+) -> None:
+    own_cluster.stop("fast")
+    meter = PostgresMeter(own_cluster.url, options=PostgresMeterOptions(outage_allowance=50))
+    started = time.monotonic()
+    assert meter.consume("org_a", MONTH, 30, 1_000) == 30  # on credit
+    assert time.monotonic() - started < 0.15
+    assert meter.unreachable
+    assert meter.consume("org_a", MONTH, 30, 1_000) == 20  # the allowance is spent
+    assert meter.usage("org_a", MONTH) == 50
+    own_cluster.start()
+    deadline = time.monotonic() + 15
+    while meter.unreachable:
+        assert time.monotonic() < deadline, "the meter did not reconnect"
+        time.sleep(0.1)
+    assert meter.usage("org_a", MONTH) == 50  # the schema made, the credit written back
+    assert meter.consume("org_a", MONTH, 2_000, 1_000) == 950
+    meter.close()
