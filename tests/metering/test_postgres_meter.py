@@ -71,23 +71,30 @@ def test_far_from_the_threshold_a_round_trip_serves_thousands(postgres_url: str)
     meter.close()
 
 
-def _drain(url: str, host: str, bulk: int, out: mp.Queue) -> None:
-    """Serve single and bulk requests until refused, as a worker does."""
-    meter = PostgresMeter(url, host=host, create_schema=False)
-    served, size = 0, 1
-    while granted := meter.consume("org_a", MONTH, size, 11_000):
+def _drain(url: str, host: str, bulk: int, hard_limit: int, out: mp.Queue) -> None:
+    """Serve single and bulk requests until refused, as a worker does, reporting often."""
+    options = PostgresMeterOptions(report_interval_s=0.0)
+    meter = PostgresMeter(url, host=host, options=options, create_schema=False)
+    served, size, requests = 0, 1, 0
+    while granted := meter.consume("org_a", MONTH, size, hard_limit):
         served += granted
         size = bulk if size == 1 else 1
+        requests += 1
+        if requests % 50 == 0:
+            meter.flush()  # trims and gives back leases while the others grant
     meter.close()
     out.put(served)
 
 
-def test_three_hosts_of_two_workers_serve_exactly_the_hard_threshold(postgres_url: str) -> None:
+@pytest.mark.parametrize("hard_limit", [11_000, 60_000])  # a free plan; leases far from it
+def test_three_hosts_of_two_workers_serve_exactly_the_hard_threshold(
+    postgres_url: str, hard_limit: int
+) -> None:
     _meter(postgres_url).close()  # the schema, made once
     ctx = mp.get_context("fork")
     out: mp.Queue = ctx.Queue()
     procs = [
-        ctx.Process(target=_drain, args=(postgres_url, f"host{h}", 7 + 10 * w, out))
+        ctx.Process(target=_drain, args=(postgres_url, f"host{h}", 7 + 10 * w, hard_limit, out))
         for h in range(3)
         for w in range(2)
     ]
@@ -96,10 +103,10 @@ def test_three_hosts_of_two_workers_serve_exactly_the_hard_threshold(postgres_ur
     served = [out.get(timeout=120) for _ in procs]
     for p in procs:
         p.join()
-    assert sum(served) == 11_000
+    assert sum(served) == hard_limit
     assert all(served), served  # every worker got a share
     meter = _meter(postgres_url)
-    assert meter.usage("org_a", MONTH) == 11_000
+    assert meter.usage("org_a", MONTH) == hard_limit
     meter.close()
 
 
