@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import shutil
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,6 +17,8 @@ from api.engines.postgres import PostgresCluster
 from api.metering import leasing
 from api.metering.postgres_meter import MAX_LEASE, PostgresMeter, PostgresMeterOptions
 from api.observability.metrics import Metrics
+from tests.support.engines import postgres_session
+from tests.support.processes import run_forked
 
 MONTH = 202611
 
@@ -71,7 +70,7 @@ def test_far_from_the_threshold_a_round_trip_serves_thousands(postgres_url: str)
     meter.close()
 
 
-def _drain(url: str, host: str, bulk: int, hard_limit: int, out: mp.Queue) -> None:
+def _drain(url: str, host: str, bulk: int, hard_limit: int) -> int:
     """Serve single and bulk requests until refused, as a worker does, reporting often."""
     options = PostgresMeterOptions(report_interval_s=0.0)
     meter = PostgresMeter(url, host=host, options=options, create_schema=False)
@@ -83,7 +82,7 @@ def _drain(url: str, host: str, bulk: int, hard_limit: int, out: mp.Queue) -> No
         if requests % 50 == 0:
             meter.flush()  # trims and gives back leases while the others grant
     meter.close()
-    out.put(served)
+    return served
 
 
 @pytest.mark.parametrize("hard_limit", [11_000, 60_000])  # a free plan; leases far from it
@@ -91,18 +90,10 @@ def test_three_hosts_of_two_workers_serve_exactly_the_hard_threshold(
     postgres_url: str, hard_limit: int
 ) -> None:
     _meter(postgres_url).close()  # the schema, made once
-    ctx = mp.get_context("fork")
-    out: mp.Queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=_drain, args=(postgres_url, f"host{h}", 7 + 10 * w, hard_limit, out))
-        for h in range(3)
-        for w in range(2)
+    workers = [
+        (postgres_url, f"host{h}", 7 + 10 * w, hard_limit) for h in range(3) for w in range(2)
     ]
-    for p in procs:
-        p.start()
-    served = [out.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join()
+    served = run_forked(_drain, workers)
     assert sum(served) == hard_limit
     assert all(served), served  # every worker got a share
     meter = _meter(postgres_url)
@@ -179,14 +170,7 @@ def test_a_forked_child_opens_its_own_pool(postgres_url: str) -> None:
 @pytest.fixture
 def own_cluster() -> Iterator[PostgresCluster]:
     """A PostgreSQL of this test's own, to stop and start (the session's is shared)."""
-    directory = Path(tempfile.mkdtemp(prefix="flagsight-pg-outage-"))
-    os.chmod(directory, 0o755)  # the postgres user must reach its folder
-    cluster = PostgresCluster(directory / "cluster").start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop("immediate")
-        shutil.rmtree(directory, ignore_errors=True)
+    yield from postgres_session()
 
 
 class _Traffic(threading.Thread):
