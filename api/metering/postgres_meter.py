@@ -1,14 +1,14 @@
 """A meter in PostgreSQL, exact across every worker of every host (contract, section 8).
 
-``meter_usage`` holds one row per (organization, month): ``allocated``, the evaluations
+The schema ``meter`` holds the tables and functions. ``meter.usage`` holds one row per (organization, month): ``allocated``, the evaluations
 served plus the quota leased to workers and not given back. Every grant is one call of the
-``meter_grant`` function (one round trip): it locks the row, grants up to the request without
+``meter.consume`` function (one round trip): it locks the row, grants up to the request without
 passing the hard threshold, and leases a block by the policy of ``leasing.lease_size``. Far
 from the threshold a worker then spends its lease in memory, with no round trip; within
 ``leasing.LEASE_FLOOR`` of it there are no leases, so every evaluation is one round trip and
 the last ones are served exactly.
 
-Each lease is a row of ``meter_leases`` (holder = host/pid/random, unspent, expiry), so
+Each lease is a row of ``meter.leases`` (holder = host/pid/random, unspent, expiry), so
 ``usage`` = allocated minus the unspent of every lease still reporting. A worker reports every
 ``report_interval_s`` from the housekeeping thread's ``flush``: it returns idle leases whole,
 trims the others to twice what they spent since the last report (the rest goes back to
@@ -56,14 +56,14 @@ MAX_LEASE = 10_000
 evaluations a worker serves."""
 _SCHEMA_LOCK = 0x666C_6167_6D74_72  # the advisory lock under which the schema is made
 _GRANT = (
-    "SELECT * FROM meter_grant(%s::text, %s::text, %s::integer, %s::text, %s::integer,"
+    "SELECT * FROM meter.consume(%s::text, %s::text, %s::integer, %s::text, %s::integer,"
     " %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::float8)"
 )
 _REPORT = (
-    "SELECT meter_report(%s::text, %s::text, %s::integer, %s::float8,"
+    "SELECT meter.report(%s::text, %s::text, %s::integer, %s::float8,"
     " %s::text[], %s::integer[], %s::bigint[], %s::bigint[])"
 )
-_USAGE = "SELECT meter_usage_of(%s::text, %s::integer)"
+_USAGE = "SELECT meter.usage_of(%s::text, %s::integer)"
 
 Key = tuple[str, int]
 

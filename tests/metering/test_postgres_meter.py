@@ -15,7 +15,12 @@ import pytest
 
 from api.engines.postgres import PostgresCluster
 from api.metering import leasing
-from api.metering.postgres_meter import MAX_LEASE, PostgresMeter, PostgresMeterOptions
+from api.metering.postgres_meter import (
+    MAX_LEASE,
+    PostgresMeter,
+    PostgresMeterOptions,
+    ensure_schema,
+)
 from api.observability.metrics import Metrics
 from tests.support.engines import postgres_session
 from tests.support.processes import run_forked
@@ -46,13 +51,29 @@ def test_months_and_organizations_are_counted_apart(postgres_url: str) -> None:
     meter.close()
 
 
+def test_the_schema_is_made_idempotently_inside_a_callers_transaction(postgres_url: str) -> None:
+    """What the control plane's migrations do: call ``ensure_schema`` in their transaction."""
+    with psycopg.connect(postgres_url) as conn, conn.transaction():
+        ensure_schema(conn)
+        ensure_schema(conn)
+    with psycopg.connect(postgres_url) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'meter'"
+            " ORDER BY 1"
+        ).fetchall()
+    assert tables == [("leases",), ("usage",)]
+    meter = PostgresMeter(postgres_url, create_schema=False)
+    assert meter.consume("org_a", MONTH, 3, 10) == 3
+    meter.close()
+
+
 @pytest.mark.parametrize("remaining", [0, 9_999, 10_000, 55_000, 999_999, 1_000_000, 10**9])
 def test_the_database_leases_by_the_shared_policy(postgres_url: str, remaining: int) -> None:
-    """``meter_grant`` writes ``leasing.lease_size`` in SQL: both must agree."""
+    """``meter.consume`` writes ``leasing.lease_size`` in SQL: both must agree."""
     meter = _meter(postgres_url)
     meter.consume("org_a", MONTH, 1, remaining + 1)
     with psycopg.connect(postgres_url) as conn:
-        leased = conn.execute("SELECT coalesce(sum(unspent), 0) FROM meter_leases").fetchone()
+        leased = conn.execute("SELECT coalesce(sum(unspent), 0) FROM meter.leases").fetchone()
     assert leased == (leasing.lease_size(remaining, MAX_LEASE),)
     meter.close()
 
@@ -112,7 +133,7 @@ def test_usage_is_exact_after_a_flush(postgres_url: str) -> None:
     worker.release_leases()
     assert other.usage("org_a", MONTH) == 12_345
     with psycopg.connect(postgres_url) as conn:
-        assert conn.execute("SELECT count(*) FROM meter_leases").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM meter.leases").fetchone() == (0,)
     worker.close()
     other.close()
 
@@ -141,7 +162,7 @@ def test_a_killed_workers_lease_expires_and_counts_as_served(postgres_url: str) 
     survivor.consume("org_b", MONTH, 1, 1_000_000)
     survivor.flush()  # any report deletes expired leases
     with psycopg.connect(postgres_url) as conn:
-        dead = conn.execute("SELECT count(*) FROM meter_leases WHERE pid = %s", (child.pid,))
+        dead = conn.execute("SELECT count(*) FROM meter.leases WHERE pid = %s", (child.pid,))
         assert dead.fetchone() == (0,)
     served = 0
     while granted := survivor.consume("org_a", MONTH, 50_000, 1_000_000):
