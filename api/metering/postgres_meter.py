@@ -404,9 +404,7 @@ class PostgresMeter:
     def _reconnect(self, here: _Process) -> None:
         """Until the database answers: then the schema, the credit written back, a fresh
         pool, and the breaker closed."""
-        pool, here.pool = here.pool, None
-        if pool is not None:
-            pool.close(timeout=1.0)
+        self._drop_pool(here)
         while not self._closed.wait(self._options.retry_interval_s):
             try:
                 with psycopg.connect(self._url, **self._connect_kwargs()) as conn:
@@ -414,8 +412,9 @@ class PostgresMeter:
                     while not self._reconciled(here, conn):
                         pass
                 self._pool(here).wait(timeout=2.0)
-            except (psycopg.Error, TimeoutError) as exc:
+            except psycopg.Error as exc:
                 log.debug("PostgreSQL still unreachable", extra={"error": str(exc)})
+                self._drop_pool(here)  # not one left backing off: a fresh one next time
                 continue
             with here.lock:
                 if any(c.unwritten for c in here.credit.values()):
@@ -426,6 +425,11 @@ class PostgresMeter:
             if self._metrics is not None:
                 self._metrics.meter_outage.set(0)
             return
+
+    def _drop_pool(self, here: _Process) -> None:
+        pool, here.pool = here.pool, None
+        if pool is not None:
+            pool.close(timeout=1.0)
 
     def _reconciled(self, here: _Process, conn: psycopg.Connection[Any]) -> bool:
         self._report(here, release=False, conn=conn)
