@@ -7,10 +7,10 @@ a machine crash can lose.
 Each (organization, month) slot holds ``allocated``: evaluations served plus quota leased to
 workers and not spent yet. Changing it takes an exclusive ``lockf`` lock on the file (plus a
 thread lock: POSIX record locks do not exclude threads of one process). Far from the hard
-threshold a worker leases a block of quota (at most 1 % of what remains, at most
-``MAX_LEASE``) and spends it without the file lock; close to the threshold
-(``LEASE_FLOOR``) every evaluation takes the lock, so the last ones are served exactly in
-order and never past the threshold. Taking a file lock per request made the workers queue on
+threshold a worker leases a block of quota (``leasing.lease_size``: at most 1 % of what
+remains, at most ``MAX_LEASE``) and spends it without the file lock; close to the threshold
+(``leasing.LEASE_FLOOR``) every evaluation takes the lock, so the last ones are served
+exactly in order and never past the threshold. Taking a file lock per request made the workers queue on
 each other whenever the holder was descheduled.
 
 A lease's unspent quota is published in a cell of the file, so ``usage`` (allocated minus
@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from api.metering import leasing
 from api.processes import pid_alive
 
 MAGIC = b"FSMETER2"
@@ -54,14 +55,13 @@ _CELL_SIZE = 24
 _CELL_UNSPENT_OFFSET = 16
 DEFAULT_CAPACITY = 1 << 16
 LEASE_CELLS = 4096
-LEASE_FLOOR = 10_000
-"""Below this much remaining quota, every evaluation takes the file lock."""
 MAX_LEASE = 1_000
+"""A file lock is cheap: a lease of this much already takes it off the request path."""
 
 
 def lease_size(remaining: int) -> int:
     """How much quota to lease when ``remaining`` is left after the request itself."""
-    return 0 if remaining < LEASE_FLOOR else min(MAX_LEASE, remaining // 100)
+    return leasing.lease_size(remaining, MAX_LEASE)
 
 
 class MeterFull(RuntimeError):

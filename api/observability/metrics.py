@@ -156,6 +156,25 @@ class Metrics:
             "Warehouse snapshots this host downloaded from the lake's bucket",
             registry=r,
         )
+        self.meter_round_trips = Counter(
+            "flagsight_meter_round_trips",
+            "Round trips of the PostgreSQL meter by operation: grant (a lease ran out, or an"
+            " evaluation near the hard threshold), report (leases' heartbeat), usage (a read)",
+            ["operation"],
+            registry=r,
+        )
+        self.meter_outage = Gauge(
+            "flagsight_meter_outage",
+            "1 while a worker cannot reach the PostgreSQL meter and serves on leases and credit",
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.meter_credit = Counter(
+            "flagsight_meter_credit_evaluations",
+            "Evaluations served on credit while the PostgreSQL meter was unreachable (added to"
+            " the month's count when it is back)",
+            registry=r,
+        )
         self.config_version = Gauge(
             "flagsight_config_version",
             "Control-plane version a worker serves",

@@ -11,26 +11,18 @@ import pytest
 
 from api.metering.meter import month_label, month_of, seconds_until_next_month
 from api.metering.mmap_meter import MmapMeter, lease_size
+from tests.support.processes import run_forked
 
 
-def _hammer(path: str, org: str, attempts: int, hard: int, out: mp.Queue) -> None:
+def _hammer(path: str, org: str, attempts: int, hard: int) -> int:
     meter = MmapMeter(Path(path))
-    out.put(sum(meter.consume(org, 202611, 1, hard) for _ in range(attempts)))
+    granted = sum(meter.consume(org, 202611, 1, hard) for _ in range(attempts))
     meter.close()
+    return granted
 
 
 def test_concurrent_processes_never_pass_the_hard_threshold(tmp_path: Path) -> None:
-    ctx = mp.get_context("fork")
-    out: mp.Queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=_hammer, args=(str(tmp_path / "m.bin"), "org_a", 3000, 5000, out))
-        for _ in range(4)
-    ]
-    for p in procs:
-        p.start()
-    granted = [out.get(timeout=60) for _ in procs]
-    for p in procs:
-        p.join()
+    granted = run_forked(_hammer, [(str(tmp_path / "m.bin"), "org_a", 3000, 5000)] * 4)
     assert sum(granted) == 5000
     assert MmapMeter(tmp_path / "m.bin").usage("org_a", 202611) == 5000
 
@@ -70,29 +62,19 @@ def test_month_helpers() -> None:
     assert seconds_until_next_month(last_second_of_november - 0.5) == 2
 
 
-def _drain(path: str, org: str, hard: int, out: mp.Queue) -> None:
+def _drain(path: str, org: str, hard: int) -> int:
     """Consume one at a time until refused, as workers serving single evaluations do."""
     meter = MmapMeter(Path(path))
     granted = 0
     while meter.consume(org, 202611, 1, hard):
         granted += 1
-    out.put(granted)
     meter.close()
+    return granted
 
 
 def test_leases_far_from_the_threshold_stay_exact_across_processes(tmp_path: Path) -> None:
     hard = 60_000  # leases up to LEASE_FLOOR before the threshold, exact after
-    ctx = mp.get_context("fork")
-    out: mp.Queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=_drain, args=(str(tmp_path / "m.bin"), "org_a", hard, out))
-        for _ in range(4)
-    ]
-    for p in procs:
-        p.start()
-    granted = [out.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join()
+    granted = run_forked(_drain, [(str(tmp_path / "m.bin"), "org_a", hard)] * 4)
     assert sum(granted) == hard
     assert MmapMeter(tmp_path / "m.bin").usage("org_a", 202611) == hard
 

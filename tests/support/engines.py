@@ -19,8 +19,9 @@ _databases = itertools.count(1)
 
 
 def postgres_session() -> Iterator[PostgresCluster]:
-    """A PostgreSQL cluster for the whole session. Its folder is outside pytest's temporary
-    root (which only root may enter) so that the ``postgres`` user can own it."""
+    """A private PostgreSQL cluster, for the whole session (or a test's own, to stop and start).
+    Its folder is outside pytest's temporary root (which only root may enter) so that the
+    ``postgres`` user can own it."""
     directory = Path(tempfile.mkdtemp(prefix="flagsight-pg-"))
     os.chmod(directory, 0o755)
     cluster = PostgresCluster(directory / "cluster").start()
