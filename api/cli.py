@@ -78,10 +78,10 @@ def cmd_admin_token(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     """Prepare the data directory in the master, then hand over to gunicorn."""
-    from api.metering.mmap_meter import MmapMeter
+    from api.wiring import prepare_meter
 
     _open_store(settings)  # creates and migrates the control plane before any worker starts
-    MmapMeter(settings.meter_path).close()  # allocated whole while there is room: see the meter
+    prepare_meter(settings)
     metrics_dir = settings.metrics_dir
     shutil.rmtree(metrics_dir, ignore_errors=True)
     metrics_dir.mkdir(parents=True)

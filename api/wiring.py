@@ -17,6 +17,7 @@ from api.dagster_home import prepare_dagster_home
 from api.evaluation_id import EvaluationIdIssuer
 from api.eventlog.sealer_process import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
+from api.metering.meter import Meter
 from api.metering.mmap_meter import MmapMeter
 from api.observability.metrics import Metrics
 from api.services import Services
@@ -46,6 +47,27 @@ def open_control_plane(settings: Settings) -> ControlPlaneStore:
     return SqliteControlPlaneStore(settings.control_plane_path)
 
 
+def open_meter(settings: Settings, metrics: Metrics) -> Meter:
+    """The meter: in PostgreSQL, shared by every host, when ``settings.database_url`` is set
+    (``docs/metering.md``); else the data directory's memory-mapped file."""
+    if settings.database_url:
+        from api.metering.postgres_meter import meter_for_database  # psycopg: cluster only
+
+        return meter_for_database(settings.database_url, metrics)
+    return MmapMeter(settings.meter_path)
+
+
+def prepare_meter(settings: Settings) -> None:
+    """Run by ``flagsight serve`` before the workers start: the memory-mapped file is
+    allocated whole while there is room; the PostgreSQL meter's schema is created."""
+    if settings.database_url:
+        from api.metering.postgres_meter import meter_for_database
+
+        meter_for_database(settings.database_url).close()
+    else:
+        MmapMeter(settings.meter_path).close()
+
+
 def build_services(settings: Settings, metrics: Metrics | None = None, clock=time.time) -> Services:
     """Everything one worker needs; background threads start later, in ``start_services``."""
     prepare_data_dir(settings)
@@ -55,7 +77,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None, clock=tim
         settings=settings,
         store=store,
         config=ConfigCache(store, settings.config_poll_interval_s, metrics),
-        meter=MmapMeter(settings.meter_path),
+        meter=open_meter(settings, metrics),
         event_log=SegmentedEventLog(
             settings.wal_dir,
             settings.events_location,

@@ -33,7 +33,7 @@ from api.errors import ApiError, BadRequest, reason_phrase
 from api.evaluation import ERROR_MESSAGES, RULE_TYPES, ErrorType, Result, RuleType
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
 from api.jsonio import encode, read_json
-from api.metering.meter import month_of, seconds_until_next_month
+from api.metering.meter import seconds_until_next_month
 from api.resources.evaluate import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, key_environment
 from api.resources.quota import QuotaHeaders
 from api.services import Services
@@ -274,6 +274,7 @@ class OfrepBulkResource:
             resp.etag = etag
             return
         flags, refused = self._evaluate(api_key, environment, user)
+        self._quota.spent(api_key.organization_id, len(flags) - refused)
         if flags and refused == len(flags):  # the threshold was reached by a concurrent request
             body = failure_object(
                 None, GENERAL, ERROR_MESSAGES[ErrorType.PLAN_LIMIT_EXCEEDED], None
@@ -285,12 +286,13 @@ class OfrepBulkResource:
             resp.etag = etag
 
     def _blocked(self, environment: EnvironmentConfig) -> bool:
-        """Whether the organization is at its hard threshold: read only, nothing metered."""
-        organization = self._services.config.organization(environment.organization_id)
-        if organization is None:
+        """Whether the organization is at its hard threshold: read only, nothing metered.
+
+        The figure may be a second old; a request that passes here while the threshold was
+        just reached is refused by the meter itself (``_answer``'s concurrent case)."""
+        if self._services.config.organization(environment.organization_id) is None:
             return True
-        month = month_of(self._services.clock())
-        return self._services.meter.usage(organization.id, month) >= organization.hard_limit
+        return self._quota.remaining(environment.organization_id) <= 0
 
     def _evaluate(
         self, api_key: KeyContext, environment: EnvironmentConfig, user: str
