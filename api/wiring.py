@@ -12,7 +12,8 @@ from api.controlplane.cache import ConfigCache
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.dagster_home import prepare_dagster_home
 from api.evaluation_id import EvaluationIdIssuer
-from api.eventlog.sealer_process import sealer_lock_path
+from api.eventlog.sealer import settings_sink
+from api.eventlog.sealer_lock import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
 from api.metering.mmap_meter import MmapMeter
 from api.observability.metrics import Metrics
@@ -49,6 +50,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None, clock=tim
             metrics=metrics,
             clock=clock,
             sealer_lock=sealer_lock_path(settings),
+            sink=settings_sink(settings),
         ),
         ids=EvaluationIdIssuer(store.signing_key()),
         metrics=metrics,
