@@ -41,6 +41,9 @@ class S3Options:
     endpoint_url: str | None = None
     connect_timeout_s: float = 2.0
     request_timeout_s: float = 10.0
+    secret_variable: str | None = None
+    """The variable the secret was read from, so that Dagster can be handed the variable's
+    name (``EnvVar``) instead of the secret."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,9 @@ class Settings:
                 endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
                 connect_timeout_s=float(env.get("FLAGSIGHT_S3_CONNECT_TIMEOUT", "2")),
                 request_timeout_s=float(env.get("FLAGSIGHT_S3_REQUEST_TIMEOUT", "10")),
+                secret_variable="AWS_SECRET_ACCESS_KEY"
+                if env.get("AWS_SECRET_ACCESS_KEY")
+                else None,
             ),
             database_url=env.get("FLAGSIGHT_DATABASE_URL") or None,
             header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),

@@ -33,7 +33,6 @@ from api.settings import Settings
 log = logging.getLogger("flagsight.sealer")
 
 
-
 def run(settings: Settings, stop: threading.Event, master_pid: int | None = None) -> None:
     """Seal orphans every tick until ``stop`` is set or ``master_pid`` (default: the parent)
     is gone."""
