@@ -159,11 +159,19 @@ class ObjectStoreLake:
         )
         counts = {fragment.path: fragment.metadata.num_rows for fragment in dataset.get_fragments()}
         name = f"lake_scan_{next(_scan_names)}"
+        _finish_pending_result(con)
         con.register(name, dataset)
         try:
             yield Scan(name, [], counts)
         finally:
+            _finish_pending_result(con)
             con.unregister(name)
+
+
+def _finish_pending_result(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB refuses ``register``/``unregister`` while a result is half fetched (a
+    ``fetchone``); a finished statement of our own ends it."""
+    con.execute("SELECT 1").fetchall()
 
 
 def open_lake(events_location: str, s3: S3Options | None = None) -> Lake:
