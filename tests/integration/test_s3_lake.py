@@ -242,9 +242,11 @@ def test_while_the_store_is_down_hosts_answer_and_nothing_acknowledged_is_lost(
             client.start()
         time.sleep(1.5)
         own_seaweedfs.stop()
-        down_at, during = time.monotonic(), len(acked_evals)
+        down_at, during, refused_before = time.monotonic(), len(acked_evals), len(refused)
         time.sleep(30)
-        assert refused == []  # every evaluate 200 and every feedback 204 while it was down
+        # Every evaluate 200 and every feedback 204 while it was down. (Before, a worker may
+        # briefly not know the new key yet: a 401 the traffic does not count as acknowledged.)
+        assert refused[refused_before:] == []
         assert len(acked_evals) - during > 1000
         assert _metric(server, "flagsight_event_lake_unreachable") == 1
         assert _metric(server, "flagsight_event_log_backlog_segments") >= 2
