@@ -60,6 +60,8 @@ class Settings:
     events_uri: str | None = None
     s3: S3Options = field(default_factory=S3Options)
     """Used when ``events_uri`` is ``s3://bucket/prefix`` (contract section 8)."""
+    seal_retry_cap_s: float = 30.0
+    """Longest wait between two sealing attempts while the lake's store is unreachable."""
     database_url: str | None = None
     """PostgreSQL for the control plane, the meter and Dagster's storage (contract section 8)."""
     header_timeout_s: float = 10.0
@@ -137,6 +139,7 @@ class Settings:
             config_poll_interval_s=float(env.get("FLAGSIGHT_CONFIG_POLL_INTERVAL", "0.25")),
             schedule_cron=env.get("FLAGSIGHT_PIPELINE_CRON", "*/5 * * * *"),
             events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
+            seal_retry_cap_s=float(env.get("FLAGSIGHT_SEAL_RETRY_CAP", "30")),
             s3=S3Options(
                 access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
                 secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,

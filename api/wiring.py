@@ -51,6 +51,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None, clock=tim
             clock=clock,
             sealer_lock=sealer_lock_path(settings),
             sink=settings_sink(settings),
+            retry_cap_s=settings.seal_retry_cap_s,
         ),
         ids=EvaluationIdIssuer(store.signing_key()),
         metrics=metrics,

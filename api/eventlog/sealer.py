@@ -8,7 +8,7 @@ holds are safe.
 
 When the object store refuses a file (``LakeUnavailable``: unreachable, timed out, denied),
 the sealer backs off: it stops trying any segment until the delay has passed, doubling it from
-``RETRY_BASE_S`` up to ``RETRY_CAP_S`` (with jitter, so that hosts do not retry in step). The
+``RETRY_BASE_S`` up to ``Settings.seal_retry_cap_s`` (with jitter, so that hosts do not retry in step). The
 segments wait in ``wal/`` meanwhile; the writer keeps appending to fresh ones. Operators see
 it in ``flagsight_event_lake_unreachable``, ``flagsight_event_seal_failures_total`` and the
 ``flagsight_event_log_backlog_*`` gauges, and in the ``event_lake_unreachable`` /
@@ -52,8 +52,8 @@ log = logging.getLogger("flagsight.eventlog")
 
 RETRY_BASE_S = 1.0
 RETRY_CAP_S = 30.0
-"""Longest wait between two attempts while the store is down: once it is back, sealing
-resumes within this (plus one tick)."""
+"""Longest wait between two attempts while the store is down (``FLAGSIGHT_SEAL_RETRY_CAP``):
+once it is back, sealing resumes within this (plus one tick)."""
 
 
 class Backoff:

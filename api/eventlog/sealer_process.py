@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 
-from api.eventlog.sealer import Sealer, settings_sink
+from api.eventlog.sealer import Backoff, Sealer, settings_sink
 from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
 from api.eventlog.segmented import MAX_TICK_S, TICK_FRACTION
 from api.observability.logging import configure_logging
@@ -41,6 +41,7 @@ def run(settings: Settings, stop: threading.Event, master_pid: int | None = None
         settings_sink(settings),
         seal_interval_s=settings.seal_interval_s,
         metrics=Metrics(),
+        backoff=Backoff(cap_s=settings.seal_retry_cap_s),
     )
     lock = SealerLock(sealer_lock_path(settings))
     lock.acquire()

@@ -47,7 +47,7 @@ from api.eventlog.schema import (
     EvaluationEvent,
     FeedbackEvent,
 )
-from api.eventlog.sealer import Sealer, location_sink
+from api.eventlog.sealer import RETRY_CAP_S, Backoff, Sealer, location_sink
 from api.eventlog.sealer_lock import SealerLock
 from api.eventlog.segments import Segment, SegmentNamer, create_segment, remove_segment
 from api.observability.metrics import Metrics
@@ -78,6 +78,7 @@ class SegmentedEventLog:
         clock: Callable[[], float] = time.time,
         sealer_lock: Path | None = None,
         sink: Callable[[], Sink] | None = None,
+        retry_cap_s: float = RETRY_CAP_S,
     ):
         """``sink`` builds where sealed files go (default: a ``ParquetSink`` on
         ``events_location``); it is called on the first seal, so pyarrow loads only then."""
@@ -91,6 +92,7 @@ class SegmentedEventLog:
             seal_interval_s=seal_interval_s,
             metrics=metrics,
             failures=self._failure,
+            backoff=Backoff(cap_s=retry_cap_s),
         )
         self._sealer_lock = SealerLock(sealer_lock) if sealer_lock is not None else None
         self._fsync_interval_s = fsync_interval_s
