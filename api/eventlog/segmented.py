@@ -96,7 +96,6 @@ class SegmentedEventLog:
         )
         self._sealer_lock = SealerLock(sealer_lock) if sealer_lock is not None else None
         self._fsync_interval_s = fsync_interval_s
-        self._seal_interval_s = seal_interval_s
         self._rotate_after_s = seal_interval_s * ROTATE_FRACTION
         self._tick_s = min(MAX_TICK_S, seal_interval_s * TICK_FRACTION)
         self._namer = SegmentNamer(clock)
