@@ -66,19 +66,16 @@ def on_starting(server) -> None:  # noqa: ANN001 - gunicorn hook signature
     raise_open_file_limit()  # before any worker forks: they inherit it
     if getattr(server.app, "app_uri", None) != FLAGSIGHT_APP:
         return
-    from api.eventlog.sealer_process import sealer_lock_path
-    from api.eventlog.segmented import SegmentedEventLog
+    from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
 
     settings = _settings
     argv = [sys.executable, "-m", "api.eventlog.sealer_process", str(os.getpid())]
     _sealer_pid = _spawn_detached(argv)
-    probe = SegmentedEventLog(
-        settings.wal_dir, settings.events_location, sealer_lock=sealer_lock_path(settings)
-    )
+    lock = SealerLock(sealer_lock_path(settings))
     deadline = time.monotonic() + SEALER_START_TIMEOUT_S
-    while not probe.sealer_alive() and _running(_sealer_pid) and time.monotonic() < deadline:
+    while not lock.held_elsewhere() and _running(_sealer_pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    if not probe.sealer_alive():
+    if not lock.held_elsewhere():
         server.log.warning("event log sealer did not start; workers will seal in-process")
 
 

@@ -26,6 +26,27 @@ class BodyLimits:
 
 
 @dataclass(frozen=True)
+class S3Options:
+    """How to reach S3-compatible storage, from the standard ``AWS_*`` variables.
+
+    Unset credentials and region leave pyarrow to the AWS SDK's own chain (instance profile,
+    ``~/.aws``). ``endpoint_url`` (``AWS_ENDPOINT_URL``) points at a non-AWS store; its scheme
+    (``http://`` or ``https://``) is the transport.
+    """
+
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    region: str | None = None
+    endpoint_url: str | None = None
+    connect_timeout_s: float = 2.0
+    request_timeout_s: float = 10.0
+    secret_variable: str | None = None
+    """The variable the secret was read from, so that Dagster can be handed the variable's
+    name (``EnvVar``) instead of the secret."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything configurable about one flagsight deployment."""
 
@@ -37,6 +58,10 @@ class Settings:
     schedule_cron: str = "*/5 * * * *"
     body_limits: BodyLimits = field(default_factory=BodyLimits)
     events_uri: str | None = None
+    s3: S3Options = field(default_factory=S3Options)
+    """Used when ``events_uri`` is ``s3://bucket/prefix`` (contract section 8)."""
+    seal_retry_cap_s: float = 30.0
+    """Longest wait between two sealing attempts while the lake's store is unreachable."""
     database_url: str | None = None
     """PostgreSQL for the control plane, the meter and Dagster's storage (contract section 8)."""
     header_timeout_s: float = 10.0
@@ -68,6 +93,11 @@ class Settings:
     def events_location(self) -> str:
         """Where sealed Parquet events go: a local path or a pyarrow filesystem URI."""
         return self.events_uri or str(self.data_dir / "events")
+
+    @property
+    def host_id_path(self) -> Path:
+        """This host's stable identity in the shared lake (``api.host_identity``)."""
+        return self.data_dir / "host-id"
 
     @property
     def meter_path(self) -> Path:
@@ -109,6 +139,19 @@ class Settings:
             config_poll_interval_s=float(env.get("FLAGSIGHT_CONFIG_POLL_INTERVAL", "0.25")),
             schedule_cron=env.get("FLAGSIGHT_PIPELINE_CRON", "*/5 * * * *"),
             events_uri=env.get("FLAGSIGHT_EVENTS_URI") or None,
+            seal_retry_cap_s=float(env.get("FLAGSIGHT_SEAL_RETRY_CAP", "30")),
+            s3=S3Options(
+                access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+                secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+                session_token=env.get("AWS_SESSION_TOKEN") or None,
+                region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+                endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
+                connect_timeout_s=float(env.get("FLAGSIGHT_S3_CONNECT_TIMEOUT", "2")),
+                request_timeout_s=float(env.get("FLAGSIGHT_S3_REQUEST_TIMEOUT", "10")),
+                secret_variable="AWS_SECRET_ACCESS_KEY"
+                if env.get("AWS_SECRET_ACCESS_KEY")
+                else None,
+            ),
             database_url=env.get("FLAGSIGHT_DATABASE_URL") or None,
             header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),
             keepalive_s=int(env.get("FLAGSIGHT_KEEPALIVE_TIMEOUT", "30")),

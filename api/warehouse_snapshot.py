@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api.host_lock import HostLock
+from api.objectstore import filesystem_for, is_remote
 from api.services import Services
+from api.settings import S3Options
 
 SNAPSHOT_NAME = "_warehouse/warehouse.duckdb"
 """Under the lake's root; the leading underscore keeps it out of Hive partition discovery."""
@@ -31,32 +33,25 @@ if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
 
-def is_remote(events_location: str) -> bool:
-    return "://" in events_location and not events_location.startswith("file://")
-
-
-def _snapshot_object(events_location: str) -> tuple[pafs.FileSystem, str]:
-    # pyarrow only here: a pipeline run over a local lake must not pay for importing it.
-    from api.eventlog.sealing import filesystem_for
-
-    filesystem, base = filesystem_for(events_location)
+def _snapshot_object(events_location: str, s3: S3Options) -> tuple[pafs.FileSystem, str]:
+    filesystem, base = filesystem_for(events_location, s3)
     return filesystem, f"{base.rstrip('/')}/{SNAPSHOT_NAME}"
 
 
-def upload_snapshot(local: Path, events_location: str) -> str:
+def upload_snapshot(local: Path, events_location: str, s3: S3Options) -> str:
     """Put the published file into the bucket; the object's path."""
-    filesystem, path = _snapshot_object(events_location)
+    filesystem, path = _snapshot_object(events_location, s3)
     with local.open("rb") as source, filesystem.open_output_stream(path) as target:
         while chunk := source.read(_CHUNK):
             target.write(chunk)
     return path
 
 
-def download_if_newer(events_location: str, local: Path) -> bool:
+def download_if_newer(events_location: str, local: Path, s3: S3Options) -> bool:
     """Replace ``local`` by the bucket's snapshot when that is newer; True when it did."""
     import pyarrow.fs as pafs
 
-    filesystem, path = _snapshot_object(events_location)
+    filesystem, path = _snapshot_object(events_location, s3)
     info = filesystem.get_file_info(path)
     if info.type != pafs.FileType.File or info.mtime is None:
         return False
@@ -103,7 +98,7 @@ class WarehouseFollower:
         while True:
             try:
                 if self._lock.held() and download_if_newer(
-                    settings.events_location, settings.warehouse_path
+                    settings.events_location, settings.warehouse_path, settings.s3
                 ):
                     self._services.metrics.warehouse_downloads.inc()
                     log.info(

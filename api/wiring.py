@@ -15,7 +15,8 @@ from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.controlplane.store import ControlPlaneStore
 from api.dagster_home import prepare_dagster_home
 from api.evaluation_id import EvaluationIdIssuer
-from api.eventlog.sealer_process import sealer_lock_path
+from api.eventlog.sealer import settings_sink
+from api.eventlog.sealer_lock import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
 from api.metering.meter import Meter
 from api.metering.mmap_meter import MmapMeter
@@ -86,6 +87,8 @@ def build_services(settings: Settings, metrics: Metrics | None = None, clock=tim
             metrics=metrics,
             clock=clock,
             sealer_lock=sealer_lock_path(settings),
+            sink=settings_sink(settings),
+            retry_cap_s=settings.seal_retry_cap_s,
         ),
         ids=EvaluationIdIssuer(store.signing_key()),
         metrics=metrics,

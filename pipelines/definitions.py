@@ -22,9 +22,28 @@ def working_database_path(settings: Settings) -> str:
     return str(settings.data_dir / "pipeline" / "working.duckdb")
 
 
+def lake_resource(settings: Settings) -> EventLakeResource:
+    """The lake of ``settings``; a secret read from a variable is passed as Dagster's
+    ``EnvVar`` of that variable, which keeps it out of the UI and the run's config."""
+    s3 = settings.s3
+    secret: str | dg.EnvVar | None = s3.secret_access_key
+    if s3.secret_variable:
+        secret = dg.EnvVar(s3.secret_variable)
+    return EventLakeResource(
+        events_location=settings.events_location,
+        s3_region=s3.region,
+        s3_endpoint_url=s3.endpoint_url,
+        s3_access_key_id=s3.access_key_id,
+        s3_secret_access_key=secret,
+        s3_session_token=s3.session_token,
+        s3_connect_timeout_s=s3.connect_timeout_s,
+        s3_request_timeout_s=s3.request_timeout_s,
+    )
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     return {
-        "lake": EventLakeResource(events_location=settings.events_location),
+        "lake": lake_resource(settings),
         "warehouse": WarehouseResource(
             working_path=working_database_path(settings),
             published_path=str(settings.warehouse_path),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from api.eventlog.schema import EVALUATION, FEEDBACK
-from pipelines.resources import LakeFile
+from pipelines.lake import Lake, LakeFile, Scan
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -60,7 +60,11 @@ def new_files(
 
 
 def load_files(
-    con: duckdb.DuckDBPyConnection, event_type: str, files: list[LakeFile], run_id: str | None
+    con: duckdb.DuckDBPyConnection,
+    lake: Lake,
+    event_type: str,
+    files: list[LakeFile],
+    run_id: str | None,
 ) -> LoadReport:
     """Append the files' rows and record them in the ledger, in one transaction.
 
@@ -70,14 +74,13 @@ def load_files(
     pending = new_files(con, event_type, files)
     if not pending:
         return LoadReport(None, 0, 0, 0, 0)
-    paths = [f.absolute_path for f in pending]
     con.execute("BEGIN TRANSACTION")
     try:
         batch = con.execute("SELECT nextval('load_batch_seq')").fetchone()[0]
-        counts = _row_counts(con, paths)
-        rows_read = sum(counts.values())
-        rows_loaded = _append_rows(con, event_type, paths, batch)
-        _record_ledger(con, event_type, pending, counts, batch)
+        with lake.scan(con, event_type, pending) as scan:
+            rows_read = sum(scan.row_counts.values())
+            rows_loaded = _append_rows(con, event_type, scan, batch)
+        _record_ledger(con, event_type, pending, scan.row_counts, batch)
         con.execute(
             "INSERT INTO load_batches VALUES (?, ?, ?, ?, ?, ?, current_timestamp, ?)",
             [
@@ -97,36 +100,29 @@ def load_files(
     return LoadReport(batch, len(pending), rows_read, rows_loaded, rows_read - rows_loaded)
 
 
-def _row_counts(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, int]:
-    rows = con.execute(
-        "SELECT file_name, num_rows FROM parquet_file_metadata(?)", [paths]
-    ).fetchall()
-    return {name: int(count) for name, count in rows}
-
-
-def _append_rows(
-    con: duckdb.DuckDBPyConnection, event_type: str, paths: list[str], batch: int
-) -> int:
+def _append_rows(con: duckdb.DuckDBPyConnection, event_type: str, scan: Scan, batch: int) -> int:
     table, columns = RAW_TABLES[event_type], _COLUMNS[event_type]
-    source = _source(con, columns, paths)
+    source = _source(con, columns, scan)
     before = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[
         0
     ]
     if event_type == FEEDBACK:
         con.execute(
             f"INSERT INTO {table} ({columns}, load_batch) SELECT *, {batch} FROM ({source})",
-            [paths],
+            scan.params,
         )
     else:
-        _append_unique_evaluations(con, source, columns, paths, batch)
+        _append_unique_evaluations(con, source, columns, scan.params, batch)
     after = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[0]
     return int(after - before)
 
 
-def _source(con: duckdb.DuckDBPyConnection, columns: str, paths: list[str]) -> str:
-    """The SELECT of ``columns`` from the files, a column no file has read as NULL."""
-    read = "read_parquet(?, hive_partitioning = false, union_by_name = true)"
-    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {read}", [paths]).fetchall()}
+def _source(con: duckdb.DuckDBPyConnection, columns: str, scan: Scan) -> str:
+    """The SELECT of ``columns`` from the scanned files, a column no file has read as NULL."""
+    present = {
+        row[0]
+        for row in con.execute(f"DESCRIBE SELECT * FROM {scan.relation}", scan.params).fetchall()
+    }
     wanted = [name.strip() for name in columns.split(",")]
     select = [
         f"{_ADDED_SINCE_V1[name]} AS {name}"
@@ -134,13 +130,13 @@ def _source(con: duckdb.DuckDBPyConnection, columns: str, paths: list[str]) -> s
         else name
         for name in wanted
     ]
-    return f"SELECT {', '.join(select)} FROM {read}"
+    return f"SELECT {', '.join(select)} FROM {scan.relation}"
 
 
 def _append_unique_evaluations(
-    con: duckdb.DuckDBPyConnection, source: str, columns: str, paths: list[str], batch: int
+    con: duckdb.DuckDBPyConnection, source: str, columns: str, params: list, batch: int
 ) -> None:
-    con.execute(f"CREATE OR REPLACE TEMP TABLE eval_batch AS {source}", [paths])
+    con.execute(f"CREATE OR REPLACE TEMP TABLE eval_batch AS {source}", params)
     total, distinct = con.execute(
         "SELECT count(*), count(DISTINCT evaluation_id) FROM eval_batch"
     ).fetchone()
@@ -190,9 +186,10 @@ def load_event_type(
     context: dg.AssetExecutionContext, event_type: str, resources: InsightsResources
 ) -> Metadata:
     """Load the lake's new files of one event type; the asset's metadata."""
-    files = resources.lake.sealed_files(event_type)
+    lake = resources.lake.lake()
+    files = lake.sealed_files(event_type)
     with resources.warehouse.connect() as con:
-        report: LoadReport = load_files(con, event_type, files, context.run_id)
+        report: LoadReport = load_files(con, lake, event_type, files, context.run_id)
         table_rows = con.execute(f"SELECT count(*) FROM {RAW_TABLES[event_type]}").fetchone()[0]
     context.log.info(
         f"{event_type}: {report.file_count} new file(s) of {len(files)}, "

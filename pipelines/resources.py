@@ -6,9 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import dagster as dg
 import duckdb
@@ -16,56 +14,44 @@ from pydantic import PrivateAttr
 
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.controlplane.store import ControlPlaneStore
+from api.settings import S3Options
+from pipelines.lake import Lake, LakeFile, open_lake
 from warehouse.migrations import migrate
 
 
-@dataclass(frozen=True)
-class LakeFile:
-    """One sealed Parquet file of the event lake."""
-
-    relative_path: str
-    absolute_path: str
-    size_bytes: int
-    event_date: str | None
-    modified_ns: int = 0
-
-
 class EventLakeResource(dg.ConfigurableResource):
-    """The Hive-partitioned Parquet event lake written by the API workers."""
+    """The Hive-partitioned Parquet event lake written by the API hosts: a folder, or every
+    host's objects in S3-compatible storage (``s3://bucket/prefix``) with these options."""
 
     events_location: str
+    s3_region: str | None = None
+    s3_endpoint_url: str | None = None
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: str | None = None
+    s3_session_token: str | None = None
+    s3_connect_timeout_s: float = 2.0
+    s3_request_timeout_s: float = 10.0
 
-    def root(self) -> Path:
-        parsed = urlparse(self.events_location)
-        if parsed.scheme in ("", "file"):
-            return Path(parsed.path if parsed.scheme else self.events_location)
-        raise ValueError(
-            f"events location {self.events_location!r}: only local paths are supported by the "
-            "insights pipeline"
+    def s3_options(self) -> S3Options:
+        return S3Options(
+            access_key_id=self.s3_access_key_id,
+            secret_access_key=self.s3_secret_access_key,
+            session_token=self.s3_session_token,
+            region=self.s3_region,
+            endpoint_url=self.s3_endpoint_url,
+            connect_timeout_s=self.s3_connect_timeout_s,
+            request_timeout_s=self.s3_request_timeout_s,
         )
+
+    def lake(self) -> Lake:
+        return open_lake(self.events_location, self.s3_options())
 
     def sealed_files(self, event_type: str) -> list[LakeFile]:
         """Every sealed ``<event_type>/date=*/*.parquet`` file, sorted by path.
 
         Files being written are never matched: they start with ``.`` or end with ``.tmp``.
         """
-        root = self.root()
-        files = []
-        for path in sorted((root / event_type).glob("date=*/*.parquet")):
-            if path.name.startswith("."):
-                continue
-            date = path.parent.name.removeprefix("date=")
-            stat = path.stat()
-            files.append(
-                LakeFile(
-                    relative_path=path.relative_to(root).as_posix(),
-                    absolute_path=str(path),
-                    size_bytes=stat.st_size,
-                    event_date=date or None,
-                    modified_ns=stat.st_mtime_ns,
-                )
-            )
-        return files
+        return self.lake().sealed_files(event_type)
 
 
 class WarehouseResource(dg.ConfigurableResource):

@@ -7,18 +7,19 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from api.eventlog.schema import SCHEMAS
-from api.eventlog.sealing import filesystem_for
+from api.objectstore import filesystem_for
+from api.settings import S3Options
 
 PARTITION_FIELD = pa.field("date", pa.date32())
 
 
-def read_events(events_location: str, event_type: str) -> pa.Table:
+def read_events(events_location: str, event_type: str, s3: S3Options | None = None) -> pa.Table:
     """Every sealed event of one type: its schema's columns plus the Hive ``date`` column.
 
     Hidden files (``.``/``_`` prefixes, i.e. files being written) are never read.
     """
     schema = SCHEMAS[event_type].append(PARTITION_FIELD)
-    filesystem, base = filesystem_for(events_location)
+    filesystem, base = filesystem_for(events_location, s3)
     root = f"{base}/{event_type}"
     if filesystem.get_file_info(root).type == pafs.FileType.NotFound:
         return schema.empty_table()

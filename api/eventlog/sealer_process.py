@@ -16,66 +16,53 @@ left: no segment depends on this process being alive.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
-from api.eventlog.segmented import MAX_TICK_S, TICK_FRACTION, SegmentedEventLog
+from api.eventlog.sealer import Backoff, Sealer, settings_sink
+from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
+from api.eventlog.segmented import MAX_TICK_S, TICK_FRACTION
 from api.observability.logging import configure_logging
 from api.observability.metrics import Metrics
 from api.processes import pid_alive
 from api.settings import Settings
 
-LOCK_NAME = "sealer.lock"
 log = logging.getLogger("flagsight.sealer")
-
-
-def sealer_lock_path(settings: Settings) -> Path:
-    """The file whose ``flock`` says a sealer process is alive for this data directory."""
-    return settings.meter_path.parent / LOCK_NAME
-
-
-def hold_lock(path: Path) -> int:
-    """Take the sealer lock (waiting for a worker probing it); the descriptor keeps it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
 
 
 def run(settings: Settings, stop: threading.Event, master_pid: int | None = None) -> None:
     """Seal orphans every tick until ``stop`` is set or ``master_pid`` (default: the parent)
     is gone."""
-    event_log = SegmentedEventLog(
+    sealer = Sealer(
         settings.wal_dir,
-        settings.events_location,
-        fsync_interval_s=settings.fsync_interval_s,
+        settings_sink(settings),
         seal_interval_s=settings.seal_interval_s,
         metrics=Metrics(),
+        backoff=Backoff(cap_s=settings.seal_retry_cap_s),
     )
-    lock_fd = hold_lock(sealer_lock_path(settings))
+    lock = SealerLock(sealer_lock_path(settings))
+    lock.acquire()
     master_pid = master_pid or os.getppid()
     tick = min(MAX_TICK_S, settings.seal_interval_s * TICK_FRACTION)
     log.info("sealer started", extra={"wal_dir": str(settings.wal_dir)})
     try:
         while True:
-            _pass(event_log)
+            _pass(sealer)
             if stop.wait(tick) or not pid_alive(master_pid):
                 break
-        _pass(event_log)  # whatever the workers handed off while stopping
+        _pass(sealer)  # whatever the workers handed off while stopping
     finally:
-        os.close(lock_fd)  # from now on, workers still running seal in-process
-    _pass(event_log)  # a hand-off that raced with the release
+        lock.release()  # from now on, workers still running seal in-process
+    _pass(sealer)  # a hand-off that raced with the release
     log.info("sealer stopped")
 
 
-def _pass(event_log: SegmentedEventLog) -> None:
+def _pass(sealer: Sealer) -> None:
     try:
-        event_log.recover_orphans()
+        sealer.recover_orphans()
     except Exception:  # the sealer must outlive any one failure; the next pass retries
         log.exception("sealing pass failed")
 

@@ -6,18 +6,16 @@ A segment yields at most one file per (event type, UTC date), named after the se
 
 The bytes depend only on the segment's content (row order is frame order, fixed writer
 options), so sealing a segment again after a crash rewrites identical files under the same
-names: an event lands in exactly one file however often sealing is retried. Each file is
-written under a hidden temporary name in its final directory and renamed once closed, so a
-reader globbing ``*.parquet`` never opens a half-written file.
+names: an event lands in exactly one file however often sealing is retried. How a file is
+made visible whole (rename on disk, one PUT in object storage) is the sink's business
+(``api.eventlog.sinks``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import functools
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +23,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from api.evaluation.model import NOT_EVALUATED
 from api.evaluation_id import bulk_ids
@@ -41,13 +37,10 @@ from api.eventlog.schema import (
     SCHEMAS,
     EvaluationBatch,
 )
-from api.eventlog.segments import fsync_dir
+from api.eventlog.sinks import Sink
 
 log = logging.getLogger("flagsight.eventlog")
 
-ROW_GROUP_ROWS = 128 * 1024
-"""One row group for a normal segment; very busy segments get several of this size."""
-COMPRESSION = "zstd"
 _US_PER_DAY = 86_400 * 1_000_000
 _EPOCH = dt.date(1970, 1, 1)
 _TIME_COLUMN = 2  # evaluated_at / received_at, right after schema_version
@@ -57,59 +50,12 @@ _OUTCOME_FIELDS = ("value", "matched_rule_type", "error_type")
 _USERS = EvaluationBatch._fields.index("user_identifiers")
 
 
-def filesystem_for(location: str) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem and base path for a URI (``s3://…``, ``file://…``) or local path."""
-    if "://" in location:
-        return pafs.FileSystem.from_uri(location)
-    return pafs.LocalFileSystem(), str(Path(location).resolve())
-
-
 @dataclass(frozen=True)
 class SealedFile:
     event_type: str
     date: str
     path: str
     rows: int
-
-
-class ParquetSink:
-    """Publishes tables as whole files under an events location (local or remote)."""
-
-    def __init__(self, location: str, *, row_group_rows: int = ROW_GROUP_ROWS):
-        self.filesystem, self.base = filesystem_for(location)
-        self.row_group_rows = row_group_rows
-        self._local = isinstance(self.filesystem, pafs.LocalFileSystem)
-
-    def publish(self, table: pa.Table, event_type: str, date: str, stem: str) -> str:
-        """Write ``table`` to its final name atomically; durable on return for local disks."""
-        directory = f"{self.base}/{event_type}/date={date}"
-        final = f"{directory}/{stem}.parquet"
-        temporary = f"{directory}/.{stem}.parquet.tmp"
-        self.filesystem.create_dir(directory, recursive=True)
-        pq.write_table(
-            table,
-            temporary,
-            filesystem=self.filesystem,
-            compression=COMPRESSION,
-            row_group_size=self.row_group_rows,
-        )
-        if self._local:
-            _fsync_file(temporary)
-        self.filesystem.move(temporary, final)
-        if self._local:
-            # The rename and any new partition directories must outlive a machine crash
-            # before the segment that could rebuild them is deleted.
-            for path in (directory, f"{self.base}/{event_type}", self.base):
-                fsync_dir(path)
-        return final
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _ROW_TYPES = {event_type: pa.struct(list(SCHEMAS[event_type])[1:]) for event_type in EVENT_TYPES}
@@ -363,7 +309,7 @@ def _date_name(day: int) -> str:
 
 def seal_segment(
     path: Path,
-    sink: ParquetSink,
+    sink: Sink,
     on_invalid: Callable[[InvalidFrame], None] | None = None,
 ) -> list[SealedFile]:
     """Write a segment's events as Parquet; the caller holds its flock and deletes it after.
@@ -384,9 +330,3 @@ def seal_segment(
 
 def _log_invalid(exc: InvalidFrame) -> None:
     log.error("skipped an invalid event frame", extra={"event": "invalid_frame", "error": str(exc)})
-
-
-def remove_segment(path: Path) -> None:
-    """Delete a sealed segment (a vanished file was already removed: fine)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)

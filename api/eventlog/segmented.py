@@ -7,14 +7,20 @@ so a returned call means the events will be sealed by someone, even if this work
 Background threads (started in the worker, after fork):
 
 * the syncer fsyncs the active segment every ``fsync_interval_s`` (the machine-crash bound);
-* the sealer rotates the active segment once it has held events for ``ROTATE_FRACTION`` of
-  ``seal_interval_s`` (or has grown past ``MAX_SEGMENT_BYTES``), seals closed segments into Parquet and deletes them, and seals orphans:
-  segments left behind by killed processes, recognised by their free ``flock``.
+* the sealing thread rotates the active segment once it has held events for
+  ``ROTATE_FRACTION`` of ``seal_interval_s`` (or has grown past ``MAX_SEGMENT_BYTES``), and
+  has a ``Sealer`` (``api.eventlog.sealer``) seal closed segments and orphans: segments left
+  behind by killed processes, recognised by their free ``flock``.
+
+The pieces: this class is the writer (segments, appends, rotation, fsync); the ``Sealer``
+turns closed segments into files through a sink (``api.eventlog.sinks``: a folder or object
+storage); the ``SealerLock`` (``api.eventlog.sealer_lock``) says whether a sealer process
+does that for the whole server.
 
 Hand-off: given ``sealer_lock``, while a sealer process (``api.eventlog.sealer_process``)
-holds that file's ``flock`` this log does not seal: it fsyncs each closed segment and closes
-it, which makes it an orphan that the sealer seals within one of its ticks. Workers thus never
-load pyarrow (tens of MB each, and a pandas import on the first conversion). If the sealer is
+holds that lock this log does not seal: it fsyncs each closed segment and closes it, which
+makes it an orphan that the sealer seals within one of its ticks. Workers thus never load
+pyarrow (tens of MB each, and a pandas import on the first conversion). If the sealer is
 gone, the log seals in-process again, so no segment waits on a dead sealer.
 
 Timing: an event waits at most ``ROTATE_FRACTION × seal_interval_s`` for rotation plus one
@@ -24,17 +30,14 @@ left for writing the files, so the configured ``seal_interval_s`` is the bound.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from api.eventlog.frames import EVALUATION_BATCH_CODE, TYPE_CODES, InvalidFrame, encode_frame
+from api.eventlog.failures import FailureReporter
+from api.eventlog.frames import EVALUATION_BATCH_CODE, TYPE_CODES, encode_frame
 from api.eventlog.log import EventLogUnavailable
 from api.eventlog.schema import (
     EVALUATION,
@@ -44,58 +47,21 @@ from api.eventlog.schema import (
     EvaluationEvent,
     FeedbackEvent,
 )
-from api.eventlog.segments import (
-    Segment,
-    SegmentNamer,
-    claim,
-    create_segment,
-    orphan_paths,
-    remove_abandoned_pending,
-)
+from api.eventlog.sealer import RETRY_CAP_S, Backoff, Sealer, location_sink
+from api.eventlog.sealer_lock import SealerLock
+from api.eventlog.segments import Segment, SegmentNamer, create_segment, remove_segment
 from api.observability.metrics import Metrics
 
 if TYPE_CHECKING:
-    from api.eventlog.sealing import ParquetSink, SealedFile
-
-log = logging.getLogger("flagsight.eventlog")
+    from api.eventlog.sinks import Sink
 
 ROTATE_FRACTION = 0.7
 TICK_FRACTION = 0.1
 MAX_TICK_S = 0.5
 MAX_SEGMENT_BYTES = 32 * 1024 * 1024
 """Rotate early past this size: bounds the memory and time of sealing one segment."""
-WARNING_INTERVAL_S = 10.0
-"""At most one warning per kind per this many seconds: a full disk must not flood the logs."""
 
 _NEW, _RUNNING, _CLOSED = "new", "running", "closed"
-
-
-class _Throttled:
-    """Logs the first failure of a kind, then at most one per interval with a count."""
-
-    def __init__(self, interval_s: float):
-        self._interval_s = interval_s
-        self._last: dict[str, float] = {}
-        self._suppressed: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def warning(self, kind: str, message: str, exc: BaseException, **fields: object) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._last.get(kind, -self._interval_s) < self._interval_s:
-                self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
-                return
-            self._last[kind] = now
-            suppressed = self._suppressed.pop(kind, 0)
-        extra = {
-            "event": kind,
-            "error": str(exc),
-            "error_type": type(exc).__name__,
-            "errno": getattr(exc, "errno", None),
-            "suppressed": suppressed,
-            **fields,
-        }
-        log.warning(message, extra=extra)
 
 
 class SegmentedEventLog:
@@ -111,43 +77,41 @@ class SegmentedEventLog:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         sealer_lock: Path | None = None,
+        sink: Callable[[], Sink] | None = None,
+        retry_cap_s: float = RETRY_CAP_S,
     ):
+        """``sink`` builds where sealed files go (default: a ``ParquetSink`` on
+        ``events_location``); it is called on the first seal, so pyarrow loads only then."""
         if fsync_interval_s <= 0 or seal_interval_s <= 0:
             raise ValueError("fsync_interval_s and seal_interval_s must be positive")
         self.wal_dir = Path(wal_dir)
-        self._events_location = events_location
-        self._sink: ParquetSink | None = None
-        self._sealer_lock = sealer_lock
+        self._failure = FailureReporter(metrics)
+        self.sealer = Sealer(
+            self.wal_dir,
+            sink or location_sink(events_location),
+            seal_interval_s=seal_interval_s,
+            metrics=metrics,
+            failures=self._failure,
+            backoff=Backoff(cap_s=retry_cap_s),
+        )
+        self._sealer_lock = SealerLock(sealer_lock) if sealer_lock is not None else None
         self._fsync_interval_s = fsync_interval_s
-        self._seal_interval_s = seal_interval_s
         self._rotate_after_s = seal_interval_s * ROTATE_FRACTION
         self._tick_s = min(MAX_TICK_S, seal_interval_s * TICK_FRACTION)
-        self._metrics = metrics
         self._namer = SegmentNamer(clock)
         self._lock = threading.Lock()  # guards _state, _active, _ended and writes
         self._state = _NEW
         self._active: Segment | None = None
         self._ended: list[Segment] = []
         self._seal_lock = threading.Lock()
-        self._retry_after: dict[Path, float] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._throttle = _Throttled(WARNING_INTERVAL_S)
         self._logged = (
             {t: metrics.events_logged.labels(type=t) for t in EVENT_TYPES} if metrics else {}
         )
         self._unreported = dict.fromkeys(EVENT_TYPES, 0)
         """Appended events not yet added to ``events_logged``: a multi-process counter write
         per append would cost as much as the append itself (see ``flush_counts``)."""
-
-    @property
-    def sink(self) -> ParquetSink:
-        """Where sealed files go; built (and pyarrow imported) on first use."""
-        if self._sink is None:
-            from api.eventlog.sealing import ParquetSink
-
-            self._sink = ParquetSink(self._events_location)
-        return self._sink
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -290,19 +254,7 @@ class SegmentedEventLog:
 
     def sealer_alive(self) -> bool:
         """Whether a sealer process holds ``sealer_lock`` (then this log hands segments off)."""
-        if self._sealer_lock is None:
-            return False
-        try:
-            fd = os.open(self._sealer_lock, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # also drops the shared lock if we got it
-        return False
+        return self._sealer_lock is not None and self._sealer_lock.held_elsewhere()
 
     def _guarded(self, step: Callable[[], object]) -> None:
         """The sealer must outlive any one failure: report it and go on with the next tick."""
@@ -336,7 +288,7 @@ class SegmentedEventLog:
                 self._active = fresh
                 return
         fresh.close()
-        _remove(fresh.path)
+        remove_segment(fresh.path)
 
     def seal_now(self) -> None:
         """Rotate and seal what this process has appended so far (tests, tools, shutdown)."""
@@ -352,7 +304,7 @@ class SegmentedEventLog:
                     self._hand_off(segment)
                 return
             for segment in ended:
-                self._seal_own(segment)
+                self.sealer.seal_owned(segment)
 
     def _hand_off(self, segment: Segment) -> None:
         """fsync and close: the released flock makes the segment the sealer's to seal."""
@@ -365,70 +317,6 @@ class SegmentedEventLog:
         finally:
             segment.close()
 
-    def _seal_own(self, segment: Segment) -> None:
-        try:
-            segment.sync()
-            if segment.written:
-                self._publish(_seal(segment.path, self.sink, self._invalid_frame))
-            _remove(segment.path)
-        except Exception as exc:
-            self._failure(
-                "event_log_seal_failed", "cannot seal a log segment", exc, segment=segment.path.name
-            )
-            self._retry_after[segment.path] = time.monotonic() + self._seal_interval_s
-        finally:
-            segment.close()  # releases the flock: an unsealed segment is now an orphan
-
     def recover_orphans(self) -> None:
-        """Seal and delete every segment no live process owns (killed writers, failed seals).
-
-        Concurrent recoverers are safe: only the holder of a segment's flock seals it, and a
-        segment deleted meanwhile is recognised and skipped.
-        """
-        remove_abandoned_pending(self.wal_dir)
-        now = time.monotonic()
-        for path in orphan_paths(self.wal_dir):
-            if self._retry_after.get(path, 0.0) > now:
-                continue
-            fd = claim(path)
-            if fd is None:
-                continue
-            try:
-                os.fsync(fd)
-                self._publish(_seal(path, self.sink, self._invalid_frame))
-                _remove(path)
-                self._retry_after.pop(path, None)
-            except Exception as exc:
-                self._failure(
-                    "event_log_seal_failed", "cannot seal an orphan segment", exc, segment=path.name
-                )
-                self._retry_after[path] = now + self._seal_interval_s
-            finally:
-                os.close(fd)
-
-    # -- reporting -------------------------------------------------------------------------
-
-    def _publish(self, sealed: list[SealedFile]) -> None:
-        if self._metrics is not None:
-            for item in sealed:
-                self._metrics.files_sealed.labels(type=item.event_type).inc()
-
-    def _invalid_frame(self, exc: InvalidFrame) -> None:
-        self._failure("event_log_invalid_frame", "skipped an event frame that fits no schema", exc)
-
-    def _failure(self, kind: str, message: str, exc: BaseException, **fields: object) -> None:
-        if self._metrics is not None:
-            self._metrics.event_log_errors.inc()
-        self._throttle.warning(kind, message, exc, **fields)
-
-
-def _seal(path: Path, sink: ParquetSink, on_invalid: Callable[[InvalidFrame], None]) -> list:
-    from api.eventlog.sealing import seal_segment  # pyarrow, only where sealing happens
-
-    return seal_segment(path, sink, on_invalid)
-
-
-def _remove(path: Path) -> None:
-    """Delete a sealed segment (a vanished file was already removed: fine)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+        """Seal and delete every segment no live process owns (see ``Sealer``)."""
+        self.sealer.recover_orphans()

@@ -181,3 +181,9 @@ def fsync_dir(path: Path | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_segment(path: Path) -> None:
+    """Delete a segment (a vanished file was already removed: fine)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)

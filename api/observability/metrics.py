@@ -121,6 +121,37 @@ class Metrics:
             ["type"],
             registry=r,
         )
+        self.seal_failures = Counter(
+            "flagsight_event_seal_failures",
+            "Failed attempts to seal a write-ahead segment: store_unavailable (the event lake "
+            "refused or could not be reached; retried with backoff) or error",
+            ["reason"],
+            registry=r,
+        )
+        self.lake_unreachable = Gauge(
+            "flagsight_event_lake_unreachable",
+            "1 while the sealer backs off because the event lake is unreachable",
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.backlog_segments = Gauge(
+            "flagsight_event_log_backlog_segments",
+            "Write-ahead segments not yet sealed (the workers' active ones included)",
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.backlog_bytes = Gauge(
+            "flagsight_event_log_backlog_bytes",
+            "Bytes of write-ahead segments not yet sealed",
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.backlog_age = Gauge(
+            "flagsight_event_log_backlog_age_seconds",
+            "Time since the last write to the oldest unsealed write-ahead segment",
+            registry=r,
+            multiprocess_mode="max",
+        )
         self.plan_limit_refusals = Counter(
             "flagsight_plan_limit_refusals", "Evaluations refused at the hard threshold", registry=r
         )

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from api.warehouse_snapshot import is_remote, upload_snapshot
+from api.objectstore import is_remote
+from api.warehouse_snapshot import upload_snapshot
 from pipelines.constants import (
     ATTRIBUTED_FEEDBACK,
     ENVIRONMENT_KEYS,
@@ -25,7 +26,9 @@ def _publish(context: dg.AssetExecutionContext, resources: InsightsResources) ->
         size = publish(con, target, context.run_id)
     metadata: dict[str, object] = {"path": str(target), "size_bytes": size}
     if is_remote(resources.lake.events_location):
-        metadata["uploaded_to"] = upload_snapshot(target, resources.lake.events_location)
+        metadata["uploaded_to"] = upload_snapshot(
+            target, resources.lake.events_location, resources.lake.s3_options()
+        )
     return metadata
 
 

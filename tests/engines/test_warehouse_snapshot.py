@@ -9,14 +9,19 @@ import duckdb
 import pytest
 
 from api.engines.seaweedfs import SeaweedFS
-from api.warehouse_snapshot import download_if_newer, is_remote, upload_snapshot
+from api.objectstore import is_remote
+from api.settings import S3Options, Settings
+from api.warehouse_snapshot import download_if_newer, upload_snapshot
 
 
 @pytest.fixture
-def s3_env(seaweedfs: SeaweedFS, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name, value in seaweedfs.environment().items():
-        monkeypatch.setenv(name, value)
+def s3_env(seaweedfs: SeaweedFS) -> str:
     return f"s3://{seaweedfs.bucket}/snapshot-test-{time.time_ns()}"
+
+
+@pytest.fixture
+def s3(seaweedfs: SeaweedFS) -> S3Options:
+    return Settings.from_env(seaweedfs.environment()).s3
 
 
 def _warehouse(path: Path, figure: int) -> None:
@@ -29,19 +34,19 @@ def _figure(path: Path) -> int:
         return con.execute("SELECT evaluations FROM figures").fetchone()[0]
 
 
-def test_a_host_takes_each_newer_snapshot_once(s3_env: str, tmp_path: Path) -> None:
+def test_a_host_takes_each_newer_snapshot_once(s3_env: str, s3: S3Options, tmp_path: Path) -> None:
     published, follower = tmp_path / "pipeline.duckdb", tmp_path / "host" / "warehouse.duckdb"
     follower.parent.mkdir()
     assert is_remote(s3_env) and not is_remote(str(tmp_path))
-    assert download_if_newer(s3_env, follower) is False  # nothing published yet
+    assert download_if_newer(s3_env, follower, s3) is False  # nothing published yet
     _warehouse(published, 100)
-    upload_snapshot(published, s3_env)
-    assert download_if_newer(s3_env, follower) is True
+    upload_snapshot(published, s3_env, s3)
+    assert download_if_newer(s3_env, follower, s3) is True
     assert _figure(follower) == 100
-    assert download_if_newer(s3_env, follower) is False  # already current
+    assert download_if_newer(s3_env, follower, s3) is False  # already current
     time.sleep(1.1)  # object times have one-second resolution on some stores
     _warehouse(published, 250)
-    upload_snapshot(published, s3_env)
-    assert download_if_newer(s3_env, follower) is True
+    upload_snapshot(published, s3_env, s3)
+    assert download_if_newer(s3_env, follower, s3) is True
     assert _figure(follower) == 250
     assert not list(follower.parent.glob(".*download*"))

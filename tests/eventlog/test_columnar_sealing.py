@@ -51,7 +51,8 @@ from api.eventlog.schema import (
     EvaluationEvent,
     FeedbackEvent,
 )
-from api.eventlog.sealing import ParquetSink, build_table, read_segment, seal_segment, split_by_date
+from api.eventlog.sealing import build_table, read_segment, seal_segment, split_by_date
+from api.eventlog.sinks import ParquetSink
 from tests.eventlog.support import LAST_US_OF_DAY, evaluation, feedback
 
 DAY_US = 86_400 * 1_000_000

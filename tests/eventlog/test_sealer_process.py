@@ -12,7 +12,8 @@ from pathlib import Path
 from api.eventlog import SegmentedEventLog
 from api.eventlog.reading import read_events
 from api.eventlog.schema import EVALUATION
-from api.eventlog.sealer_process import hold_lock, run, sealer_lock_path
+from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
+from api.eventlog.sealer_process import run
 from api.settings import Settings
 from tests.eventlog.support import REPO, evaluation
 
@@ -39,7 +40,8 @@ def _sealed_ids(settings: Settings) -> set[str]:
 
 def test_while_a_sealer_holds_the_lock_segments_are_handed_off(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
-    lock_fd = hold_lock(sealer_lock_path(settings))
+    lock = SealerLock(sealer_lock_path(settings))
+    lock.acquire()
     log = _log(settings)
     try:
         assert log.sealer_alive()
@@ -48,7 +50,7 @@ def test_while_a_sealer_holds_the_lock_segments_are_handed_off(tmp_path: Path) -
         assert _sealed_ids(settings) == set()
         assert [p.stat().st_size > 0 for p in settings.wal_dir.glob("*.wal")].count(True) == 1
     finally:
-        os.close(lock_fd)
+        lock.release()
     try:
         stop = threading.Event()
         stop.set()  # one pass, then the last ones

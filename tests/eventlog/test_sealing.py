@@ -11,7 +11,8 @@ import pytest
 
 from api.eventlog.frames import HEADER, TYPE_CODES, encode_frame
 from api.eventlog.schema import EVALUATION, FEEDBACK
-from api.eventlog.sealing import ParquetSink, seal_segment
+from api.eventlog.sealing import seal_segment
+from api.eventlog.sinks import ParquetSink
 from tests.eventlog.support import LAST_US_OF_DAY, evaluation, evaluation_ids, feedback, query
 
 

@@ -7,48 +7,11 @@ import time
 from pathlib import Path
 
 import duckdb
-import requests
 
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, requests_caller
 from tests.support.server import GunicornServer
-
-
-def _traffic(
-    url: str, key: str, stop: threading.Event, acked_evals: list[str], acked_feedback: list[str]
-) -> None:
-    """Evaluate and report feedback until stopped; remember only what was acknowledged."""
-    session = requests.Session()
-    session.headers["Authorization"] = f"ApiKey {key}"
-    i = 0
-    while not stop.is_set():
-        i += 1
-        try:
-            if i % 5 == 0:
-                bulk = session.post(
-                    f"{url}/v1/evaluate/bulk",
-                    json={"flagKey": "f", "userIdentifiers": [f"b{i}-{j}" for j in range(20)]},
-                    timeout=2,
-                )
-                if bulk.status_code == 200:
-                    acked_evals.extend(entry["evaluationId"] for entry in bulk.json().values())
-                continue
-            answer = session.post(
-                f"{url}/v1/evaluate", json={"flagKey": "f", "userIdentifier": f"u{i}"}, timeout=2
-            )
-            if answer.status_code != 200:
-                continue
-            evaluation_id = answer.json()["evaluationId"]
-            acked_evals.append(evaluation_id)
-            feedback = session.post(
-                f"{url}/v1/feedback/report",
-                json={"evaluationId": evaluation_id, "result": True},
-                timeout=2,
-            )
-            if feedback.status_code == 204:
-                acked_feedback.append(evaluation_id)
-        except requests.RequestException:
-            time.sleep(0.01)
+from tests.support.traffic import traffic
 
 
 def _ids_in_lake(events: Path, event_type: str) -> list[str]:
@@ -71,7 +34,7 @@ def test_every_acknowledged_event_is_in_parquet_exactly_once_after_sigkill(tmp_p
         stop = threading.Event()
         clients = [
             threading.Thread(
-                target=_traffic,
+                target=traffic,
                 args=(server.url, tenant.api_key, stop, acked_evals, acked_feedback),
             )
             for _ in range(4)
