@@ -82,6 +82,31 @@ def _scrape(server: Server) -> dict[str, float]:
     }
 
 
+def scrape_totals(server: Server) -> dict[str, float]:
+    """Every counter sample of ``/metrics`` summed over its labels, by sample name."""
+    text = requests.get(f"{server.url}/metrics", timeout=10).text
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals
+
+
+def meter_round_trips(before: dict[str, float], after: dict[str, float]) -> dict[str, object]:
+    """The cluster host's meter round trips per 1,000 evaluations between two scrapes."""
+    trips = after.get("flagsight_meter_round_trips_total", 0) - before.get(
+        "flagsight_meter_round_trips_total", 0
+    )
+    evaluations = after.get("flagsight_evaluations_total", 0) - before.get(
+        "flagsight_evaluations_total", 0
+    )
+    return {
+        "round_trips": int(trips),
+        "evaluations": int(evaluations),
+        "round_trips_per_1000": round(1000 * trips / evaluations, 3) if evaluations else None,
+    }
+
+
 class HttpBench:
     """Both servers up; each ``run_*`` method returns a JSON-ready record of one scenario."""
 

@@ -22,9 +22,9 @@ SYNTHETIC_LAKE = REPO / "tests" / "pipelines" / "synthetic_lake.py"
 _SUCCEEDED = re.compile(r"succeeded in ([0-9.]+) s")
 
 
-def _env(data_dir: Path) -> dict[str, str]:
+def _env(data_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLAGSIGHT_", "DAGSTER_"))}
-    return env | {"FLAGSIGHT_DATA_DIR": str(data_dir)}
+    return env | {"FLAGSIGHT_DATA_DIR": str(data_dir)} | (extra or {})
 
 
 def write_lake(
@@ -42,17 +42,32 @@ def write_lake(
     return time.monotonic() - started
 
 
-def run_pipeline(data_dir: Path) -> dict[str, float]:
+def run_pipeline(data_dir: Path, extra_env: dict[str, str] | None = None) -> dict[str, float]:
     started = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "api.cli", "pipeline", "run"],
-        capture_output=True, text=True, cwd=REPO, env=_env(data_dir), check=False,
+        capture_output=True, text=True, cwd=REPO, env=_env(data_dir, extra_env), check=False,
     )  # fmt: skip
     process_s = time.monotonic() - started
     match = _SUCCEEDED.search(out.stdout)
     if out.returncode != 0 or match is None:
         raise RuntimeError(f"pipeline run failed: {out.stdout[-2000:]}{out.stderr[-3000:]}")
     return {"run_s": float(match.group(1)), "process_s": round(process_s, 2)}
+
+
+def copy_lake_to_bucket(data_dir: Path, s3_env: dict[str, str]) -> str:
+    """Copy the local lake's files into the bucket of ``s3_env``; the events URI there."""
+    import pyarrow.fs as pafs
+
+    from api.objectstore import filesystem_for
+    from api.settings import Settings
+
+    target = s3_env["FLAGSIGHT_EVENTS_URI"].rstrip("/") + "-bench-lake"
+    settings = Settings.from_env({**s3_env, "FLAGSIGHT_DATA_DIR": str(data_dir)})
+    filesystem, base = filesystem_for(target, settings.s3)
+    pafs.copy_files(str(data_dir / "events"), base, source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=filesystem, use_threads=True)  # fmt: skip
+    return target
 
 
 def pipeline_bench(
@@ -64,14 +79,23 @@ def pipeline_bench(
     incremental: int,
     small_history: int | None,
     log: Callable[[str], None],
+    s3_env: dict[str, str] | None = None,
 ) -> dict[str, object]:
     """Full run over ``evaluations + feedback`` events, then one over ``incremental`` new ones
-    (two thirds evaluations); optionally the same increment over a small history, to compare."""
+    (two thirds evaluations); optionally the same increment over a small history, to compare.
+    With ``s3_env`` (the cluster mode's variables), the same lake is also copied into the
+    bucket and loaded from there by a pipeline host of its own."""
     big = work_dir / "lake-big"
     record: dict[str, object] = {"evaluations": evaluations, "feedback": feedback, "files": files}
     record["lake_write_s"] = round(write_lake(big, evaluations, feedback, files, "hist"), 1)
     record["full"] = run_pipeline(big)
     log(f"  full run over {evaluations:,} + {feedback:,} events: {record['full']}")
+    if s3_env is not None:
+        record["full_s3"] = run_pipeline(
+            work_dir / "lake-s3-pipeline",
+            s3_env | {"FLAGSIGHT_EVENTS_URI": copy_lake_to_bucket(big, s3_env)},
+        )
+        log(f"  the same run with the lake in S3 (SeaweedFS): {record['full_s3']}")
     inc_eval = incremental * 2 // 3
     write_lake(big, inc_eval, incremental - inc_eval, 2, "inc", later=True)
     record["incremental"] = run_pipeline(big)

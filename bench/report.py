@@ -79,6 +79,11 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
         n = pipeline["evaluations"] + pipeline["feedback"]
         goals.append(_goal(f"pipeline over {n:,} events", pipeline["full"]["run_s"], "<=", 60,
                            "s", "flagsight pipeline run, the run (process start-up excluded)"))  # fmt: skip
+        if "full_s3" in pipeline:
+            goals.append(_goal(
+                "pipeline with the lake in S3 vs local", round(pipeline["full_s3"]["run_s"] / pipeline["full"]["run_s"], 2),
+                "<=", 2, "x", "the full run's time, lake in SeaweedFS / local folder",
+            ))  # fmt: skip
         goals.append(_goal(f"incremental run over {pipeline['incremental_events']:,} new events",
                            pipeline["incremental"]["run_s"], "<=", 3, "s",
                            "as above, after the full run"))  # fmt: skip
@@ -200,6 +205,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                   "| run | events | run s | process s |", "|---|---|---|---|",
                   f"| full | {pipeline['evaluations']:,} + {pipeline['feedback']:,} | "
                   f"{pipeline['full']['run_s']} | {pipeline['full']['process_s']} |",
+                  *([f"| full, lake in S3 | same | {pipeline['full_s3']['run_s']} | "
+                     f"{pipeline['full_s3']['process_s']} |"] if "full_s3" in pipeline else []),
                   f"| incremental | {pipeline['incremental_events']:,} new | "
                   f"{pipeline['incremental']['run_s']} | {pipeline['incremental']['process_s']} |"]  # fmt: skip
         if "small_history_incremental" in pipeline:

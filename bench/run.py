@@ -22,7 +22,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.http_scenarios import CLUSTER, EMBEDDED, MEDIA, TIGHT, Contender, HttpBench, Plan
+from bench.http_scenarios import (
+    CLUSTER,
+    EMBEDDED,
+    MEDIA,
+    TIGHT,
+    Contender,
+    HttpBench,
+    Plan,
+    meter_round_trips,
+    scrape_totals,
+)
 from bench.pipeline_scenarios import pipeline_bench
 from bench.report import write_report
 from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
@@ -67,13 +77,7 @@ def cluster_engines(work_dir: Path) -> Iterator[dict[str, str]]:
         }
 
 
-def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path) -> dict[str, object]:
-    with contextlib.ExitStack() as stack:
-        cluster_env = None if args.no_cluster else stack.enter_context(cluster_engines(work_dir))
-        return _run_http(args, plan, work_dir, cluster_env)
-
-
-def _run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
+def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
               cluster_env: dict[str, str] | None) -> dict[str, object]:  # fmt: skip
     flagsight = FlagsightServer(work_dir / "data", args.workers, work_dir / "flagsight.log")
     references = [
@@ -114,9 +118,13 @@ def _run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
         bench = HttpBench(flagsight, references, work, plan, log, [cluster] if cluster else None)
         bench.warm_up(contenders)
         log("single evaluate: " + ", ".join(c.label for c in contenders))
+        before = scrape_totals(cluster) if cluster is not None else {}
         results["single_evaluate"] = bench.single_evaluate(
             contenders, (16,) if args.smoke else (16, 64)
         )
+        if cluster is not None:
+            results["cluster_meter"] = meter_round_trips(before, scrape_totals(cluster))
+            log(f"  cluster host's meter: {results['cluster_meter']}")
         results["memory_steady"] = bench.memory_steady()
         log(f"  steady state: {results['memory_steady']}")
         log("bulk evaluate")
@@ -152,11 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     started_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load_before = os.getloadavg()
     results: dict[str, object] = {}
-    with tempfile.TemporaryDirectory(prefix="flagsight-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="flagsight-bench-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
         work_dir = args.work_dir or Path(tmp)
         work_dir.mkdir(parents=True, exist_ok=True)
+        cluster_env = None if args.no_cluster else stack.enter_context(cluster_engines(work_dir))
         if not args.no_http:
-            results.update(run_http(args, plan, work_dir))
+            results.update(run_http(args, plan, work_dir, cluster_env))
         if not args.no_signal:
             log("time to signal (flagsight serve + the Dagster daemon)")
             results["time_to_signal"] = time_to_signal(
@@ -175,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 incremental=1_000 if args.smoke else 100_000,
                 small_history=None if args.smoke else 150_000,
                 log=log,
+                s3_env=cluster_env,
             )
     load_after = os.getloadavg()
     command = "make bench" if not args.smoke and argv is None and len(sys.argv) == 1 else (

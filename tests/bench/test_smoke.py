@@ -23,6 +23,9 @@ def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:
     results = report["results"]
     ratios = results["single_evaluate"]["summary"]["c16"]["ratios"]
     assert ratios["vs_tight"]["median"] > 0 and ratios["vs_media"]["median"] > 0
+    assert ratios["cluster_vs_embedded"]["median"] > 0  # a host on PostgreSQL and S3
+    assert results["cluster_meter"]["evaluations"] > 0
+    assert results["pipeline"]["full_s3"]["run_s"] > 0
     assert results["bulk_10k"]["server_user_evaluations"] > 0
     assert results["feedback_bulk_500"]["events_per_s"] > 0
     assert results["pipeline"]["incremental"]["run_s"] > 0
