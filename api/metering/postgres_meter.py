@@ -376,10 +376,14 @@ class PostgresMeter:
             lease.unspent -= from_lease
         credit = here.credit.get(key)
         if credit is None:
+            # At least what a grant would have leased (at most 1 % of what remains, none
+            # within LEASE_FLOOR of the threshold, so this never adds to the overshoot bound):
+            # an organization far from its threshold keeps being served through an outage.
             known_remaining = hard_limit - here.known_usage.get(key, 0)
-            credit = here.credit[key] = _Credit(
-                max(0, min(self._options.outage_allowance, known_remaining))
+            allowance = max(
+                self._options.outage_allowance, leasing.lease_size(known_remaining, MAX_LEASE)
             )
+            credit = here.credit[key] = _Credit(max(0, min(allowance, known_remaining)))
         from_credit = min(requested - from_lease, credit.cap - credit.used)
         credit.used += from_credit
         credit.unwritten += from_credit

@@ -18,6 +18,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 import requests
 
 from api.evaluation.hashing import bucket, threshold
@@ -104,11 +105,20 @@ def treatment_user(percentage: float) -> str:
     )  # fmt: skip
 
 
+@pytest.fixture(params=["embedded", "postgres"])
+def backend(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The service's variables: the embedded default, or its control plane and meter in
+    PostgreSQL (issue 15: each of these works on both)."""
+    if request.param == "embedded":
+        return {}
+    return {"FLAGSIGHT_DATABASE_URL": request.getfixturevalue("postgres_url")}
+
+
 def test_a_failure_rate_jump_is_rolled_back_within_two_minutes_and_served_within_a_second(
-    tmp_path: Path,
+    tmp_path: Path, backend: dict[str, str]
 ) -> None:
     data_dir = tmp_path / "data"
-    server = GunicornServer(data_dir, admin_token=ADMIN_TOKEN).start()
+    server = GunicornServer(data_dir, admin_token=ADMIN_TOKEN, env=backend).start()
     admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
     tenant = admin.tenant()
     admin.flag(tenant.environment_id, FLAG, [{"type": "PERCENTAGE", "percentage": 0}])
@@ -118,7 +128,11 @@ def test_a_failure_rate_jump_is_rolled_back_within_two_minutes_and_served_within
     jump_at = time.time() + JUMP_AFTER_S
     traffic = Traffic(server.url, tenant.api_key, jump_at)
     watcher = Watcher(server.url, tenant.api_key, treatment_user(50))
-    settings = Settings(data_dir=data_dir.resolve(), admin_token=ADMIN_TOKEN)
+    settings = Settings(
+        data_dir=data_dir.resolve(),
+        admin_token=ADMIN_TOKEN,
+        database_url=backend.get("FLAGSIGHT_DATABASE_URL"),
+    )
     traffic.start()
     watcher.start()
     runs = []

@@ -8,18 +8,42 @@ import hmac
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 import requests
 
 from api.controlplane.changes import FlagBody
-from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.evaluation import StaticRule
+from api.settings import Settings
+from api.wiring import open_control_plane
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.server import GunicornServer, free_port
 
 ADMIN_TOKEN = "admin-test-token-0123456789"
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def backend(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The embedded default, or the control plane and meter in PostgreSQL (issue 15: each of
+    these works on both)."""
+    if request.param == "embedded":
+        return {}
+    return {"FLAGSIGHT_DATABASE_URL": request.getfixturevalue("postgres_url")}
+
+
+@pytest.fixture
+def server(tmp_path: Path, backend: dict[str, str]) -> Iterator[GunicornServer]:
+    srv = GunicornServer(tmp_path / "data", admin_token=ADMIN_TOKEN, env=backend).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def server_admin(server: GunicornServer) -> Admin:
+    return Admin(requests_caller(server.url), ADMIN_TOKEN)
 
 
 def served_values(server: GunicornServer, tenant: Tenant, n: int = 30) -> set[bool]:
@@ -67,7 +91,11 @@ def test_a_schedule_due_while_the_service_was_down_is_applied_at_start_up(
     tenant = server_admin.tenant()
     server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}], enabled=False)
     server.stop()
-    store = SqliteControlPlaneStore(server.data_dir / "controlplane.sqlite3")
+    store = open_control_plane(
+        Settings(
+            data_dir=server.data_dir, database_url=server.extra_env.get("FLAGSIGHT_DATABASE_URL")
+        )
+    )
     store.create_schedule(
         tenant.environment_id, "launch", time.time() + 0.2, FlagBody(True, False, (StaticRule(),))
     )
@@ -135,11 +163,11 @@ def wait_for(predicate, timeout_s: float) -> bool:  # noqa: ANN001 - any callabl
 
 
 def test_every_event_arrives_once_signed_after_the_receiver_was_down_and_a_restart(
-    tmp_path: Path,
+    tmp_path: Path, backend: dict[str, str]
 ) -> None:
     server = GunicornServer(
         tmp_path / "data", admin_token=ADMIN_TOKEN,
-        env={"FLAGSIGHT_WEBHOOK_RETRY_BASE": "0.2", "FLAGSIGHT_WEBHOOK_RETRY_CAP": "1"},
+        env={"FLAGSIGHT_WEBHOOK_RETRY_BASE": "0.2", "FLAGSIGHT_WEBHOOK_RETRY_CAP": "1", **backend},
     ).start()  # fmt: skip
     receiver = Receiver(free_port())
     try:
