@@ -31,6 +31,7 @@ the first time a forked child uses the meter.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import secrets
@@ -57,12 +58,14 @@ evaluations a worker serves."""
 _SCHEMA_LOCK = 0x666C_6167_6D74_72  # the advisory lock under which the schema is made
 _GRANT = (
     "SELECT * FROM meter.consume(%s::text, %s::text, %s::integer, %s::text, %s::integer,"
-    " %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::float8)"
+    " %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::bigint, %s::float8,"
+    " %s::bigint)"
 )
 _REPORT = (
     "SELECT meter.report(%s::text, %s::text, %s::integer, %s::float8,"
     " %s::text[], %s::integer[], %s::bigint[], %s::bigint[])"
 )
+_SETTLE = "SELECT meter.settle(%s::text, %s::text[], %s::integer[], %s::bigint[], %s::bigint[])"
 _USAGE = "SELECT meter.usage_of(%s::text, %s::integer)"
 
 Key = tuple[str, int]
@@ -103,6 +106,14 @@ class _Lease:
 
 
 @dataclass
+class _Doubt:
+    """A grant whose answer never came: whether PostgreSQL committed it is unknown."""
+
+    grant_id: int  # the number it gave the lease it would have made
+    returned: int  # the unspent quota it gave back, never spent since
+
+
+@dataclass
 class _Credit:
     cap: int  # how much this worker may serve on credit in this outage
     used: int = 0
@@ -120,6 +131,8 @@ class _Process:
         self.pool: ConnectionPool | None = None
         self.leases: dict[Key, _Lease] = {}
         self.credit: dict[Key, _Credit] = {}
+        self.doubts: dict[Key, _Doubt] = {}  # settled before any other grant of the key
+        self.grant_ids = itertools.count(1)
         self.known_usage: dict[Key, int] = {}
         self.down = False
         self.last_report = time.monotonic()
@@ -283,25 +296,33 @@ class PostgresMeter:
 
     def _grant(self, here: _Process, key: Key, requested: int, hard_limit: int) -> int:
         with here.io_lock:
+            if here.doubts and not here.down:  # the reconnecting thread settles them first
+                with contextlib.suppress(_Unavailable):
+                    self._settle(here, None)
             with here.lock:
                 lease = here.leases.get(key)
                 if lease is not None and lease.unspent >= requested:  # leased meanwhile
                     lease.unspent -= requested
                     return requested
-                if here.down:
+                if here.down or key in here.doubts:  # no grant before the last is settled
                     return self._serve_on_credit(here, key, requested, hard_limit)
                 here.leases.pop(key, None)
             returned = lease.unspent if lease is not None else 0
+            grant_id = next(here.grant_ids)
             params = (
                 here.holder, self._host, here.pid, *key, requested, hard_limit, returned,
                 leasing.LEASE_FLOOR, leasing.LEASE_DIVISOR, MAX_LEASE, self._options.lease_ttl_s,
+                grant_id,
             )  # fmt: skip
             try:
                 granted, leased, allocated = self._call(here, "grant", _GRANT, params)
             except _Unavailable:
                 # Whether the database took back what was returned is unknown: it is not spent
-                # again (at worst counted as served, never served twice).
+                # again, and the reconnecting thread settles it (meter.settle) before the
+                # breaker closes: the old lease row then records what was really left, or
+                # the lease this grant made goes back, so nothing served goes uncounted.
                 with here.lock:
+                    here.doubts[key] = _Doubt(grant_id, returned)
                     return self._serve_on_credit(here, key, requested, hard_limit)
             with here.lock:
                 if leased:
@@ -319,9 +340,12 @@ class PostgresMeter:
         self, here: _Process, *, release: bool, conn: psycopg.Connection[Any] | None = None
     ) -> None:
         """Heartbeat and trim every lease (or give all back) and write back credit, in one
-        round trip. Quota given back is never spent again, whether or not the call succeeds;
-        credit is kept until a call that writes it succeeds."""
+        round trip (after settling grants whose answer was lost, if any). Quota given back is
+        never spent again, whether or not the call succeeds; credit is kept until a call that
+        writes it succeeds, and a lease until a call that records it ended succeeds (so its
+        row never keeps a stale unspent that nothing will correct)."""
         with here.io_lock:
+            self._settle(here, conn)
             with here.lock:
                 rows, credit = self._report_rows(here, release)
                 here.last_report = time.monotonic()
@@ -343,6 +367,8 @@ class PostgresMeter:
                     lease = here.leases.get(key)
                     if lease is not None:
                         lease.reported = unspent
+                        if not unspent and not lease.unspent:  # its row is gone: so is it
+                            del here.leases[key]
                 for key, written in credit.items():
                     here.credit[key].unwritten -= written
 
@@ -357,14 +383,33 @@ class PostgresMeter:
             spent = lease.reported - lease.unspent
             keep = 0 if release else min(lease.unspent, 2 * spent)
             rows[key] = (keep, lease.unspent - keep)
-            lease.unspent = keep
-            if not keep:
-                del here.leases[key]
+            lease.unspent = keep  # a lease kept at 0 is dropped once the report succeeds
         credit = {key: c.unwritten for key, c in here.credit.items() if c.unwritten}
         for key, written in credit.items():
             unspent, given_back = rows.get(key, (0, 0))
             rows[key] = (unspent, given_back - written)
         return rows, credit
+
+    def _settle(self, here: _Process, conn: psycopg.Connection[Any] | None) -> None:
+        """Settle the grants whose answer was lost (caller holds ``here.io_lock``)."""
+        with here.lock:
+            doubts = dict(here.doubts)
+        if not doubts:
+            return
+        keys = sorted(doubts)
+        params = (
+            here.holder, [k[0] for k in keys], [k[1] for k in keys],
+            [doubts[k].grant_id for k in keys], [doubts[k].returned for k in keys],
+        )  # fmt: skip
+        if conn is None:
+            self._call(here, "settle", _SETTLE, params)
+        else:
+            self._count("settle")
+            conn.execute(_SETTLE, params)
+        with here.lock:
+            for key, doubt in doubts.items():
+                if here.doubts.get(key) is doubt:
+                    del here.doubts[key]
 
     # -- outages ----------------------------------------------------------------------------
 
@@ -421,7 +466,7 @@ class PostgresMeter:
                 self._drop_pool(here)  # not one left backing off: a fresh one next time
                 continue
             with here.lock:
-                if any(c.unwritten for c in here.credit.values()):
+                if here.doubts or any(c.unwritten for c in here.credit.values()):
                     continue  # served on credit while the pool opened: write it too
                 here.credit.clear()  # the next outage has its own allowance
                 here.down = False
@@ -438,7 +483,7 @@ class PostgresMeter:
     def _reconciled(self, here: _Process, conn: psycopg.Connection[Any]) -> bool:
         self._report(here, release=False, conn=conn)
         with here.lock:
-            return not any(c.unwritten for c in here.credit.values())
+            return not here.doubts and not any(c.unwritten for c in here.credit.values())
 
     def _last_write_back(self, here: _Process) -> None:
         try:

@@ -26,6 +26,10 @@ CREATE TABLE IF NOT EXISTS meter.leases (
     PRIMARY KEY (holder, organization_id, month)
 );
 
+-- The holder's number for the grant that made the row (0: re-recorded by a report after it
+-- expired), so that a grant whose answer was lost can be settled (meter.settle).
+ALTER TABLE meter.leases ADD COLUMN IF NOT EXISTS grant_id bigint NOT NULL DEFAULT 0;
+
 CREATE INDEX IF NOT EXISTS leases_by_month ON meter.leases (organization_id, month);
 CREATE INDEX IF NOT EXISTS leases_by_expiry ON meter.leases (expires_at);
 
@@ -33,10 +37,12 @@ CREATE INDEX IF NOT EXISTS leases_by_expiry ON meter.leases (expires_at);
 -- this (organization, month), grant up to p_requested without passing p_hard_limit, and lease
 -- a block by leasing.lease_size's policy (its constants are passed in, the rule is written
 -- here once more; tests/metering/test_postgres_meter.py checks both agree).
+-- (The signature without p_grant_id, from before, is left to workers not yet upgraded.)
 CREATE OR REPLACE FUNCTION meter.consume(
     p_holder text, p_host text, p_pid integer, p_organization_id text, p_month integer,
     p_requested bigint, p_hard_limit bigint, p_returned bigint,
     p_lease_floor bigint, p_lease_divisor bigint, p_max_lease bigint, p_ttl_s double precision,
+    p_grant_id bigint,
     OUT granted bigint, OUT leased bigint, OUT allocated bigint
 ) LANGUAGE plpgsql AS $$
 DECLARE
@@ -62,7 +68,7 @@ BEGIN
     IF leased > 0 THEN
         INSERT INTO meter.leases
         VALUES (p_holder, p_host, p_pid, p_organization_id, p_month, leased,
-                now() + make_interval(secs => p_ttl_s));
+                now() + make_interval(secs => p_ttl_s), p_grant_id);
     END IF;
 END $$;
 
@@ -81,7 +87,7 @@ BEGIN
        AND l.month = r.month AND r.unspent = 0;
     INSERT INTO meter.leases AS l
     SELECT p_holder, p_host, p_pid, r.organization_id, r.month, r.unspent,
-           now() + make_interval(secs => p_ttl_s)
+           now() + make_interval(secs => p_ttl_s), 0
       FROM unnest(p_organization_ids, p_months, p_unspent) AS r(organization_id, month, unspent)
      WHERE r.unspent > 0
      ORDER BY r.organization_id, r.month
@@ -97,6 +103,35 @@ BEGIN
      WHERE (l.holder, l.organization_id, l.month) IN (
            SELECT x.holder, x.organization_id, x.month FROM meter.leases x
             WHERE x.expires_at < now() FOR UPDATE SKIP LOCKED);
+END $$;
+
+-- Grants whose answer never came (the connection dropped): for each (organization, month), the
+-- number the failed grant would have given its lease and the unspent quota the caller returned
+-- with it (and has not spent since). Grants of one holder are made one at a time, so the
+-- caller's row for that key is either its old lease (the grant did not commit: the row still
+-- says what the holder last reported, so it is replaced by what was really left, which goes
+-- back to allocated) or the lease that grant made (it committed: the holder never had it, so
+-- all of it goes back); no row: it committed without a lease, or the old one expired and
+-- counts as served. Idempotent: the row is gone once settled.
+CREATE OR REPLACE FUNCTION meter.settle(
+    p_holder text, p_organization_ids text[], p_months integer[], p_grant_ids bigint[],
+    p_returned bigint[]
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH settled AS (
+        DELETE FROM meter.leases l
+         USING unnest(p_organization_ids, p_months, p_grant_ids, p_returned)
+               AS r(organization_id, month, grant_id, returned)
+         WHERE l.holder = p_holder AND l.organization_id = r.organization_id
+           AND l.month = r.month
+        RETURNING l.organization_id, l.month,
+                  CASE WHEN l.grant_id = r.grant_id THEN l.unspent ELSE r.returned END AS back
+    )
+    INSERT INTO meter.usage AS u
+    SELECT s.organization_id, s.month, -sum(s.back) FROM settled s
+     GROUP BY s.organization_id, s.month HAVING sum(s.back) <> 0
+     ORDER BY s.organization_id, s.month
+        ON CONFLICT (organization_id, month) DO UPDATE SET allocated = u.allocated + excluded.allocated;
 END $$;
 
 -- Evaluations served: allocated minus the unspent quota of every lease still reporting.

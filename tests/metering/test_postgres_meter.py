@@ -15,6 +15,7 @@ import pytest
 
 from api.engines.postgres import PostgresCluster
 from api.metering import leasing
+from api.metering import postgres_meter as pm
 from api.metering.postgres_meter import (
     MAX_LEASE,
     PostgresMeter,
@@ -285,3 +286,145 @@ def test_a_meter_started_while_postgres_is_down_serves_on_credit_and_catches_up(
     assert meter.usage("org_a", MONTH) == 50  # the schema made, the credit written back
     assert meter.consume("org_a", MONTH, 2_000, 1_000) == 950
     meter.close()
+
+
+class _Worker(threading.Thread):
+    """One worker: requests of 1 and 3 evaluations as fast as they come, and its housekeeping
+    thread's ``flush`` every 20 ms (reports every ``report_interval_s``)."""
+
+    def __init__(self, meter: PostgresMeter, hard_limit: int):
+        super().__init__(daemon=True)
+        self.meter, self.hard_limit = meter, hard_limit
+        self.served = 0
+        self.stop = threading.Event()
+        self.housekeeping = threading.Thread(target=self._flush, daemon=True)
+
+    def _flush(self) -> None:
+        while not self.stop.wait(0.02):
+            self.meter.flush()
+
+    def run(self) -> None:
+        self.housekeeping.start()
+        size = 1
+        while not self.stop.wait(0.0005):
+            self.served += self.meter.consume("org_a", MONTH, size, self.hard_limit)
+            size = 4 - size  # 1, 3, 1, 3 ...
+        self.housekeeping.join()
+
+
+def test_a_grant_cut_off_by_the_outage_leaves_no_evaluation_uncounted(
+    own_cluster: PostgresCluster,
+) -> None:
+    """PostgreSQL killed while small leases run out all the time (grants and reports in flight
+    when it dies), started again, traffic goes on: after one report from every worker the
+    month's count is what was served, never less."""
+    hard_limit = 80_000  # leases of a few hundred: grants every few hundred evaluations
+    options = PostgresMeterOptions(report_interval_s=0.1, outage_allowance=5_000)
+    meters = [
+        PostgresMeter(own_cluster.url, host=f"host{i // 2}", options=options) for i in range(4)
+    ]
+    workers = [_Worker(meter, hard_limit) for meter in meters]
+    for worker in workers:
+        worker.start()
+    time.sleep(1.0)
+    own_cluster.stop("immediate")
+    time.sleep(1.5)
+    assert all(meter.unreachable for meter in meters)
+    own_cluster.start()
+    deadline = time.monotonic() + 15
+    while any(meter.unreachable for meter in meters):
+        assert time.monotonic() < deadline, "the meter did not reconnect"
+        time.sleep(0.05)
+    time.sleep(1.0)  # traffic goes on: grants and reports again
+    for worker in workers:
+        worker.stop.set()
+    for worker in workers:
+        worker.join()
+    served = sum(worker.served for worker in workers)
+    assert 10_000 < served < hard_limit - 20_000  # far from the threshold all along
+    assert not any(meter.unreachable for meter in meters)
+    time.sleep(options.report_interval_s)
+    for meter in meters:
+        meter.flush()  # one report from every worker
+    reader = PostgresMeter(own_cluster.url, create_schema=False)
+    assert reader.usage("org_a", MONTH) == served
+    for meter in [*meters, reader]:
+        meter.close()
+
+
+def _reconnected(meter: PostgresMeter) -> None:
+    deadline = time.monotonic() + 15
+    while meter.unreachable:
+        assert time.monotonic() < deadline, "the meter did not reconnect"
+        time.sleep(0.05)
+
+
+def test_a_report_cut_off_leaves_no_stale_lease_row(own_cluster: PostgresCluster) -> None:
+    """A lease spent to its end when the report that ends it fails: its row still says what
+    was unspent at the report before; the worker must correct it, not forget it."""
+    worker = PostgresMeter(own_cluster.url, options=PostgresMeterOptions(report_interval_s=0))
+    assert worker.consume("org_a", MONTH, 1, 1_000_001) == 1  # and a lease of 10,000
+    assert worker.consume("org_a", MONTH, 5_000, 1_000_001) == 5_000
+    worker.flush()  # records 5,000 unspent
+    assert worker.consume("org_a", MONTH, 5_000, 1_000_001) == 5_000  # the lease is spent
+    own_cluster.stop("immediate")
+    worker.flush()  # fails: the breaker opens
+    assert worker.unreachable
+    own_cluster.start()
+    _reconnected(worker)
+    reader = PostgresMeter(own_cluster.url, create_schema=False)
+    assert reader.usage("org_a", MONTH) == 10_001
+    for meter in (worker, reader):
+        meter.close()
+
+
+def test_a_grant_cut_off_settles_the_lease_it_returned(own_cluster: PostgresCluster) -> None:
+    """The grant that fails returned 4,000 unspent: the worker serves on credit, and after
+    the outage the old lease row is settled at what was really left."""
+    options = PostgresMeterOptions(outage_allowance=10_000)
+    worker = PostgresMeter(own_cluster.url, options=options)
+    assert worker.consume("org_a", MONTH, 1, 1_000_001) == 1  # and a lease of 10,000
+    assert worker.consume("org_a", MONTH, 6_000, 1_000_001) == 6_000
+    own_cluster.stop("immediate")
+    assert worker.consume("org_a", MONTH, 5_000, 1_000_001) == 5_000  # on credit
+    assert worker.unreachable
+    own_cluster.start()
+    _reconnected(worker)
+    reader = PostgresMeter(own_cluster.url, create_schema=False)
+    assert reader.usage("org_a", MONTH) == 11_001  # not 15,001: the 4,000 were never served
+    assert worker.consume("org_a", MONTH, 1, 1_000_001) == 1  # a fresh lease
+    worker.release_leases()
+    assert reader.usage("org_a", MONTH) == 11_002
+    for meter in (worker, reader):
+        meter.close()
+
+
+def test_a_grant_committed_but_unanswered_counts_its_grant_twice_at_most(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection drops after PostgreSQL committed a grant: the worker serves the request
+    on credit as well, so the request counts twice (too high, never too low); the lease that
+    grant made, which the worker never had, goes back."""
+    options = PostgresMeterOptions(outage_allowance=10_000, retry_interval_s=0.05)
+    worker = PostgresMeter(postgres_url, options=options)
+    assert worker.consume("org_a", MONTH, 1, 1_000_001) == 1
+    assert worker.consume("org_a", MONTH, 6_000, 1_000_001) == 6_000
+    call = worker._call
+
+    def answer_lost(here, operation, query, params):  # type: ignore[no-untyped-def]
+        row = call(here, operation, query, params)
+        if operation == "grant":
+            monkeypatch.setattr(worker, "_call", call)
+            worker._trip(here, psycopg.OperationalError("connection lost"))
+            raise pm._Unavailable
+        return row
+
+    monkeypatch.setattr(worker, "_call", answer_lost)
+    assert worker.consume("org_a", MONTH, 5_000, 1_000_001) == 5_000  # on credit
+    _reconnected(worker)
+    reader = PostgresMeter(postgres_url, create_schema=False)
+    assert reader.usage("org_a", MONTH) == 11_001 + 5_000
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM meter.leases").fetchone() == (0,)
+    for meter in (worker, reader):
+        meter.close()
