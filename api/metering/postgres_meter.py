@@ -66,6 +66,10 @@ _REPORT = (
     " %s::text[], %s::integer[], %s::bigint[], %s::bigint[])"
 )
 _SETTLE = "SELECT meter.settle(%s::text, %s::text[], %s::integer[], %s::bigint[], %s::bigint[])"
+_SETTLE_REPORTS = (
+    "SELECT meter.settle_reports(%s::text, %s::text[], %s::integer[], %s::bigint[],"
+    " %s::bigint[], %s::bigint[])"
+)
 _USAGE = "SELECT meter.usage_of(%s::text, %s::integer)"
 
 Key = tuple[str, int]
@@ -114,6 +118,15 @@ class _Doubt:
 
 
 @dataclass
+class _Trim:
+    """What one report did to a lease: settled like a grant when its answer never came."""
+
+    expected: int  # the unspent the database had before
+    keep: int  # the unspent it recorded
+    given_back: int  # what it gave back to allocated (more than 0)
+
+
+@dataclass
 class _Credit:
     cap: int  # how much this worker may serve on credit in this outage
     used: int = 0
@@ -132,6 +145,7 @@ class _Process:
         self.leases: dict[Key, _Lease] = {}
         self.credit: dict[Key, _Credit] = {}
         self.doubts: dict[Key, _Doubt] = {}  # settled before any other grant of the key
+        self.unanswered: dict[Key, _Trim] = {}  # the same for reports
         self.grant_ids = itertools.count(1)
         self.known_usage: dict[Key, int] = {}
         self.down = False
@@ -296,7 +310,7 @@ class PostgresMeter:
 
     def _grant(self, here: _Process, key: Key, requested: int, hard_limit: int) -> int:
         with here.io_lock:
-            if here.doubts and not here.down:  # the reconnecting thread settles them first
+            if (here.doubts or here.unanswered) and not here.down:  # settled first
                 with contextlib.suppress(_Unavailable):
                     self._settle(here, None)
             with here.lock:
@@ -304,7 +318,7 @@ class PostgresMeter:
                 if lease is not None and lease.unspent >= requested:  # leased meanwhile
                     lease.unspent -= requested
                     return requested
-                if here.down or key in here.doubts:  # no grant before the last is settled
+                if here.down or key in here.doubts or key in here.unanswered:  # not settled
                     return self._serve_on_credit(here, key, requested, hard_limit)
                 here.leases.pop(key, None)
             returned = lease.unspent if lease is not None else 0
@@ -347,7 +361,7 @@ class PostgresMeter:
         with here.io_lock:
             self._settle(here, conn)
             with here.lock:
-                rows, credit = self._report_rows(here, release)
+                rows, credit, trims = self._report_rows(here, release)
                 here.last_report = time.monotonic()
             if not rows:
                 return
@@ -357,11 +371,17 @@ class PostgresMeter:
                 [k[0] for k in keys], [k[1] for k in keys],
                 [rows[k][0] for k in keys], [rows[k][1] for k in keys],
             )  # fmt: skip
-            if conn is None:
-                self._call(here, "report", _REPORT, params)
-            else:
-                self._count("report")
-                conn.execute(_REPORT, params)
+            try:
+                if conn is None:
+                    self._call(here, "report", _REPORT, params)
+                else:
+                    self._count("report")
+                    conn.execute(_REPORT, params)
+            except (_Unavailable, psycopg.Error):
+                with here.lock:  # what it gave back is settled before the next report
+                    for key, trim in trims.items():
+                        here.unanswered.setdefault(key, trim)
+                raise
             with here.lock:
                 for key, (unspent, _given_back) in rows.items():
                     lease = here.leases.get(key)
@@ -374,24 +394,57 @@ class PostgresMeter:
 
     def _report_rows(
         self, here: _Process, release: bool
-    ) -> tuple[dict[Key, tuple[int, int]], dict[Key, int]]:
+    ) -> tuple[dict[Key, tuple[int, int]], dict[Key, int], dict[Key, _Trim]]:
         """Per key, the unspent to record and what goes back to allocated; the credit written.
         A lease keeps twice what it spent since the last report: at a steady rate it lasts as
         long as before, and a worker whose traffic fell holds little."""
         rows: dict[Key, tuple[int, int]] = {}
+        trims: dict[Key, _Trim] = {}
         for key, lease in list(here.leases.items()):
             spent = lease.reported - lease.unspent
             keep = 0 if release else min(lease.unspent, 2 * spent)
             rows[key] = (keep, lease.unspent - keep)
+            if lease.unspent > keep:
+                trims[key] = _Trim(lease.reported, keep, lease.unspent - keep)
             lease.unspent = keep  # a lease kept at 0 is dropped once the report succeeds
         credit = {key: c.unwritten for key, c in here.credit.items() if c.unwritten}
         for key, written in credit.items():
             unspent, given_back = rows.get(key, (0, 0))
             rows[key] = (unspent, given_back - written)
-        return rows, credit
+        return rows, credit, trims
 
     def _settle(self, here: _Process, conn: psycopg.Connection[Any] | None) -> None:
-        """Settle the grants whose answer was lost (caller holds ``here.io_lock``)."""
+        """Settle the grants and reports whose answer was lost (caller holds
+        ``here.io_lock``)."""
+        self._settle_grants(here, conn)
+        self._settle_reports(here, conn)
+
+    def _settle_reports(self, here: _Process, conn: psycopg.Connection[Any] | None) -> None:
+        with here.lock:
+            trims = dict(here.unanswered)
+        if not trims:
+            return
+        keys = sorted(trims)
+        params = (
+            here.holder, [k[0] for k in keys], [k[1] for k in keys],
+            [trims[k].expected for k in keys], [trims[k].keep for k in keys],
+            [trims[k].given_back for k in keys],
+        )  # fmt: skip
+        if conn is None:
+            self._call(here, "settle", _SETTLE_REPORTS, params)
+        else:
+            self._count("settle")
+            conn.execute(_SETTLE_REPORTS, params)
+        with here.lock:
+            for key, trim in trims.items():
+                del here.unanswered[key]
+                lease = here.leases.get(key)
+                if lease is not None:  # the database has its trimmed unspent now
+                    lease.reported = trim.keep
+                    if not trim.keep and not lease.unspent:
+                        del here.leases[key]
+
+    def _settle_grants(self, here: _Process, conn: psycopg.Connection[Any] | None) -> None:
         with here.lock:
             doubts = dict(here.doubts)
         if not doubts:
@@ -466,7 +519,7 @@ class PostgresMeter:
                 self._drop_pool(here)  # not one left backing off: a fresh one next time
                 continue
             with here.lock:
-                if here.doubts or any(c.unwritten for c in here.credit.values()):
+                if here.doubts or here.unanswered or any(c.unwritten for c in here.credit.values()):
                     continue  # served on credit while the pool opened: write it too
                 here.credit.clear()  # the next outage has its own allowance
                 here.down = False
@@ -483,7 +536,8 @@ class PostgresMeter:
     def _reconciled(self, here: _Process, conn: psycopg.Connection[Any]) -> bool:
         self._report(here, release=False, conn=conn)
         with here.lock:
-            return not here.doubts and not any(c.unwritten for c in here.credit.values())
+            unsettled = here.doubts or here.unanswered
+            return not unsettled and not any(c.unwritten for c in here.credit.values())
 
     def _last_write_back(self, here: _Process) -> None:
         try:

@@ -134,6 +134,36 @@ BEGIN
         ON CONFLICT (organization_id, month) DO UPDATE SET allocated = u.allocated + excluded.allocated;
 END $$;
 
+-- Reports whose answer never came: for each (organization, month), the unspent the holder had
+-- recorded before (p_expected), the unspent that report recorded (p_keep) and what it gave back.
+-- If the row still says p_expected the report did not commit (a report that committed and gave
+-- something back left less), so it is done now; otherwise there is nothing to do. Idempotent.
+CREATE OR REPLACE FUNCTION meter.settle_reports(
+    p_holder text, p_organization_ids text[], p_months integer[], p_expected bigint[],
+    p_keep bigint[], p_given_back bigint[]
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    WITH r AS (
+        SELECT * FROM unnest(p_organization_ids, p_months, p_expected, p_keep, p_given_back)
+                   AS r(organization_id, month, expected, keep, given_back)
+    ), ended AS (
+        DELETE FROM meter.leases l USING r
+         WHERE l.holder = p_holder AND l.organization_id = r.organization_id
+           AND l.month = r.month AND l.unspent = r.expected AND r.keep = 0
+        RETURNING r.organization_id, r.month, r.given_back
+    ), trimmed AS (
+        UPDATE meter.leases l SET unspent = r.keep FROM r
+         WHERE l.holder = p_holder AND l.organization_id = r.organization_id
+           AND l.month = r.month AND l.unspent = r.expected AND r.keep > 0
+        RETURNING r.organization_id, r.month, r.given_back
+    ), done AS (SELECT * FROM ended UNION ALL SELECT * FROM trimmed)
+    INSERT INTO meter.usage AS u
+    SELECT d.organization_id, d.month, -sum(d.given_back) FROM done d
+     GROUP BY d.organization_id, d.month HAVING sum(d.given_back) <> 0
+     ORDER BY d.organization_id, d.month
+        ON CONFLICT (organization_id, month) DO UPDATE SET allocated = u.allocated + excluded.allocated;
+END $$;
+
 -- Evaluations served: allocated minus the unspent quota of every lease still reporting.
 CREATE OR REPLACE FUNCTION meter.usage_of(p_organization_id text, p_month integer)
 RETURNS bigint LANGUAGE sql STABLE AS $$
