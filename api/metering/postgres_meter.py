@@ -20,8 +20,10 @@ While PostgreSQL is unreachable the meter keeps serving: a failed round trip ope
 after which no request touches the database; a worker spends the lease it holds, then serves
 each organization on credit, up to ``outage_allowance`` evaluations per worker per outage
 (less if the organization was closer than that to its threshold when last seen). A background
-thread retries every ``retry_interval_s``; when it gets through it adds the credit to
-``allocated`` and closes the breaker. So after an outage the month's count is exact again, and
+thread retries every ``retry_interval_s``; when it gets through it settles the grants and
+reports whose answer never came (``meter.settle``, ``meter.settle_reports``: idempotent, so a
+call that committed is not counted twice), adds the credit to ``allocated`` and closes the
+breaker. So after an outage the month's count is exact again, and
 it passed the hard threshold by at most hosts x workers x ``outage_allowance``.
 
 Fork safety: the pool, the holder id and the leases belong to one process and are made again
