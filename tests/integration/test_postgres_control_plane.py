@@ -166,7 +166,9 @@ def test_postgres_down_keeps_flags_served_refuses_admin_writes_and_recovers(
         answer = host.evaluate(tenant.api_key)
         slowest = max(slowest, time.monotonic() - t0)
         assert answer.status_code == 200 and answer.json["value"] is True, answer.json
-    assert slowest < 0.5, "evaluation waited on PostgreSQL"
+    # Only the calls in flight when the database went away may wait, at most its connection
+    # and statement timeouts (docs/metering.md, "PostgreSQL unreachable"); then none does.
+    assert slowest < 2.0, "evaluation waited on PostgreSQL past the documented timeouts"
     assert host.services.config.version == version
 
     write = host.call(
