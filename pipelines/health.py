@@ -2,9 +2,10 @@
 compared with the always-valid statistics of ``warehouse.statistics``.
 
 Only flag environments whose arms changed since the last run (``health_dirty``) are computed
-again, so a run costs what is new. The per-user figures come from SQL (``arm_summaries.sql``);
-the decisions from the pure statistics package; the p95 intervals from the order statistics
-that ``quantile_ci_ranks`` names, read back from SQL.
+again, and each from its arms' totals and latency histograms, which the fold keeps up to date
+(``arm_totals``, ``arm_latency_buckets``): a run costs what is new, whatever the history. The
+decisions come from the pure statistics package; the latency percentiles and the p95's bounds
+from the histograms (``statistics.histogram``: within 0.5 %, bounds widened to stay valid).
 """
 
 from __future__ import annotations
@@ -23,27 +24,30 @@ from warehouse.statistics import (
     WithheldReason,
     compare_proportions,
     compare_quantiles,
-    quantile_ci_ranks,
     sample_ratio,
 )
+from warehouse.statistics.histogram import LatencyHistogram
 
 LATENCY_QUANTILE = 0.95
 ARMS = (ARM_TREATMENT, ARM_CONTROL)
-TAIL_LEVEL = 0.85
-"""The p95's interval ranks always lie above this share of an arm's users (its lower rank is
-above 0.879 n wherever it exists: ``tests/pipelines/test_health_ranks.py``), so only the users
-at or above the arm's 85th percentile are sorted to find them (``arm_summaries.sql``)."""
 
 
 @dataclass(frozen=True)
 class ArmFigures:
+    """One arm's users and what they reported; ``latency`` holds each user's mean latency."""
+
     users: int
     users_with_feedback: int
     failed_users: int
-    latency_users: int
-    latency_p50_ms: float | None
-    latency_p95_ms: float | None
-    latency_p99_ms: float | None
+    latency: LatencyHistogram
+
+    @property
+    def latency_users(self) -> int:
+        return self.latency.n
+
+    @property
+    def latency_p95(self) -> QuantileSummary:
+        return self.latency.summary(LATENCY_QUANTILE, CONFIDENCE)
 
     @property
     def coverage(self) -> float | None:
@@ -56,7 +60,7 @@ class ArmFigures:
         return 100.0 * self.failed_users / self.users_with_feedback
 
 
-EMPTY_ARM = ArmFigures(0, 0, 0, 0, None, None, None)
+EMPTY_ARM = ArmFigures(0, 0, 0, LatencyHistogram(()))
 
 
 def compute_health(con: duckdb.DuckDBPyConnection) -> int:
@@ -71,10 +75,11 @@ def compute_health(con: duckdb.DuckDBPyConnection) -> int:
             "DELETE FROM flag_health WHERE (environment_id, flag_key) IN "
             "(SELECT (environment_id, flag_key) FROM health_dirty)"
         )
-        for row in computed:
-            con.execute(
-                f"INSERT INTO flag_health VALUES ({', '.join('?' * len(row))}, current_timestamp)",
-                row,
+        if computed:
+            con.executemany(
+                f"INSERT INTO flag_health VALUES ({', '.join('?' * len(computed[0]))}, "
+                "current_timestamp)",
+                computed,
             )
         _add_flags_without_arms(con)
         con.execute("DELETE FROM health_dirty")
@@ -89,21 +94,32 @@ def _health_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
     epochs = con.execute(
         "SELECT environment_id, flag_key, rollout_percentage FROM health_epoch ORDER BY ALL"
     ).fetchall()
-    arms = {
-        (env, flag, arm): (org, ArmFigures(*figures))
-        for env, flag, arm, org, *figures in con.execute(
-            "SELECT environment_id, flag_key, arm, organization_id, users, users_with_feedback, "
-            "failed_users, latency_users, latency_p50_ms, latency_p95_ms, latency_p99_ms "
-            "FROM health_arms"
+    histograms = {
+        (env, flag, arm): LatencyHistogram.of_sorted(buckets, users)
+        for env, flag, arm, buckets, users in con.execute(
+            "SELECT b.environment_id, b.flag_key, b.arm, list(b.bucket ORDER BY b.bucket), "
+            "list(b.users ORDER BY b.bucket) FROM arm_latency_buckets AS b "
+            "JOIN health_epoch AS h USING (environment_id, flag_key, rollout_percentage) "
+            "GROUP BY ALL"
         ).fetchall()
     }
-    bounds = _latency_bounds(con, arms)
+    empty = LatencyHistogram(())
+    arms = {
+        (env, flag, arm): (
+            org,
+            ArmFigures(*totals, histograms.get((env, flag, arm), empty)),
+        )
+        for env, flag, arm, org, *totals in con.execute(
+            "SELECT environment_id, flag_key, arm, organization_id, users, users_with_feedback, "
+            "failed_users FROM health_arms"
+        ).fetchall()
+    }
     rows = []
     for env, flag, percentage in epochs:
         organization = next((arms[(env, flag, a)][0] for a in ARMS if (env, flag, a) in arms), None)
         treatment = arms.get((env, flag, ARM_TREATMENT), (None, EMPTY_ARM))[1]
         control = arms.get((env, flag, ARM_CONTROL), (None, EMPTY_ARM))[1]
-        rows.append(health_row(organization, env, flag, percentage, treatment, control, bounds))
+        rows.append(health_row(organization, env, flag, percentage, treatment, control))
     return rows
 
 
@@ -114,7 +130,6 @@ def health_row(
     percentage: float,
     treatment: ArmFigures,
     control: ArmFigures,
-    bounds: dict[tuple[str, str, str], tuple[float | None, float | None]],
 ) -> list:
     """One ``flag_health`` row (without ``computed_at``), in the table's column order."""
     ratio = sample_ratio(treatment.users, control.users, percentage / 100.0)
@@ -127,9 +142,7 @@ def health_row(
         withheld_reason=withheld,
     )
     latency = compare_quantiles(
-        _quantile(treatment, bounds.get((env, flag, ARM_TREATMENT))),
-        _quantile(control, bounds.get((env, flag, ARM_CONTROL))),
-        withheld_reason=withheld,
+        treatment.latency_p95, control.latency_p95, withheld_reason=withheld
     )
     coverage = compare_proportions(
         treatment.users_with_feedback,
@@ -167,62 +180,15 @@ def _arm_columns(arm: ArmFigures) -> list:
         arm.coverage,
         arm.failure_rate,
         arm.latency_users,
-        arm.latency_p50_ms,
-        arm.latency_p95_ms,
-        arm.latency_p99_ms,
+        arm.latency.quantile(0.50),
+        arm.latency.quantile(LATENCY_QUANTILE),
+        arm.latency.quantile(0.99),
     ]
 
 
 def _comparison_columns(comparison: Comparison) -> list:
     low, high = comparison.ci if comparison.ci is not None else (None, None)
     return [comparison.difference, low, high, str(comparison.decision)]
-
-
-def _quantile(arm: ArmFigures, bound: tuple[float | None, float | None] | None) -> QuantileSummary:
-    lower, upper = bound if bound is not None else (None, None)
-    return QuantileSummary(arm.latency_users, arm.latency_p95_ms, lower, upper)
-
-
-def _latency_bounds(
-    con: duckdb.DuckDBPyConnection, arms: dict[tuple[str, str, str], tuple]
-) -> dict[tuple[str, str, str], tuple[float | None, float | None]]:
-    """The order statistics bounding each arm's p95 latency (``quantile_ci_ranks``)."""
-    wanted = {}
-    for key, (_, figures) in arms.items():
-        ranks = quantile_ci_ranks(figures.latency_users, LATENCY_QUANTILE, CONFIDENCE)
-        if ranks is not None:
-            assert ranks[0] >= TAIL_LEVEL * figures.latency_users, "rank below the sorted tail"
-            wanted[key] = ranks
-    if not wanted:
-        return {}
-    keys = list(wanted)
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE health_ranks AS SELECT unnest(?::VARCHAR[]) AS "
-        "environment_id, unnest(?::VARCHAR[]) AS flag_key, unnest(?::VARCHAR[]) AS arm, "
-        "unnest(?::BIGINT[]) AS lo, unnest(?::BIGINT[]) AS hi",
-        [
-            [k[0] for k in keys],
-            [k[1] for k in keys],
-            [k[2] for k in keys],
-            [wanted[k][0] for k in keys],
-            [wanted[k][1] for k in keys],
-        ],
-    )
-    # Ranks within the tail (latency >= the arm's 85th percentile), offset by the users below it.
-    rows = con.execute(
-        "WITH tail AS (SELECT u.environment_id, u.flag_key, u.arm, u.latency_ms, a.latency_users "
-        "FROM health_users u JOIN health_arms a USING (environment_id, flag_key, arm) "
-        "WHERE u.latency_ms >= a.latency_tail_from), "
-        "ranked AS (SELECT environment_id, flag_key, arm, latency_ms, "
-        "row_number() OVER w - 1 + latency_users - count(*) OVER w AS rank FROM tail "
-        "WINDOW w AS (PARTITION BY environment_id, flag_key, arm ORDER BY latency_ms "
-        "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) "
-        "SELECT r.environment_id, r.flag_key, r.arm, "
-        "max(latency_ms) FILTER (WHERE rank = lo), max(latency_ms) FILTER (WHERE rank = hi) "
-        "FROM ranked r JOIN health_ranks k USING (environment_id, flag_key, arm) "
-        "WHERE rank = lo OR rank = hi GROUP BY ALL"
-    ).fetchall()
-    return {(env, flag, arm): (lo, hi) for env, flag, arm, lo, hi in rows}
 
 
 def _add_flags_without_arms(con: duckdb.DuckDBPyConnection) -> None:

@@ -208,6 +208,7 @@ def _figures(evaluations: int, feedback: list[dict]) -> dict:
         "success_rate": successes / len(feedback) * 100 if feedback else None,
         "failure_rate": failures / len(feedback) * 100 if feedback else None,
         "avg_latency_ms": sum(latencies) / len(latencies) if latencies else None,
+        "latencies": sorted(latencies),
     }
 
 

@@ -25,7 +25,7 @@ from api.controlplane.changes import (
 from pipelines.guardian import judge
 from pipelines.health import ArmFigures, health_row
 from warehouse.migrations import migrate
-from warehouse.statistics import CONFIDENCE, quantile_ci_ranks, quantile_estimate_rank
+from warehouse.statistics.histogram import LatencyHistogram
 
 STEPS = (1.0, 5.0, 25.0, 50.0, 100.0)
 READS_PER_STEP = 4
@@ -51,29 +51,20 @@ class Arm:
     users: int = 0
     with_feedback: int = 0
     failed: int = 0
-    latencies: list[np.ndarray] = field(default_factory=list)
+    latency: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(()))
 
     def add(self, rng: np.random.Generator, n: int, failure: float, coverage: float) -> None:
         reported = rng.binomial(n, coverage)
         self.users += n
         self.with_feedback += reported
         self.failed += rng.binomial(reported, failure)
-        self.latencies.append(rng.lognormal(5.3, 0.5, reported))
-
-    def figures(self) -> tuple[ArmFigures, tuple[float | None, float | None]]:
-        values = np.sort(np.concatenate(self.latencies)) if self.latencies else np.array([])
-        n = len(values)
-
-        def at(q: float) -> float | None:
-            rank = quantile_estimate_rank(n, q)
-            return None if rank is None else float(values[rank])
-
-        ranks = quantile_ci_ranks(n, 0.95, CONFIDENCE)
-        bounds = (float(values[ranks[0]]), float(values[ranks[1]])) if ranks else (None, None)
-        figures = ArmFigures(
-            self.users, self.with_feedback, self.failed, n, at(0.5), at(0.95), at(0.99)
+        self.latency = self.latency.plus(
+            LatencyHistogram.of_values(rng.lognormal(5.3, 0.5, reported))
         )
-        return figures, bounds
+
+    def figures(self) -> ArmFigures:
+        """What the fold keeps for the arm: its counts and its users' latency histogram."""
+        return ArmFigures(self.users, self.with_feedback, self.failed, self.latency)
 
 
 def run_rollout(seed: int, treatment_failure: float, control_failure: float = 0.05) -> Rollout:
@@ -91,9 +82,8 @@ def run_rollout(seed: int, treatment_failure: float, control_failure: float = 0.
             n_treatment = rng.binomial(USERS_PER_READ, rollout.percentage / 100)
             treatment.add(rng, n_treatment, treatment_failure, 0.95)
             control.add(rng, USERS_PER_READ - n_treatment, control_failure, 0.95)
-            (t, t_bounds), (c, c_bounds) = treatment.figures(), control.figures()
-            bounds = {("env", "flag", "treatment"): t_bounds, ("env", "flag", "control"): c_bounds}
-            row = health_row("org", "env", "flag", rollout.percentage, t, c, bounds)
+            t, c = treatment.figures(), control.figures()
+            row = health_row("org", "env", "flag", rollout.percentage, t, c)
             health = dict(zip(COLUMNS, [*row, None], strict=True))
             judgement = judge(rollout, health, now)
             if judgement.action is RolloutAction.WAIT:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import duckdb
@@ -15,6 +16,7 @@ from tests.pipelines.figures import (
 from tests.pipelines.fixture_lake import ENV_PROD, ENV_STAGING, expected_figures
 from tests.pipelines.support import add_wave_two, materialize_all
 from warehouse import read
+from warehouse.statistics.histogram import RELATIVE_ACCURACY
 
 TABLES = {
     "flag_environment_metrics": "environment_id, flag_key",
@@ -53,9 +55,17 @@ def _check_against(path: Path, expected) -> None:
     assert read.pending_feedback_count(path) == expected.pending
 
 
+def _quantile_cont(ordered: list[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    below, above = math.floor(position), math.ceil(position)
+    return ordered[below] + (position - below) * (ordered[above] - ordered[below])
+
+
 def _check_arms(row: dict, sides: dict) -> None:
     """Each fixture user is evaluated once, treatment when served true: per-user figures are
-    the served-value sides' per-evaluation figures."""
+    the served-value sides' per-evaluation figures, and each user's latency is its kept
+    feedback's. Percentiles come from the arms' histograms: within 0.5 % of the exact ones,
+    across runs whose corrections move users between buckets."""
     assert row["rollout_percentage"] == 50.0
     for arm, served in (("treatment", True), ("control", False)):
         side = sides[served]
@@ -65,6 +75,14 @@ def _check_arms(row: dict, sides: dict) -> None:
         assert row[f"{arm}_coverage"] == pytest.approx(side["feedback_coverage"])
         if side["feedback_count"]:
             assert row[f"{arm}_failure_rate"] == pytest.approx(side["failure_rate"])
+        latencies = side["latencies"]
+        assert row[f"{arm}_latency_users"] == len(latencies)
+        for q, column in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
+            got = row[f"{arm}_latency_{column}_ms"]
+            if not latencies:
+                assert got is None
+                continue
+            assert got == pytest.approx(_quantile_cont(latencies, q), rel=RELATIVE_ACCURACY)
     treatment, control = sides[True]["evaluations"], sides[False]["evaluations"]
     assert row["sample_ratio_observed"] == pytest.approx(treatment / (treatment + control))
 

@@ -3,6 +3,9 @@
 ``NNNN_name.sql`` files run in order inside one transaction each, and the version applied is
 recorded in ``schema_migrations``. A database created before migrations existed holds version
 1's tables already: ``0001`` is written with ``IF NOT EXISTS`` so that it adopts it.
+
+``migrate`` also registers, on the connection, the macros the migrations and the SQL files use
+(they are defined in Python, next to the code that reads what they compute).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 import duckdb
 
 from warehouse.sql import split_statements
+from warehouse.statistics.histogram import bucket_sql
 
 MIGRATIONS_DIR = Path(__file__).parent
 _NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
@@ -31,8 +35,10 @@ def migrations() -> list[tuple[int, str, Path]]:
 LATEST_VERSION = migrations()[-1][0]
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
-    """Apply the migrations the database lacks; returns the versions applied."""
+def migrate(con: duckdb.DuckDBPyConnection, up_to: int | None = None) -> list[int]:
+    """Apply the migrations the database lacks (those up to version ``up_to``, when given);
+    returns the versions applied."""
+    register_macros(con)
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations "
         "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMPTZ NOT NULL)"
@@ -40,7 +46,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
     current = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0]
     applied = []
     for version, name, path in migrations():
-        if version <= current:
+        if version <= current or (up_to is not None and version > up_to):
             continue
         con.execute("BEGIN TRANSACTION")
         try:
@@ -55,3 +61,20 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[int]:
             raise
         applied.append(version)
     return applied
+
+
+def register_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """``latency_bucket(ms)``: a mean latency's histogram bucket (``statistics.histogram``).
+
+    ``arm_user_key(...)``: the 128-bit MD5 of a user's identity in an arm, ``arm_users``'s join
+    key. The fields are joined with the unit separator, which environment ids, flag keys and
+    arms cannot contain, and the free-form user identifier comes last, so two identities never
+    share a text. Two users colliding by chance is a 2^-128 event; a crafted collision (user
+    identifiers are the caller's) can only merge two users of one arm into one.
+    """
+    con.execute(f"CREATE OR REPLACE TEMP MACRO latency_bucket(ms) AS {bucket_sql('ms')}")
+    con.execute(
+        "CREATE OR REPLACE TEMP MACRO arm_user_key(environment_id, flag_key, rollout_percentage, "
+        "arm, user_identifier) AS md5_number(concat_ws(chr(31), environment_id, flag_key, "
+        "CAST(rollout_percentage AS VARCHAR), arm, user_identifier))"
+    )

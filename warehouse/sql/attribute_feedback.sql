@@ -154,9 +154,13 @@ ON CONFLICT DO UPDATE SET
 -- 8. The same deltas per user of an arm (feedback of evaluations in no arm counts nowhere here):
 -- each touched user's row replaced by its sum with the delta (hash joins of the small delta
 -- against the table; no index to maintain, so the first run's millions of users are a plain
--- insert: an upsert or MERGE into an empty table of 3M users took 14-20 s).
+-- insert: an upsert or MERGE into an empty table of 3M users took 14-20 s). The joins use the
+-- 128-bit user_key alone (arm_user_key): scanning one fixed-width column of millions of rows
+-- instead of five strings made the join and the delete three to four times faster.
 CREATE OR REPLACE TEMP TABLE arm_delta AS
 SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier,
+       arm_user_key(environment_id, flag_key, rollout_percentage, arm, user_identifier)
+           AS user_key,
        any_value(organization_id) AS organization_id, sum(evaluations) AS evaluations,
        sum(feedback_count) AS feedback_count, sum(failure_count) AS failure_count,
        sum(latency_sum) AS latency_sum, sum(latency_count) AS latency_count,
@@ -175,27 +179,70 @@ FROM (
 GROUP BY environment_id, flag_key, rollout_percentage, arm, user_identifier;
 
 CREATE OR REPLACE TEMP TABLE arm_merged AS
-SELECT d.environment_id, d.flag_key, d.rollout_percentage, d.arm, d.user_identifier,
+SELECT d.environment_id, d.flag_key, d.rollout_percentage, d.arm, d.user_identifier, d.user_key,
        coalesce(u.organization_id, d.organization_id) AS organization_id,
        d.evaluations + coalesce(u.evaluations, 0) AS evaluations,
        d.feedback_count + coalesce(u.feedback_count, 0) AS feedback_count,
        d.failure_count + coalesce(u.failure_count, 0) AS failure_count,
        d.latency_sum + coalesce(u.latency_sum, 0) AS latency_sum,
        d.latency_count + coalesce(u.latency_count, 0) AS latency_count,
-       greatest(d.last_evaluated_at, u.last_evaluated_at) AS last_evaluated_at
+       greatest(d.last_evaluated_at, u.last_evaluated_at) AS last_evaluated_at,
+       u.user_key IS NOT NULL AS was_counted,
+       coalesce(u.feedback_count, 0) > 0 AS had_feedback,
+       coalesce(u.failure_count, 0) > 0 AS had_failed,
+       CASE WHEN u.latency_count > 0 THEN latency_bucket(u.latency_sum / u.latency_count) END
+           AS old_bucket
 FROM arm_delta AS d
-LEFT JOIN arm_users AS u
-  USING (environment_id, flag_key, rollout_percentage, arm, user_identifier);
+LEFT JOIN arm_users AS u USING (user_key);
 
-DELETE FROM arm_users AS u
-USING arm_delta AS d
-WHERE u.environment_id = d.environment_id AND u.flag_key = d.flag_key
-  AND u.rollout_percentage = d.rollout_percentage AND u.arm = d.arm
-  AND u.user_identifier = d.user_identifier;
+DELETE FROM arm_users AS u USING arm_delta AS d WHERE u.user_key = d.user_key;
 
-INSERT INTO arm_users SELECT * FROM arm_merged;
+INSERT INTO arm_users
+SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
+       evaluations, feedback_count, failure_count, latency_sum, latency_count, last_evaluated_at,
+       user_key
+FROM arm_merged;
 
--- 9. What the health and window assets must recompute.
+-- 9. Each touched user's move, old state to new, in its arm's totals and latency histogram,
+-- so flag_health reads a few rows per arm however many users the arm has.
+CREATE OR REPLACE TEMP TABLE arm_moves AS
+SELECT environment_id, flag_key, rollout_percentage, arm, organization_id, last_evaluated_at,
+       1 - was_counted::INT AS users,
+       (feedback_count > 0)::INT - had_feedback::INT AS users_with_feedback,
+       (failure_count > 0)::INT - had_failed::INT AS failed_users,
+       CASE WHEN latency_count > 0 THEN latency_bucket(latency_sum / latency_count) END
+           AS new_bucket,
+       old_bucket
+FROM arm_merged;
+
+INSERT INTO arm_totals
+SELECT environment_id, flag_key, rollout_percentage, arm, any_value(organization_id),
+       sum(users), sum(users_with_feedback), sum(failed_users), max(last_evaluated_at)
+FROM arm_moves
+GROUP BY environment_id, flag_key, rollout_percentage, arm
+ON CONFLICT DO UPDATE SET
+    organization_id = coalesce(arm_totals.organization_id, excluded.organization_id),
+    users = arm_totals.users + excluded.users,
+    users_with_feedback = arm_totals.users_with_feedback + excluded.users_with_feedback,
+    failed_users = arm_totals.failed_users + excluded.failed_users,
+    last_evaluated_at = greatest(arm_totals.last_evaluated_at, excluded.last_evaluated_at);
+
+INSERT INTO arm_latency_buckets
+SELECT environment_id, flag_key, rollout_percentage, arm, bucket, sum(move)
+FROM (
+    SELECT environment_id, flag_key, rollout_percentage, arm, new_bucket AS bucket, 1 AS move
+    FROM arm_moves WHERE new_bucket IS NOT NULL AND new_bucket IS DISTINCT FROM old_bucket
+    UNION ALL
+    SELECT environment_id, flag_key, rollout_percentage, arm, old_bucket, -1
+    FROM arm_moves WHERE old_bucket IS NOT NULL AND new_bucket IS DISTINCT FROM old_bucket
+)
+GROUP BY environment_id, flag_key, rollout_percentage, arm, bucket
+HAVING sum(move) <> 0
+ON CONFLICT DO UPDATE SET users = arm_latency_buckets.users + excluded.users;
+
+DELETE FROM arm_latency_buckets WHERE users = 0;
+
+-- 10. What the health and window assets must recompute.
 INSERT INTO health_dirty
 SELECT DISTINCT environment_id, flag_key FROM arm_delta
 ON CONFLICT DO NOTHING;

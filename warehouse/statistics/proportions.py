@@ -126,28 +126,37 @@ def difference_interval(
     estimate = treatment_events / treatment_n - control_events / control_n
     zero_excluded = bool(excluded(np.zeros(1))[0])
     if zero_excluded:
-        lower = _edge(excluded, 0.0 if estimate > 0 else -1.0, estimate)
-        upper = _edge(excluded, 0.0 if estimate < 0 else 1.0, estimate)
+        outside = (0.0 if estimate > 0 else -1.0, 0.0 if estimate < 0 else 1.0)
+        inside = (estimate, estimate)
     else:
-        lower = _edge(excluded, -1.0, min(estimate, 0.0))
-        upper = _edge(excluded, 1.0, max(estimate, 0.0))
+        outside, inside = (-1.0, 1.0), (min(estimate, 0.0), max(estimate, 0.0))
+    lower, upper = _edges(excluded, np.array(outside), np.array(inside))
     return lower, upper
 
 
-def _edge(excluded: Excluded, outside: float, inside: float) -> float:
-    """The included difference closest to ``outside`` on the segment towards ``inside``.
+def _edges(
+    excluded: Excluded, outside: NDArray[np.float64], inside: NDArray[np.float64]
+) -> tuple[float, ...]:
+    """For each segment, the included difference closest to ``outside[i]`` on the way to
+    ``inside[i]``; both ends of the interval are refined together, one vectorized call a round.
 
-    Keeps ``outside`` excluded and ``inside`` included while shrinking the segment by ``_GRID``
-    each round; returns an included point, so the interval is never narrower than computed.
+    Keeps each ``outside`` excluded and ``inside`` included while shrinking its segment by
+    ``_GRID`` each round; returns included points, so the interval is never narrower than
+    computed. A segment whose ``outside`` is already included returns it.
     """
-    if not excluded(np.array([outside]))[0]:
-        return outside
+    settled = ~excluded(outside)
+    result = np.where(settled, outside, inside)
     for _ in range(_REFINEMENTS):
-        grid = np.linspace(outside, inside, _GRID + 1)
-        included = np.flatnonzero(~excluded(grid[1:-1]))
-        first = int(included[0]) + 1 if included.size else _GRID
-        outside, inside = float(grid[first - 1]), float(grid[first])
-    return inside
+        if settled.all():
+            break
+        grids = np.linspace(outside, inside, _GRID + 1, axis=1)  # one row per segment
+        included = ~excluded(grids[:, 1:-1].ravel()).reshape(len(outside), _GRID - 1)
+        first = np.where(included.any(axis=1), included.argmax(axis=1) + 1, _GRID)
+        rows = np.arange(len(outside))
+        outside = np.where(settled, outside, grids[rows, first - 1])
+        inside = np.where(settled, inside, grids[rows, first])
+        result = np.where(settled, result, inside)
+    return tuple(float(x) for x in result)
 
 
 def compare_proportions(

@@ -1,0 +1,131 @@
+"""Latency histograms: DuckDB buckets as Python does, percentiles within 0.5 %, p95 bounds
+that contain the exact order statistics, and the migration that builds them from arm_users."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pytest
+
+from warehouse.migrations import migrate, register_macros
+from warehouse.statistics import CONFIDENCE, quantile_ci_ranks
+from warehouse.statistics.histogram import (
+    RELATIVE_ACCURACY,
+    SMALLEST_MS,
+    ZERO_BUCKET,
+    LatencyHistogram,
+    bucket_of,
+    buckets_of,
+    lower_edge,
+    upper_edge,
+)
+
+
+def _sample(seed: int, n: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.lognormal(5.0, 1.2, n), rng.uniform(0.0, 0.05, n // 50)])
+
+
+def test_duckdb_buckets_every_value_as_python_does() -> None:
+    values = _sample(1, 20_000).tolist() + [0.0, SMALLEST_MS, 1.0, 1e-9, 1e7, 150.0]
+    con = duckdb.connect()
+    register_macros(con)
+    got = [row[0] for row in con.execute(
+        "SELECT latency_bucket(v) FROM unnest(?::DOUBLE[]) WITH ORDINALITY AS t(v, i) ORDER BY i",
+        [values],
+    ).fetchall()]  # fmt: skip
+    assert got == [bucket_of(v) for v in values]
+    assert buckets_of(values).tolist() == got
+    assert con.execute("SELECT latency_bucket(NULL)").fetchone()[0] is None
+
+
+def test_every_value_lies_within_its_buckets_edges() -> None:
+    for value in _sample(2, 5_000):
+        bucket = bucket_of(value)
+        assert lower_edge(bucket) <= value <= upper_edge(bucket)
+    assert bucket_of(0.0) == ZERO_BUCKET and lower_edge(ZERO_BUCKET) == 0.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 173, 174, 1_000, 25_000])
+def test_percentiles_are_within_half_a_percent_of_the_exact_ones(n: int) -> None:
+    values = np.random.default_rng(n).lognormal(5.0, 0.8, n)
+    histogram = LatencyHistogram.of_values(values)
+    assert histogram.n == n
+    for q in (0.5, 0.95, 0.99):
+        exact = float(np.quantile(values, q))  # interpolated, like DuckDB's quantile_cont
+        assert histogram.quantile(q) == pytest.approx(exact, rel=RELATIVE_ACCURACY)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_p95_bounds_contain_the_exact_order_statistics_and_stay_close(seed: int) -> None:
+    values = np.sort(_sample(seed, 3_000 + 997 * seed))
+    values = np.concatenate([values, np.full(300, values[int(0.95 * len(values))])])  # ties
+    values.sort()
+    summary = LatencyHistogram.of_values(values).summary(0.95, CONFIDENCE)
+    lo, hi = quantile_ci_ranks(len(values), 0.95, CONFIDENCE)
+    assert summary.lower <= values[lo] and summary.upper >= values[hi]
+    assert summary.lower >= values[lo] * (1 - 2.01 * RELATIVE_ACCURACY)
+    assert summary.upper <= values[hi] * (1 + 2.01 * RELATIVE_ACCURACY)
+    assert summary.lower <= summary.estimate <= summary.upper
+
+
+def test_too_few_users_give_an_estimate_without_bounds() -> None:
+    summary = LatencyHistogram.of_values([100.0] * 150).summary(0.95, CONFIDENCE)
+    assert summary.estimate == pytest.approx(100.0, rel=RELATIVE_ACCURACY)
+    assert summary.lower is None and summary.upper is None
+    empty = LatencyHistogram(()).summary(0.95, CONFIDENCE)
+    assert (empty.n, empty.estimate, empty.lower) == (0, None, None)
+
+
+def test_histograms_merge_by_adding_counts() -> None:
+    a, b = _sample(5, 4_000), _sample(6, 3_000)
+    merged = LatencyHistogram.of_values(a).plus(LatencyHistogram.of_values(b))
+    assert merged == LatencyHistogram.of_values(np.concatenate([a, b]))
+
+
+def test_malformed_histograms_are_refused() -> None:
+    with pytest.raises(ValueError, match="ascending"):
+        LatencyHistogram.of_sorted([3, 2], [1, 1])
+    with pytest.raises(ValueError, match="positive"):
+        LatencyHistogram.of_sorted([1, 2], [1, 0])
+    with pytest.raises(ValueError, match="users"):
+        LatencyHistogram.of([(1, -1)])
+    with pytest.raises(IndexError):
+        LatencyHistogram.of_values([1.0]).bucket_at(1)
+
+
+def test_migration_three_builds_totals_and_histograms_from_arm_users() -> None:
+    """A working database of version 2 keeps its users: version 3 derives each arm's totals
+    and histogram from them, and keys every user row."""
+    con = duckdb.connect()
+    assert migrate(con, up_to=2) == [1, 2]
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(600):
+        arm = "treatment" if i % 3 else "control"
+        latency_count = int(rng.integers(0, 3))
+        rows.append(("env", "flag", 50.0, arm, f"user-{i}", "org", 1, int(i % 4 != 0),
+                     int(i % 7 == 0), float(rng.uniform(5, 500)) * latency_count,
+                     latency_count, None))  # fmt: skip
+    con.executemany(f"INSERT INTO arm_users VALUES ({', '.join('?' * 12)})", rows)
+
+    assert migrate(con) == [3]
+
+    totals = con.execute(
+        "SELECT arm, users, users_with_feedback, failed_users FROM arm_totals ORDER BY arm"
+    ).fetchall()
+    expected = []
+    for arm in ("control", "treatment"):
+        mine = [r for r in rows if r[3] == arm]
+        expected.append((arm, len(mine), sum(r[7] > 0 for r in mine), sum(r[8] > 0 for r in mine)))
+    assert totals == expected
+    for arm in ("control", "treatment"):
+        means = [r[9] / r[10] for r in rows if r[3] == arm and r[10]]
+        stored = con.execute(
+            "SELECT bucket, users FROM arm_latency_buckets WHERE arm = ? ORDER BY bucket", [arm]
+        ).fetchall()
+        assert LatencyHistogram.of_sorted(*zip(*stored, strict=True)) == (
+            LatencyHistogram.of_values(means)
+        )
+    assert con.execute("SELECT count(*) FROM arm_users WHERE user_key IS NULL").fetchone()[0] == 0
+    assert con.execute("SELECT count(DISTINCT user_key) FROM arm_users").fetchone()[0] == 600
