@@ -30,6 +30,7 @@ from warehouse.statistics.histogram import LatencyHistogram
 
 LATENCY_QUANTILE = 0.95
 ARMS = (ARM_TREATMENT, ARM_CONTROL)
+_INSERT_CHUNK = 200
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,7 @@ def compute_health(con: duckdb.DuckDBPyConnection) -> int:
             "DELETE FROM flag_health WHERE (environment_id, flag_key) IN "
             "(SELECT (environment_id, flag_key) FROM health_dirty)"
         )
-        if computed:
-            con.executemany(
-                f"INSERT INTO flag_health VALUES ({', '.join('?' * len(computed[0]))}, "
-                "current_timestamp)",
-                computed,
-            )
+        _insert_health_rows(con, computed)
         _add_flags_without_arms(con)
         con.execute("DELETE FROM health_dirty")
         con.execute("COMMIT")
@@ -88,6 +84,17 @@ def compute_health(con: duckdb.DuckDBPyConnection) -> int:
         con.execute("ROLLBACK")
         raise
     return len(computed)
+
+
+def _insert_health_rows(con: duckdb.DuckDBPyConnection, rows: list[list]) -> None:
+    """Multi-row INSERTs of ``_INSERT_CHUNK`` rows: ``executemany`` took 2 ms a row."""
+    for start in range(0, len(rows), _INSERT_CHUNK):
+        chunk = rows[start : start + _INSERT_CHUNK]
+        row = f"({', '.join('?' * len(chunk[0]))}, current_timestamp)"
+        con.execute(
+            f"INSERT INTO flag_health VALUES {', '.join([row] * len(chunk))}",
+            [value for values in chunk for value in values],
+        )
 
 
 def _health_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
