@@ -57,7 +57,7 @@ async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
     raw = await req.stream.read(limit + 1)
     if len(raw) > limit:
         raise PayloadTooLarge(limit)
-    if truncated(req, raw):
+    if length is not None and len(raw) < length:  # ``truncated``, with the length read once
         raise BadRequest(TRUNCATED_BODY_MESSAGE)
     return raw
 

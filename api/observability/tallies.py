@@ -106,22 +106,37 @@ class Tallies:
             m.evaluations.labels(_OUTCOME_LABELS[code]).inc(count)
 
 
+class TimedRequest(falcon.asgi.Request):
+    """A request that notes when it was made, for ``RequestTallyMiddleware``: cheaper than a
+    ``process_request`` step, which costs a coroutine per request."""
+
+    __slots__ = ("started",)
+
+    def __init__(
+        self,
+        scope: dict[str, Any],
+        receive: Any,
+        first_event: dict[str, Any] | None = None,
+        options: falcon.RequestOptions | None = None,
+    ) -> None:
+        self.started = time.perf_counter()
+        super().__init__(scope, receive, first_event, options)
+
+
 class RequestTallyMiddleware:
-    """Counts every answer by route template and status, and the time it took."""
+    """Counts every answer by route template and status, and the time it took. The app's
+    requests must be ``TimedRequest``s (``falcon.asgi.App(request_type=TimedRequest)``)."""
 
     def __init__(self, tallies: Tallies):
         self._tallies = tallies
 
-    async def process_request(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        req.context.started = time.perf_counter()
-
     async def process_response(
         self,
-        req: falcon.asgi.Request,
+        req: TimedRequest,
         resp: falcon.asgi.Response,
         resource: Any,
         req_succeeded: bool,
     ) -> None:
-        started = getattr(req.context, "started", None)
-        seconds = 0.0 if started is None else time.perf_counter() - started
-        self._tallies.count_request(req.uri_template or "unmatched", resp.status_code, seconds)
+        self._tallies.count_request(
+            req.uri_template or "unmatched", resp.status_code, time.perf_counter() - req.started
+        )
