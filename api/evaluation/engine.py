@@ -108,8 +108,11 @@ def decide_one(flag: Flag | None, user: str, segments: Segments) -> Decisions:
         return _ARCHIVED_CODE, _NOT_EVALUATED
     if not flag.enabled:
         return _DISABLED_CODE, _NOT_EVALUATED
-    rule = deciding_rule(flag, user, segments)
-    return _BYTES[flag.code_table[rule]], _BYTES[rule]
+    key = flag.key
+    for index, rule in enumerate(flag.rules):  # ``deciding_rule``, written out
+        if rule.matches(key, user, segments):
+            return _BYTES[flag.code_table[index]], _BYTES[index]
+    return _BYTES[flag.code_table[NO_RULE]], _BYTES[NO_RULE]
 
 
 def _decide_many(flag: Flag, users: Sequence[str], segments: Segments) -> bytes:

@@ -64,13 +64,13 @@ _EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
 
 class EvaluateResource:
     def __init__(self, services: Services):
-        self._config = services.config
+        self._services = services
         self._server = EvaluationServer(services)
         self._quota = QuotaHeaders(services)
         self._limit = services.settings.body_limits.single
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        caller = authenticate_caller(req, self._config)
+        caller = authenticate_caller(req, self._services.config)
         body = decode_typed(await read_body(req, self._limit), _EVALUATE_BODY, validate_evaluate)
         environment = caller.environment
         if environment is None:  # a key whose environment is gone is not valid
