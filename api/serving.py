@@ -122,23 +122,25 @@ class EvaluationServer:
             outcome, rule = _PLAN_LIMIT_CODE, _NOT_EVALUATED
             s.metrics.plan_limit_refusals.inc(1)
         prefix = s.ids.issue_prefix(environment.id, 1)
-        self._record(
-            EvaluationBatch(
-                prefix,
-                int(now * 1_000_000),
-                key.organization_id,
-                environment.id,
-                flag_key,
-                sdk,
-                key.key_id,
-                source,
-                [user],
-                outcome,
-                rule,
-                -1 if flag is None else flag.split_rule,
-                None if flag is None else flag.split_percentage,
-            )
+        batch = EvaluationBatch(
+            prefix,
+            int(now * 1_000_000),
+            key.organization_id,
+            environment.id,
+            flag_key,
+            sdk,
+            key.key_id,
+            source,
+            [user],
+            outcome,
+            rule,
+            -1 if flag is None else flag.split_rule,
+            None if flag is None else flag.split_percentage,
         )
+        try:  # ``_record``, written out
+            s.event_log.append_evaluation_batch(batch)
+        except EventLogUnavailable as exc:
+            self._lost(batch, exc)
         s.tallies.count_outcomes(outcome)
         return outcome[0], prefix
 
@@ -166,9 +168,12 @@ class EvaluationServer:
         try:  # the log counts what it appended (flagsight_events_logged)
             self._services.event_log.append_evaluation_batch(batch)
         except EventLogUnavailable as exc:
-            lost = len(batch.user_identifiers)
-            self._services.metrics.events_lost.labels(EVALUATION).inc(lost)
-            log.error(
-                "evaluation events not logged",
-                extra={"lost": lost, "reason": str(exc), "environment_id": batch.environment_id},
-            )
+            self._lost(batch, exc)
+
+    def _lost(self, batch: EvaluationBatch, exc: EventLogUnavailable) -> None:
+        lost = len(batch.user_identifiers)
+        self._services.metrics.events_lost.labels(EVALUATION).inc(lost)
+        log.error(
+            "evaluation events not logged",
+            extra={"lost": lost, "reason": str(exc), "environment_id": batch.environment_id},
+        )

@@ -137,6 +137,11 @@ class RequestTallyMiddleware:
         resource: Any,
         req_succeeded: bool,
     ) -> None:
-        self._tallies.count_request(
-            req.uri_template or "unmatched", resp.status_code, time.perf_counter() - req.started
+        tallies = self._tallies  # ``Tallies.count_request``, written out
+        pending = tallies._pending
+        pending.append(
+            (req.uri_template or "unmatched", resp.status_code, time.perf_counter() - req.started)
         )
+        if len(pending) >= PENDING_MAX:
+            with tallies._lock:
+                tallies._fold()

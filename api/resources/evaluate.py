@@ -15,12 +15,14 @@ from api.controlplane.model import KeyContext
 from api.errors import BadRequest, Unauthorized
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
 from api.jsonio import (
+    MALFORMED,
     decode_typed,
     optional_str,
     read_body,
     require_list,
     require_object,
     require_str,
+    typed_error,
 )
 from api.resources.answers import encode_bulk_response, encode_single_response
 from api.resources.quota import QuotaHeaders
@@ -60,6 +62,7 @@ def validate_evaluate(body: object) -> tuple[str, str, str | None]:
 
 
 _EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
+_decode_evaluate = _EVALUATE_BODY.decode
 
 
 class EvaluateResource:
@@ -71,7 +74,11 @@ class EvaluateResource:
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         caller = authenticate_caller(req, self._services.config)
-        body = decode_typed(await read_body(req, self._limit), _EVALUATE_BODY, validate_evaluate)
+        raw = await read_body(req, self._limit)
+        try:  # ``decode_typed``, written out
+            body = _decode_evaluate(raw)
+        except MALFORMED as exc:
+            raise typed_error(raw, exc, validate_evaluate) from None
         environment = caller.environment
         if environment is None:  # a key whose environment is gone is not valid
             raise Unauthorized()
