@@ -120,7 +120,7 @@ class TimedRequest(falcon.asgi.Request):
         options: falcon.RequestOptions | None = None,
     ) -> None:
         self.started = time.perf_counter()
-        super().__init__(scope, receive, first_event, options)
+        falcon.asgi.Request.__init__(self, scope, receive, first_event, options)
 
 
 class RequestTallyMiddleware:
