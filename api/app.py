@@ -8,7 +8,7 @@ import falcon.asgi
 from api.admin.routes import add_admin_routes
 from api.dashboard.routes import add_dashboard_routes
 from api.errors import serialize_error
-from api.observability.tallies import RequestTallyMiddleware
+from api.observability.tallies import RequestTallyMiddleware, TimedRequest
 from api.openapi.document import OpenApiResource
 from api.resources.evaluate import BulkEvaluateResource, EvaluateResource
 from api.resources.feedback import BulkFeedbackResource, FeedbackResource
@@ -19,7 +19,11 @@ from api.services import Services
 
 
 def create_app(services: Services) -> falcon.asgi.App:
-    app = falcon.asgi.App(cors_enable=False, middleware=[RequestTallyMiddleware(services.tallies)])
+    app = falcon.asgi.App(
+        cors_enable=False,
+        middleware=[RequestTallyMiddleware(services.tallies)],
+        request_type=TimedRequest,
+    )
     app.set_error_serializer(serialize_error)
     app.req_options.strip_url_path_trailing_slash = True
 

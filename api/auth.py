@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon.asgi
 
-from api.controlplane.cache import ConfigCache
+from api.controlplane.cache import Caller, ConfigCache
 from api.controlplane.model import KeyContext
 from api.errors import Unauthorized
 
@@ -20,3 +20,14 @@ def authenticate_api_key(req: falcon.asgi.Request, config: ConfigCache) -> KeyCo
     if context is None:
         raise Unauthorized()
     return context
+
+
+def authenticate_caller(req: falcon.asgi.Request, config: ConfigCache) -> Caller:
+    """``authenticate_api_key``, with what the key's requests read from the config."""
+    header = req.get_header("Authorization")
+    if not header or not header.startswith(_SCHEME):
+        raise Unauthorized()
+    caller = config.caller(header[len(_SCHEME) :].strip())
+    if caller is None:
+        raise Unauthorized()
+    return caller

@@ -29,6 +29,7 @@ _PREFIX_LENGTH = 42
 _HEAD = struct.Struct(">B8sQH")
 _MAC_BYTES = 12
 MAX_COUNT = 0xFFFF
+_NONCE_MASK = 0xFFFF_FFFF_FFFF_FFFF
 
 ENV_ID_PREFIX = "env_"
 _ENVIRONMENTS_KEPT = 4096
@@ -78,28 +79,27 @@ class EvaluationIdIssuer:
         self._nonces = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
         self._environments: dict[str, bytes] = {}
 
-    def _prefix(self, environment: bytes, count: int) -> str:
-        nonce = next(self._nonces) & 0xFFFF_FFFF_FFFF_FFFF
-        head = _HEAD.pack(VERSION, environment, nonce, count)
-        mac = self._mac(head)
-        # base64url without the wrapper's extra copies (urlsafe_b64encode = this + translate)
-        encoded = binascii.b2a_base64(head + mac, newline=False).translate(_URLSAFE)
-        return encoded[:_PREFIX_LENGTH].decode("ascii")
-
     def _mac(self, head: bytes) -> bytes:
         mac = self._keyed.copy()
         mac.update(head)
         return mac.digest()
 
     def issue_prefix(self, environment_id: str, count: int) -> str:
-        """The signed prefix of ``count`` ids (1 to 65535); ``bulk_ids`` expands it."""
+        """The signed prefix of ``count`` ids (1 to 65535); ``bulk_ids`` expands it.
+
+        ``_mac`` written out: this runs on every evaluate request.
+        """
         environment = self._environments.get(environment_id)
         if environment is None:
             environment = environment_id_to_bytes(environment_id)
             if len(self._environments) >= _ENVIRONMENTS_KEPT:
                 self._environments.clear()
             self._environments[environment_id] = environment
-        return self._prefix(environment, count)
+        head = _HEAD.pack(VERSION, environment, next(self._nonces) & _NONCE_MASK, count)
+        mac = self._keyed.copy()
+        mac.update(head)
+        encoded = binascii.b2a_base64(head + mac.digest(), newline=False).translate(_URLSAFE)
+        return encoded[:_PREFIX_LENGTH].decode("ascii")
 
     def issue(self, environment_id: str) -> str:
         return self.issue_prefix(environment_id, 1) + "0000"

@@ -57,12 +57,12 @@ async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
     raw = await req.stream.read(limit + 1)
     if len(raw) > limit:
         raise PayloadTooLarge(limit)
-    if truncated(req, raw):
+    if length is not None and len(raw) < length:  # ``truncated``, with the length read once
         raise BadRequest(TRUNCATED_BODY_MESSAGE)
     return raw
 
 
-_MALFORMED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+MALFORMED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 """What decoding a client's bytes can raise: msgspec's own errors, invalid UTF-8 inside a
 string (msgspec lets the codec's error through) and nesting deeper than the interpreter's
 recursion limit (msgspec guards its C recursion with it, so this is safe to catch)."""
@@ -81,7 +81,7 @@ def decode_json(raw: bytes) -> Any:
     """Plain Python values; 400 if malformed."""
     try:
         return _decode(raw)
-    except _MALFORMED as exc:
+    except MALFORMED as exc:
         raise malformed(exc) from None
 
 
@@ -100,11 +100,17 @@ def decode_typed(
     """
     try:
         return decoder.decode(raw)
-    except msgspec.ValidationError as exc:
+    except MALFORMED as exc:
+        raise typed_error(raw, exc, validate) from None
+
+
+def typed_error(raw: bytes, exc: BaseException, validate: Callable[[Any], object]) -> BadRequest:
+    """The 400 for ``raw`` that a typed decoder refused with ``exc`` (one of ``MALFORMED``):
+    what ``decode_typed`` raises, for callers that decode inline."""
+    if isinstance(exc, msgspec.ValidationError):
         validate(decode_json(raw))
-        raise BadRequest(f"Invalid body: {exc}") from None
-    except _MALFORMED as exc:
-        raise malformed(exc) from None
+        return BadRequest(f"Invalid body: {exc}")
+    return malformed(exc)
 
 
 def write_json(resp: falcon.asgi.Response, body: Any, status: int = 200) -> None:

@@ -10,9 +10,9 @@ import calendar
 import logging
 from typing import NamedTuple
 
-from api.controlplane.cache import EnvironmentConfig
+from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.evaluation import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide
+from api.evaluation import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide, decide_one
 from api.evaluation.engine import PLAN_LIMIT_EXCEEDED
 from api.evaluation_id import bulk_ids
 from api.eventlog import EventLogUnavailable
@@ -94,6 +94,56 @@ class EvaluationServer:
         s.tallies.count_outcomes(outcomes)
         return Served(users, outcomes, prefix)
 
+    def serve_one(
+        self,
+        caller: Caller,
+        environment: EnvironmentConfig,
+        flag_key: str,
+        user: str,
+        *,
+        sdk: str | None,
+        source: str,
+    ) -> tuple[int, str]:
+        """``serve`` for one user (a single evaluate): its result code and evaluation id
+        prefix, with the same metering, event and tallies, in fewer steps."""
+        s = self._services
+        now = s.clock()
+        key = caller.key
+        month = self._month
+        if not month[1] <= now < month[2]:
+            self._month_of(now)
+            month = self._month
+        flag = environment.flags.get(flag_key)
+        if caller.organization is not None and s.meter.consume(
+            key.organization_id, month[0], 1, caller.hard_limit
+        ):
+            outcome, rule = decide_one(flag, user, environment.segments)
+        else:
+            outcome, rule = _PLAN_LIMIT_CODE, _NOT_EVALUATED
+            s.metrics.plan_limit_refusals.inc(1)
+        prefix = s.ids.issue_prefix(environment.id, 1)
+        batch = EvaluationBatch(
+            prefix,
+            int(now * 1_000_000),
+            key.organization_id,
+            environment.id,
+            flag_key,
+            sdk,
+            key.key_id,
+            source,
+            [user],
+            outcome,
+            rule,
+            -1 if flag is None else flag.split_rule,
+            None if flag is None else flag.split_percentage,
+        )
+        try:  # ``_record``, written out
+            s.event_log.append_evaluation_batch(batch)
+        except EventLogUnavailable as exc:
+            self._lost(batch, exc)
+        s.tallies.count_outcomes(outcome)
+        return outcome[0], prefix
+
     def _meter(self, organization_id: str, now: float, requested: int) -> int:
         organization = self._services.config.organization(organization_id)
         if organization is None or requested == 0:
@@ -118,9 +168,12 @@ class EvaluationServer:
         try:  # the log counts what it appended (flagsight_events_logged)
             self._services.event_log.append_evaluation_batch(batch)
         except EventLogUnavailable as exc:
-            lost = len(batch.user_identifiers)
-            self._services.metrics.events_lost.labels(EVALUATION).inc(lost)
-            log.error(
-                "evaluation events not logged",
-                extra={"lost": lost, "reason": str(exc), "environment_id": batch.environment_id},
-            )
+            self._lost(batch, exc)
+
+    def _lost(self, batch: EvaluationBatch, exc: EventLogUnavailable) -> None:
+        lost = len(batch.user_identifiers)
+        self._services.metrics.events_lost.labels(EVALUATION).inc(lost)
+        log.error(
+            "evaluation events not logged",
+            extra={"lost": lost, "reason": str(exc), "environment_id": batch.environment_id},
+        )

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Container, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from api.controlplane.model import KeyContext, Organization
@@ -44,6 +44,18 @@ class EnvironmentConfig:
     version: int
 
 
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """What a request made with one API key reads from the config, looked up once per
+    snapshot: the key, its environment and its organization (None when gone), and the
+    organization's hard threshold (0 without one)."""
+
+    key: KeyContext
+    environment: EnvironmentConfig | None
+    organization: Organization | None
+    hard_limit: int
+
+
 @dataclass(frozen=True)
 class _Snapshot:
     version: int
@@ -52,6 +64,8 @@ class _Snapshot:
     organizations: Mapping[str, Organization]
     segment_versions: Mapping[SegmentId, int]
     segments: Mapping[SegmentId, SegmentMembership]
+    callers: dict[str, Caller] = field(default_factory=dict, compare=False)
+    """``ConfigCache.caller``'s memo, by API key: it goes with the snapshot it was read from."""
 
 
 _EMPTY = _Snapshot(-1, {}, {}, {}, {}, {})
@@ -161,6 +175,39 @@ class ConfigCache:
                 self._key_hashes.clear()
             self._key_hashes[api_key] = digest
         return context
+
+    def caller(self, api_key: str) -> Caller | None:
+        """``authenticate``, with the key's environment and organization, from one snapshot.
+
+        Memoised in the snapshot (up to ``KEY_HASHES_KEPT`` keys that authenticated), so a
+        client's every request after its first costs one dict lookup; a reload starts a new
+        memo, so revoking a key or changing its environment or organization takes effect as
+        with ``authenticate``.
+        """
+        snapshot = self._snapshot
+        caller = snapshot.callers.get(api_key)
+        if caller is not None:
+            return caller
+        digest = self._key_hashes.get(api_key)
+        if digest is None:
+            digest = _key_hash(api_key)
+        context = snapshot.api_keys.get(digest)
+        if context is None:
+            return None
+        if len(self._key_hashes) >= KEY_HASHES_KEPT:
+            self._key_hashes.clear()
+        self._key_hashes[api_key] = digest
+        organization = snapshot.organizations.get(context.organization_id)
+        caller = Caller(
+            context,
+            snapshot.environments.get(context.environment_id),
+            organization,
+            0 if organization is None else organization.hard_limit,
+        )
+        if len(snapshot.callers) >= KEY_HASHES_KEPT:
+            snapshot.callers.clear()
+        snapshot.callers[api_key] = caller
+        return caller
 
     def environment(self, environment_id: str) -> EnvironmentConfig | None:
         return self._snapshot.environments.get(environment_id)

@@ -97,7 +97,8 @@ class SegmentMembership:
     def __contains__(self, identifier: object) -> bool:
         if not isinstance(identifier, str):
             return False
-        wanted = identifier_hash(identifier)
+        # ``identifier_hash``, written out: this runs on every evaluation of a segment rule
+        wanted = mmh3.hash64(identifier.encode("utf-8", "surrogatepass"), signed=False)[0] or 1
         slots, mask = self._slots, self._mask
         index = wanted & mask
         while True:

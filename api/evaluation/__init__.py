@@ -4,7 +4,14 @@ No I/O, clock, logging or environment in here. Callers (the HTTP resources, OFRE
 any other implementation checked against ``tests/cases``) supply everything.
 """
 
-from api.evaluation.engine import Decisions, decide, evaluate, evaluate_codes, evaluate_many
+from api.evaluation.engine import (
+    Decisions,
+    decide,
+    decide_one,
+    evaluate,
+    evaluate_codes,
+    evaluate_many,
+)
 from api.evaluation.model import (
     ERROR_MESSAGES,
     NO_RULE,
@@ -31,6 +38,7 @@ __all__ = [
     "RULE_TYPES",
     "Decisions",
     "decide",
+    "decide_one",
     "RESULTS",
     "RESULT_CODES",
     "ErrorType",

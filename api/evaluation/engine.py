@@ -95,6 +95,26 @@ def decide(flag: Flag | None, users: Sequence[str], segments: Segments) -> Decis
     return rules.translate(flag.code_table), rules
 
 
+_NOT_FOUND_CODE = _BYTES[RESULT_CODES[NOT_FOUND]]
+_ARCHIVED_CODE = _BYTES[RESULT_CODES[ARCHIVED]]
+_DISABLED_CODE = _BYTES[RESULT_CODES[DISABLED]]
+
+
+def decide_one(flag: Flag | None, user: str, segments: Segments) -> Decisions:
+    """``decide(flag, [user], segments)``: one user's result code and rule byte."""
+    if flag is None:
+        return _NOT_FOUND_CODE, _NOT_EVALUATED
+    if flag.archived:
+        return _ARCHIVED_CODE, _NOT_EVALUATED
+    if not flag.enabled:
+        return _DISABLED_CODE, _NOT_EVALUATED
+    key = flag.key
+    for index, rule in enumerate(flag.rules):  # ``deciding_rule``, written out
+        if rule.matches(key, user, segments):
+            return _BYTES[flag.code_table[index]], _BYTES[index]
+    return _BYTES[flag.code_table[NO_RULE]], _BYTES[NO_RULE]
+
+
 def _decide_many(flag: Flag, users: Sequence[str], segments: Segments) -> bytes:
     decided = np.full(len(users), NO_RULE, dtype=np.uint8)
     pending = np.arange(len(users))

@@ -42,6 +42,8 @@ MAGIC = b"FSW1"
 HEADER = struct.Struct("<4sII")
 _LENGTH = struct.Struct("<I")
 _MAGIC_CRC = struct.Struct("<4sI")
+_COPY_BELOW = 4096
+"""Frames shorter than this have their crc taken over a copy (see ``encode_frame``)."""
 MAX_PAYLOAD = 256 * 1024 * 1024
 """Larger lengths are treated as corruption, so garbage never makes a reader allocate GBs."""
 
@@ -67,12 +69,27 @@ class InvalidFrame(ValueError):
     """A frame whose crc is right but whose content does not fit its schema (a caller's bug)."""
 
 
+_HEADER_SIZE = HEADER.size
+_encode_into = _encoder.encode_into
+_pack_length = _LENGTH.pack_into
+_pack_magic_crc = _MAGIC_CRC.pack_into
+_crc32 = zlib.crc32
+"""Bound once: ``encode_frame`` runs on every evaluate request, where looking each of them
+up cost about as much as the encoding itself."""
+
+
 def encode_frame(type_code: int, body: Sequence[tuple] | EvaluationBatch) -> bytearray:
-    """One frame holding ``body``; encoded in place after a reserved header (no copy)."""
-    buf = bytearray(HEADER.size)
-    _encoder.encode_into((type_code, body), buf, HEADER.size)
-    _LENGTH.pack_into(buf, 8, len(buf) - HEADER.size)
-    _MAGIC_CRC.pack_into(buf, 0, MAGIC, zlib.crc32(memoryview(buf)[8:]))
+    """One frame holding ``body``; encoded in place after a reserved header.
+
+    The crc is taken over a copy of length and payload: for frames of a few hundred bytes
+    (a single evaluate's) a slice is cheaper than a ``memoryview`` of the buffer.
+    """
+    buf = bytearray(_HEADER_SIZE)
+    _encode_into((type_code, body), buf, _HEADER_SIZE)
+    _pack_length(buf, 8, len(buf) - _HEADER_SIZE)
+    _pack_magic_crc(
+        buf, 0, MAGIC, _crc32(buf[8:]) if len(buf) < _COPY_BELOW else _crc32(memoryview(buf)[8:])
+    )
     return buf
 
 

@@ -30,34 +30,70 @@ def outcome_label(code: int) -> str:
 _OUTCOME_LABELS = [outcome_label(code) for code in range(len(OUTCOMES))]
 
 
+PENDING_MAX = 65_536
+"""Requests counted but not yet folded into the totals; past this many, the counting thread
+folds them itself (without a flushing thread, memory stays bounded)."""
+
+
 class Tallies:
-    """Counts since the last ``flush``; safe between the event loop and the flushing thread."""
+    """Counts since the last ``flush``; safe between the event loop and the flushing thread.
+
+    The hot path takes no lock: a request is one ``list.append`` and its outcomes one
+    ``bytearray`` extension, each a single operation under the GIL. Folding takes what is
+    there with a slice copy and removes exactly that with a slice deletion (both single
+    operations too), so what another thread appends meanwhile is kept for the next fold.
+    """
 
     def __init__(self, metrics: Metrics):
         self._metrics = metrics
         self._lock = threading.Lock()
+        """Held while folding (by ``flush`` and by a counting thread past ``PENDING_MAX``)."""
+        self._pending: list[tuple[str, int, float]] = []
+        self._pending_outcomes = bytearray()
         self._requests: Counter[tuple[str, int]] = Counter()
         self._seconds: Counter[str] = Counter()
         self._outcomes: Counter[int] = Counter()
 
     def count_request(self, route: str, status: int, seconds: float) -> None:
-        with self._lock:
-            self._requests[(route, status)] += 1
-            self._seconds[route] += seconds
+        pending = self._pending
+        pending.append((route, status, seconds))
+        if len(pending) >= PENDING_MAX:
+            with self._lock:
+                self._fold()
 
     def count_outcomes(self, outcomes: bytes) -> None:
         """One byte per evaluation, an index into ``OUTCOMES`` (as in the event log)."""
         if len(outcomes) == 1:
-            with self._lock:
-                self._outcomes[outcomes[0]] += 1
+            pending = self._pending_outcomes
+            pending += outcomes
+            if len(pending) >= PENDING_MAX:
+                with self._lock:
+                    self._fold()
             return
         counts = np.bincount(np.frombuffer(outcomes, dtype=np.uint8), minlength=len(OUTCOMES))
         with self._lock:
+            self._fold()  # what came first is counted first, as it would have been
             for code in np.flatnonzero(counts).tolist():
                 self._outcomes[code] += int(counts[code])
 
+    def _fold(self) -> None:
+        """Move what is pending into the totals, in the order it came (the caller holds
+        ``_lock``; the order is the order in which /metrics first shows each series)."""
+        pending = self._pending
+        taken = pending[:]
+        del pending[: len(taken)]
+        for route, status, seconds in taken:
+            self._requests[(route, status)] += 1
+            self._seconds[route] += seconds
+        outcomes = self._pending_outcomes
+        codes = bytes(outcomes)
+        del outcomes[: len(codes)]
+        for code in dict.fromkeys(codes):
+            self._outcomes[code] += codes.count(code)
+
     def flush(self) -> None:
         with self._lock:
+            self._fold()
             requests, self._requests = self._requests, Counter()
             seconds, self._seconds = self._seconds, Counter()
             outcomes, self._outcomes = self._outcomes, Counter()
@@ -70,22 +106,42 @@ class Tallies:
             m.evaluations.labels(_OUTCOME_LABELS[code]).inc(count)
 
 
+class TimedRequest(falcon.asgi.Request):
+    """A request that notes when it was made, for ``RequestTallyMiddleware``: cheaper than a
+    ``process_request`` step, which costs a coroutine per request."""
+
+    __slots__ = ("started",)
+
+    def __init__(
+        self,
+        scope: dict[str, Any],
+        receive: Any,
+        first_event: dict[str, Any] | None = None,
+        options: falcon.RequestOptions | None = None,
+    ) -> None:
+        self.started = time.perf_counter()
+        falcon.asgi.Request.__init__(self, scope, receive, first_event, options)
+
+
 class RequestTallyMiddleware:
-    """Counts every answer by route template and status, and the time it took."""
+    """Counts every answer by route template and status, and the time it took. The app's
+    requests must be ``TimedRequest``s (``falcon.asgi.App(request_type=TimedRequest)``)."""
 
     def __init__(self, tallies: Tallies):
         self._tallies = tallies
 
-    async def process_request(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        req.context.started = time.perf_counter()
-
     async def process_response(
         self,
-        req: falcon.asgi.Request,
+        req: TimedRequest,
         resp: falcon.asgi.Response,
         resource: Any,
         req_succeeded: bool,
     ) -> None:
-        started = getattr(req.context, "started", None)
-        seconds = 0.0 if started is None else time.perf_counter() - started
-        self._tallies.count_request(req.uri_template or "unmatched", resp.status_code, seconds)
+        tallies = self._tallies  # ``Tallies.count_request``, written out
+        pending = tallies._pending
+        pending.append(
+            (req.uri_template or "unmatched", resp.status_code, time.perf_counter() - req.started)
+        )
+        if len(pending) >= PENDING_MAX:
+            with tallies._lock:
+                tallies._fold()

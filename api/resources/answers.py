@@ -43,6 +43,11 @@ def encode_response(outcome: int, evaluation_id: str) -> bytes:
     return _HEADS[outcome] + evaluation_id.encode("ascii") + b'"}'
 
 
+def encode_single_response(outcome: int, evaluation_id_prefix: str) -> bytes:
+    """``encode_response(outcome, entry_id(evaluation_id_prefix, 0))``: a single evaluate's."""
+    return _HEADS[outcome] + evaluation_id_prefix.encode("ascii") + b'0000"}'
+
+
 MAX_BULK_ENTRIES = 10_000
 _ENTRY_TAILS = [b'%04x"}' % index for index in range(MAX_BULK_ENTRIES)]
 """Each entry's id index (``api.evaluation_id.bulk_ids``) and the end of its object."""

@@ -9,21 +9,22 @@ import falcon
 import falcon.asgi
 import msgspec
 
-from api.auth import authenticate_api_key
+from api.auth import authenticate_api_key, authenticate_caller
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.errors import BadRequest, Unauthorized
-from api.evaluation_id import entry_id
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
 from api.jsonio import (
+    MALFORMED,
     decode_typed,
     optional_str,
     read_body,
     require_list,
     require_object,
     require_str,
+    typed_error,
 )
-from api.resources.answers import encode_bulk_response, encode_response
+from api.resources.answers import encode_bulk_response, encode_single_response
 from api.resources.quota import QuotaHeaders
 from api.services import Services
 from api.serving import EvaluationServer
@@ -61,6 +62,7 @@ def validate_evaluate(body: object) -> tuple[str, str, str | None]:
 
 
 _EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
+_decode_evaluate = _EVALUATE_BODY.decode
 
 
 class EvaluateResource:
@@ -71,20 +73,26 @@ class EvaluateResource:
         self._limit = services.settings.body_limits.single
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        key = authenticate_api_key(req, self._services.config)
-        body = decode_typed(await read_body(req, self._limit), _EVALUATE_BODY, validate_evaluate)
-        environment = key_environment(self._services, key)
-        served = self._server.serve(
-            key,
+        caller = authenticate_caller(req, self._services.config)
+        raw = await read_body(req, self._limit)
+        try:  # ``decode_typed``, written out
+            body = _decode_evaluate(raw)
+        except MALFORMED as exc:
+            raise typed_error(raw, exc, validate_evaluate) from None
+        environment = caller.environment
+        if environment is None:  # a key whose environment is gone is not valid
+            raise Unauthorized()
+        outcome, prefix = self._server.serve_one(
+            caller,
             environment,
             body.flagKey,
-            [body.userIdentifier],
+            body.userIdentifier,
             sdk=body.sdk,
             source=SOURCE_EVALUATE,
         )
-        resp.data = encode_response(served.outcomes[0], entry_id(served.evaluation_id_prefix, 0))
+        resp.data = encode_single_response(outcome, prefix)
         resp.content_type = falcon.MEDIA_JSON
-        self._quota.apply(resp, key.organization_id)
+        self._quota.apply(resp, caller.key.organization_id)
 
 
 class BulkEvaluateResource:

@@ -37,7 +37,10 @@ class QuotaHeaders:
         self._cache: dict[str, tuple[int, str, str, int]] = {}
 
     def apply(self, resp: falcon.asgi.Response, organization_id: str) -> None:
-        entry = self._entry(organization_id)
+        now = self._services.clock()  # ``_entry``, written out: this runs on every evaluate answer
+        entry = self._cache.get(organization_id)
+        if entry is None or entry[0] != int(now):
+            entry = self._cache[organization_id] = self._fields(organization_id, now)
         resp.set_header("RateLimit-Policy", entry[1])
         resp.set_header("RateLimit", entry[2])
 

@@ -71,6 +71,27 @@ def test_authenticate_and_revoke(store, environment, cache) -> None:
     assert cache.authenticate(created.plaintext) is None
 
 
+def test_caller_follows_the_snapshot(store, organization, environment, cache) -> None:
+    """The key, its environment and organization, remembered until the next reload."""
+    created = store.create_api_key(environment.id, "k")
+    assert cache.caller(created.plaintext) is None  # before refresh
+    cache.refresh()
+    caller = cache.caller(created.plaintext)
+    assert caller.key == cache.authenticate(created.plaintext)
+    assert caller.environment is cache.environment(environment.id)
+    assert caller.organization == organization
+    assert caller.hard_limit == organization.hard_limit
+    assert cache.caller(created.plaintext) is caller
+    assert cache.caller(created.plaintext + "x") is None
+    store.update_organization(organization.id, plan=Plan.TEAM)
+    cache.refresh()
+    assert cache.caller(created.plaintext).organization.plan is Plan.TEAM
+    assert cache.caller(created.plaintext).hard_limit == 11_000_000
+    store.revoke_api_key(created.record.id)
+    cache.refresh()
+    assert cache.caller(created.plaintext) is None
+
+
 def test_remembered_key_hashes_are_bounded(store, environment, cache, monkeypatch) -> None:
     """Keys are hashed once each; the memo starts over when full, and keys keep working."""
     monkeypatch.setattr("api.controlplane.cache.KEY_HASHES_KEPT", 2)
@@ -83,6 +104,10 @@ def test_remembered_key_hashes_are_bounded(store, environment, cache, monkeypatc
     for _ in range(50):
         assert cache.authenticate(f"fsk_unknown{_}") is None
     assert len(cache._key_hashes) <= 2
+    for _ in range(2):
+        for key in keys:
+            assert cache.caller(key.plaintext).key.key_id == key.record.id
+            assert len(cache._snapshot.callers) <= 2
 
 
 def test_another_worker_sees_a_change_within_a_second(

@@ -18,6 +18,8 @@ from api.evaluation import (
     RuleType,
     SegmentRule,
     StaticRule,
+    decide,
+    decide_one,
     evaluate,
     evaluate_codes,
     evaluate_many,
@@ -160,6 +162,16 @@ def test_result_codes_with_worker_segments_match_one_by_one(rules, users) -> Non
     codes = evaluate_codes(flag, users, segments)
     assert [RESULTS[code] for code in codes] == [evaluate(flag, u, segments) for u in users]
     assert all(RESULT_CODES[RESULTS[code]] == code for code in codes)
+
+
+@given(
+    _rules, st.lists(st.text(min_size=1, max_size=12), max_size=20), st.booleans(), st.booleans()
+)
+def test_decide_one_gives_the_same_answer_as_decide(rules, users, enabled, archived) -> None:
+    segments = {"a": SegmentMembership.build(users[::2]), "b": frozenset(users[::3])}
+    for flag in (Flag("one", enabled, archived, tuple(rules)), None):
+        for user in users:
+            assert decide_one(flag, user, segments) == decide(flag, [user], segments)
 
 
 def test_result_codes_are_the_event_logs_outcomes() -> None:

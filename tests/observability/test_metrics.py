@@ -80,3 +80,39 @@ def test_each_process_metrics_files_are_allocated_whole_before_use(tmp_path) -> 
         stat = path.stat()
         assert stat.st_size == PROCESS_FILE_BYTES
         assert stat.st_blocks * 512 >= stat.st_size, path.name
+
+
+def test_tallies_lose_nothing_while_another_thread_flushes(monkeypatch) -> None:
+    """Counting takes no lock: a flush racing with it must neither lose nor repeat a count,
+    and past ``PENDING_MAX`` the counting thread folds by itself."""
+    import threading
+
+    from api.observability import tallies as module
+    from api.observability.metrics import Metrics
+    from api.observability.tallies import Tallies
+
+    monkeypatch.setattr(module, "PENDING_MAX", 1_000)
+    metrics = Metrics()
+    tallies = Tallies(metrics)
+    stop = threading.Event()
+
+    def flush_often() -> None:
+        while not stop.is_set():
+            tallies.flush()
+
+    flusher = threading.Thread(target=flush_often)
+    flusher.start()
+    try:
+        for i in range(30_000):
+            tallies.count_request("/v1/evaluate", 200, 0.5)
+            tallies.count_outcomes(b"\x01" if i % 3 else b"\x02\x02")
+    finally:
+        stop.set()
+        flusher.join()
+    tallies.flush()
+    assert not tallies._pending and not tallies._pending_outcomes
+    requests = metrics.requests.labels("/v1/evaluate", "200")._value.get()
+    seconds = metrics.request_seconds.labels("/v1/evaluate")._value.get()
+    assert (requests, seconds) == (30_000, 15_000)
+    outcomes = [metrics.evaluations.labels(outcome_label(code))._value.get() for code in (1, 2)]
+    assert outcomes == [20_000, 20_000]
