@@ -104,11 +104,6 @@ class WarehouseResource(dg.ConfigurableResource):
         con = self._open_waiting()
         try:
             con.execute("SET TimeZone = 'UTC'")
-            # An incremental run checkpoints once, when the connection closes: with DuckDB's
-            # default 16 MB threshold, a step whose commit crossed it checkpointed mid-run (0.2 s
-            # of an incremental fold's 0.6 s), and the next one again at the close. Bulk loads
-            # write their row groups straight to the file, so the log stays far below this.
-            con.execute("SET checkpoint_threshold = '256MB'")
             migrate(con)
         except BaseException:
             con.close()
