@@ -15,7 +15,7 @@ from api.controlplane.changes import Actor, AuditRecord
 from api.controlplane.model import Environment, Organization, Plan
 from api.controlplane.sql_backend import Connection
 from api.controlplane.sql_history import audit_from_row
-from api.controlplane.store import ConflictError, NotFoundError
+from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
 
 AUDIT_PAGE = 1000
 
@@ -38,7 +38,9 @@ class AuditMixin:
         with self._transaction(write=True) as conn:
             row = conn.execute("SELECT * FROM audit_log WHERE id = ?", (audit_id,)).fetchone()
             if row is None:
-                raise NotFoundError(f"Audit record '{audit_id}' does not exist")
+                raise NotFoundError(
+                    Resource.AUDIT_RECORD, audit_id, f"Audit record '{audit_id}' does not exist"
+                )
             record = audit_from_row(row)
             kind, _, ident = record.target.partition(":")
             if kind == "flag":
@@ -48,8 +50,9 @@ class AuditMixin:
             if kind == "environment" and record.before is not None:
                 return self._restore_environment(conn, record, actor)
             raise ConflictError(
+                ConflictReason.NOT_RESTORABLE,
                 f"Audit record '{audit_id}' ({record.action} of {record.target}) cannot be"
-                " restored: only flags, organizations' plans and environments' settings can"
+                " restored: only flags, organizations' plans and environments' settings can",
             )
 
     def _restore_flag(
@@ -62,7 +65,10 @@ class AuditMixin:
                 conn, flag, actor=actor, action="restore", restored_from=record.id
             )
         if self._flag_in(conn, environment_id, key) is None:
-            raise ConflictError(f"Flag '{key}' did not exist before that change and does not now")
+            raise ConflictError(
+                ConflictReason.NOTHING_TO_RESTORE,
+                f"Flag '{key}' did not exist before that change and does not now",
+            )
         return self._delete_flag(
             conn, environment_id, key, actor=actor, action="restore", restored_from=record.id
         )
@@ -73,7 +79,11 @@ class AuditMixin:
         before = record.before
         row = conn.execute("SELECT * FROM organizations WHERE id = ?", (before["id"],)).fetchone()
         if row is None:
-            raise NotFoundError(f"Organization '{before['id']}' does not exist")
+            raise NotFoundError(
+                Resource.ORGANIZATION,
+                before["id"],
+                f"Organization '{before['id']}' does not exist",
+            )
         current = Organization(
             row["id"], row["name"], Plan(row["plan"]), row["monthly_evaluation_limit"]
         )

@@ -27,7 +27,7 @@ from api.controlplane.changes import (
 )
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
-from api.controlplane.store import ConflictError, NotFoundError
+from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
 from api.evaluation import PercentageRule
 
 _NEXT_STATE = {
@@ -46,8 +46,9 @@ def with_split_at(flag: FlagRecord, percentage: float, updated_at: str) -> FlagR
             rules[index] = PercentageRule(percentage, rule.value)
             return replace(flag, rules=tuple(rules), updated_at=updated_at)
     raise ConflictError(
+        ConflictReason.NO_PERCENTAGE_RULE,
         f"Flag '{flag.key}' has no PERCENTAGE rule: a guarded rollout moves the flag's first"
-        " percentage rule, so add one first"
+        " percentage rule, so add one first",
     )
 
 
@@ -73,7 +74,9 @@ class RolloutsMixin:
             self._require_environment(conn, environment_id)
             flag = self._flag_in(conn, environment_id, flag_key)
             if flag is None:
-                raise NotFoundError(f"Flag '{flag_key}' does not exist in this environment")
+                raise NotFoundError(
+                    Resource.FLAG, flag_key, f"Flag '{flag_key}' does not exist in this environment"
+                )
             moved = with_split_at(flag, plan.steps[0], self._now())
             conn.execute(
                 "DELETE FROM rollouts WHERE environment_id = ? AND flag_key = ?",
@@ -185,7 +188,9 @@ class RolloutsMixin:
         if row is None:
             if missing_ok:
                 return None
-            raise NotFoundError(f"Flag '{flag_key}' has no rollout in this environment")
+            raise NotFoundError(
+                Resource.ROLLOUT, flag_key, f"Flag '{flag_key}' has no rollout in this environment"
+            )
         decisions = conn.execute(
             "SELECT * FROM rollout_decisions WHERE environment_id = ? AND flag_key = ?"
             " ORDER BY seq",

@@ -16,7 +16,13 @@ from api.controlplane.changes import Actor, FlagBody, Schedule, ScheduleState
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
-from api.controlplane.store import KEY_PATTERN, ControlPlaneError, InvalidError, NotFoundError
+from api.controlplane.store import (
+    KEY_PATTERN,
+    ControlPlaneError,
+    InvalidError,
+    NotFoundError,
+    Resource,
+)
 from api.evaluation import rule_from_json, rule_to_json
 
 
@@ -86,7 +92,11 @@ class SchedulesMixin:
                 (schedule_id, environment_id, flag_key, str(ScheduleState.PENDING)),
             ).fetchone()
             if row is None:
-                raise NotFoundError(f"No pending schedule '{schedule_id}' for flag '{flag_key}'")
+                raise NotFoundError(
+                    Resource.SCHEDULE,
+                    schedule_id,
+                    f"No pending schedule '{schedule_id}' for flag '{flag_key}'",
+                )
             conn.execute(
                 "UPDATE schedules SET state = ? WHERE id = ?",
                 (str(ScheduleState.CANCELLED), schedule_id),

@@ -40,9 +40,11 @@ from api.controlplane.store import (
     MAX_SEGMENT_SIZE,
     ConfigSnapshot,
     ConflictError,
+    ConflictReason,
     CreatedApiKey,
     InvalidError,
     NotFoundError,
+    Resource,
     SegmentId,
     resolve_monthly_limit,
 )
@@ -210,7 +212,11 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
                 "SELECT * FROM organizations WHERE id = ?", (organization_id,)
             ).fetchone()
             if row is None:
-                raise NotFoundError(f"Organization '{organization_id}' does not exist")
+                raise NotFoundError(
+                    Resource.ORGANIZATION,
+                    organization_id,
+                    f"Organization '{organization_id}' does not exist",
+                )
             current = _organization(row)
             new_plan = current.plan if plan is None else Plan(plan)
             limit = resolve_monthly_limit(new_plan, monthly_evaluation_limit, current)
@@ -232,7 +238,11 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
     def _require_organization(conn: Connection, organization_id: str) -> None:
         if conn.execute("SELECT 1 FROM organizations WHERE id = ?", (organization_id,)).fetchone():
             return
-        raise NotFoundError(f"Organization '{organization_id}' does not exist")
+        raise NotFoundError(
+            Resource.ORGANIZATION,
+            organization_id,
+            f"Organization '{organization_id}' does not exist",
+        )
 
     def create_environment(
         self,
@@ -255,7 +265,11 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
                 (organization_id, key),
             ).fetchone()
             if taken:
-                raise ConflictError(f"Environment key '{key}' already exists in this organization")
+                raise ConflictError(
+                    ConflictReason.KEY_TAKEN,
+                    f"Environment key '{key}' already exists in this organization",
+                    "key",
+                )
             conn.execute(
                 "INSERT INTO environments VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -305,7 +319,11 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
                 "SELECT * FROM environments WHERE id = ?", (environment_id,)
             ).fetchone()
             if row is None:
-                raise NotFoundError(f"Environment '{environment_id}' does not exist")
+                raise NotFoundError(
+                    Resource.ENVIRONMENT,
+                    environment_id,
+                    f"Environment '{environment_id}' does not exist",
+                )
             current = _environment(row)
             updated = Environment(
                 current.id,
@@ -329,7 +347,11 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
     def _require_environment(conn: Connection, environment_id: str) -> Environment:
         row = conn.execute("SELECT * FROM environments WHERE id = ?", (environment_id,)).fetchone()
         if row is None:
-            raise NotFoundError(f"Environment '{environment_id}' does not exist")
+            raise NotFoundError(
+                Resource.ENVIRONMENT,
+                environment_id,
+                f"Environment '{environment_id}' does not exist",
+            )
         return _environment(row)
 
     # -- API keys ---------------------------------------------------------------------------
@@ -373,7 +395,11 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
                 (key_id,),
             ).fetchone()
             if row is None:
-                raise NotFoundError(f"API key '{key_id}' does not exist or is already revoked")
+                raise NotFoundError(
+                    Resource.API_KEY,
+                    key_id,
+                    f"API key '{key_id}' does not exist or is already revoked",
+                )
             conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (self._now(), key_id))
             self._bump(conn)
             before = _api_key(row)
@@ -460,7 +486,9 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
                 (organization_id, key),
             ).fetchone()
             if not exists:
-                raise NotFoundError(f"Segment '{key}' does not exist in this organization")
+                raise NotFoundError(
+                    Resource.SEGMENT, key, f"Segment '{key}' does not exist in this organization"
+                )
             users = conn.execute(
                 "SELECT e.key AS environment, f.key AS flag, f.rules FROM flags f"
                 " JOIN environments e ON e.id = f.environment_id"
@@ -470,8 +498,9 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
             for row in users:
                 if key in _segment_keys_named(row["rules"]):
                     raise ConflictError(
+                        ConflictReason.SEGMENT_IN_USE,
                         f"Segment '{key}' is used by flag '{row['flag']}' in environment"
-                        f" '{row['environment']}'; remove that rule first"
+                        f" '{row['environment']}'; remove that rule first",
                     )
             conn.execute(
                 "DELETE FROM segments WHERE organization_id = ? AND key = ?",
@@ -620,7 +649,9 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         environment = self._require_environment(conn, environment_id)
         before = self._flag_in(conn, environment_id, key)
         if before is None:
-            raise NotFoundError(f"Flag '{key}' does not exist in this environment")
+            raise NotFoundError(
+                Resource.FLAG, key, f"Flag '{key}' does not exist in this environment"
+            )
         conn.execute(
             "DELETE FROM flags WHERE environment_id = ? AND key = ?", (environment_id, key)
         )

@@ -22,7 +22,7 @@ from api.controlplane.changes import (
 )
 from api.controlplane.sql_backend import Row
 from api.controlplane.sql_history import new_id
-from api.controlplane.store import NotFoundError
+from api.controlplane.store import NotFoundError, Resource
 
 SECRET_PREFIX = "whsec_"
 
@@ -71,7 +71,9 @@ class WebhooksMixin:
                 "SELECT * FROM webhooks WHERE id = ? AND deleted_at IS NULL", (webhook_id,)
             ).fetchone()
             if row is None:
-                raise NotFoundError(f"Webhook '{webhook_id}' does not exist")
+                raise NotFoundError(
+                    Resource.WEBHOOK, webhook_id, f"Webhook '{webhook_id}' does not exist"
+                )
             conn.execute(
                 "UPDATE webhooks SET deleted_at = ? WHERE id = ?", (self._now(), webhook_id)
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol
 
 from api.controlplane.changes import (
@@ -59,12 +60,53 @@ class ControlPlaneError(Exception):
         self.message = message
 
 
+class Resource(StrEnum):
+    """The kinds of record the store addresses (``NotFoundError.resource``)."""
+
+    ORGANIZATION = "organization"
+    ENVIRONMENT = "environment"
+    API_KEY = "api_key"
+    SEGMENT = "segment"
+    FLAG = "flag"
+    SCHEDULE = "schedule"
+    ROLLOUT = "rollout"
+    WEBHOOK = "webhook"
+    AUDIT_RECORD = "audit_record"
+
+
+class ConflictReason(StrEnum):
+    """Why a change was refused although every value in it is valid (``ConflictError``)."""
+
+    KEY_TAKEN = "key_taken"
+    """A key that must be unique within its organization is already used."""
+    SEGMENT_IN_USE = "segment_in_use"
+    """A segment still referenced by a flag's rule cannot be deleted."""
+    NOT_RESTORABLE = "not_restorable"
+    """The audit record's kind of change has no restore."""
+    NOTHING_TO_RESTORE = "nothing_to_restore"
+    """Restoring would change nothing: the record's before-state is what there is now."""
+    NO_PERCENTAGE_RULE = "no_percentage_rule"
+    """A guarded rollout needs the flag to have a percentage rule to move."""
+
+
 class NotFoundError(ControlPlaneError):
-    """The addressed organization, environment, key, segment or flag does not exist."""
+    """The addressed record does not exist: ``resource`` names its kind and ``identifier`` the
+    id or key the caller gave (for a flag, its key within the environment addressed)."""
+
+    def __init__(self, resource: Resource, identifier: str, message: str):
+        super().__init__(message)
+        self.resource = resource
+        self.identifier = identifier
 
 
 class ConflictError(ControlPlaneError):
-    """A key that must be unique is taken, or the change would break another record."""
+    """A key that must be unique is taken, or the change would break another record:
+    ``reason`` says which, and ``field`` names the caller's field at fault when there is one."""
+
+    def __init__(self, reason: ConflictReason, message: str, field_name: str | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.field = field_name
 
 
 class InvalidError(ControlPlaneError):

@@ -122,8 +122,10 @@ class OrganizationPage(Page):
                     self.store.create_environment, org_id, key, name or None,
                     form.get("insights") == "on",
                 )  # fmt: skip
-            except ConflictError:
-                errors["key"] = f"This organization already has an environment '{key}'."
+            except ConflictError as exc:
+                errors[exc.field or "key"] = (
+                    f"This organization already has an environment '{key}'."
+                )
             except InvalidError as exc:
                 errors[_FORM_FIELDS.get(exc.field, "key")] = exc.message
             else:

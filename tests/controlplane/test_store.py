@@ -12,7 +12,13 @@ import pytest
 
 from api.controlplane.model import Plan
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from api.controlplane.store import ConflictError, InvalidError, NotFoundError
+from api.controlplane.store import (
+    ConflictError,
+    ConflictReason,
+    InvalidError,
+    NotFoundError,
+    Resource,
+)
 from api.evaluation import PercentageRule, SegmentRule, StaticRule
 
 
@@ -43,14 +49,19 @@ def test_organization_limits(store) -> None:
     with pytest.raises(InvalidError) as error:
         store.create_organization("N", Plan.ENTERPRISE)
     assert error.value.field == "monthlyEvaluationLimit"
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.update_organization("org_0000000000000000", plan=Plan.PRO)
+    assert (missing.value.resource, missing.value.identifier) == (
+        Resource.ORGANIZATION,
+        "org_0000000000000000",
+    )
     assert [o.name for o in store.list_organizations()] == ["F", "E"]
 
 
 def test_environment_keys_unique_per_organization(store, organization, environment) -> None:
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as taken:
         store.create_environment(organization.id, "production")
+    assert (taken.value.reason, taken.value.field) == (ConflictReason.KEY_TAKEN, "key")
     assert store.find_environment(organization.id, "production") == environment
     assert store.find_environment(organization.id, "PRODUCTION") is None
     with pytest.raises(NotFoundError):
@@ -70,8 +81,12 @@ def test_api_keys_stored_as_sha256_only(store, environment) -> None:
     store.revoke_api_key(created.record.id)
     assert store.list_api_keys(environment.id) == []
     assert store.get_api_key(created.record.id).revoked is True
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.revoke_api_key(created.record.id)
+    assert (missing.value.resource, missing.value.identifier) == (
+        Resource.API_KEY,
+        created.record.id,
+    )
     with pytest.raises(NotFoundError):
         store.create_api_key("env_0000000000000000")
 
@@ -90,8 +105,9 @@ def test_segments_dedupe_replace_and_limit(store, organization) -> None:
         store.put_segment("org_0000000000000000", "beta", [])
     store.delete_segment(organization.id, "beta")
     assert store.get_segment(organization.id, "beta") is None
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.delete_segment(organization.id, "beta")
+    assert (missing.value.resource, missing.value.identifier) == (Resource.SEGMENT, "beta")
 
 
 def test_flags_create_replace_and_segment_rules(store, organization, environment) -> None:
@@ -105,14 +121,17 @@ def test_flags_create_replace_and_segment_rules(store, organization, environment
     assert store.get_flag(environment.id, "f") == flag
     flag, created = store.put_flag(environment.id, "f", False, True, [])
     assert not created and store.list_flags(environment.id) == [flag]
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.put_flag("env_0000000000000000", "f", True, False, [])
+    assert missing.value.resource is Resource.ENVIRONMENT
     store.put_flag(environment.id, "g", True, False, [SegmentRule("beta")])
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as in_use:
         store.delete_segment(organization.id, "beta")
+    assert (in_use.value.reason, in_use.value.field) == (ConflictReason.SEGMENT_IN_USE, None)
     store.delete_flag(environment.id, "g")
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.delete_flag(environment.id, "g")
+    assert (missing.value.resource, missing.value.identifier) == (Resource.FLAG, "g")
     store.delete_segment(organization.id, "beta")
 
 

@@ -16,7 +16,7 @@ from api.controlplane.changes import (
     RolloutState,
     ScheduleState,
 )
-from api.controlplane.store import ConflictError, NotFoundError
+from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
 from api.evaluation import PercentageRule, StaticRule
 
 
@@ -34,14 +34,16 @@ def test_audit_is_newest_first_and_restore_puts_a_flag_back(store, organization,
     assert store.list_audit(organization.id)[0] == restored
     key_record = store.list_audit(organization.id, limit=20)[-1]
     assert key_record.action == "organization.created"
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.restore("aud_0000000000000000")
+    assert missing.value.resource is Resource.AUDIT_RECORD
 
 
 def test_api_key_changes_cannot_be_restored(store, organization, environment) -> None:
     store.create_api_key(environment.id)
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as refused:
         store.restore(store.list_audit(organization.id)[0].id)
+    assert refused.value.reason is ConflictReason.NOT_RESTORABLE
 
 
 def test_rollout_steps_and_a_stale_decision(store, environment) -> None:
@@ -60,8 +62,9 @@ def test_rollout_steps_and_a_stale_decision(store, environment) -> None:
     store.stop_rollout(environment.id, "f")
     assert store.get_rollout(environment.id, "f") is None
     store.put_flag(environment.id, "g", True, False, [StaticRule()])
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as refused:
         store.start_rollout(environment.id, "g", plan)
+    assert refused.value.reason is ConflictReason.NO_PERCENTAGE_RULE
 
 
 def test_schedules_are_listed_cancelled_and_applied_when_due(store, environment) -> None:
@@ -70,8 +73,9 @@ def test_schedules_are_listed_cancelled_and_applied_when_due(store, environment)
     due = store.create_schedule(environment.id, "f", 1_000.0, body)
     assert [s.id for s in store.list_schedules(environment.id, "f")] == [due.id, later.id]
     store.cancel_schedule(environment.id, "f", later.id)
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.cancel_schedule(environment.id, "f", later.id)
+    assert (missing.value.resource, missing.value.identifier) == (Resource.SCHEDULE, later.id)
     assert store.apply_due_schedules(999.0) == []
     [applied] = store.apply_due_schedules(1_500.0)
     assert (applied.id, applied.state) == (due.id, ScheduleState.APPLIED)
@@ -124,8 +128,9 @@ def test_webhook_outbox_delivery_retry_and_give_up(store, organization, environm
     assert store.pending_deliveries() == 0
     store.delete_webhook(hook.record.id)
     assert store.list_webhooks(organization.id) == []
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError) as missing:
         store.delete_webhook(hook.record.id)
+    assert (missing.value.resource, missing.value.identifier) == (Resource.WEBHOOK, hook.record.id)
 
 
 def test_usage_thresholds_are_announced_once(store, organization) -> None:
