@@ -231,7 +231,7 @@ class ConfigCache:
             self.segments_built += rebuilt
         if self._metrics is not None:
             self._metrics.config_reloads.inc()
-            self._metrics.config_version.set(data.version)
+            self._metrics.serve_config_version(data.version)
         return True
 
     def start(self) -> None:

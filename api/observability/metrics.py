@@ -31,7 +31,7 @@ from prometheus_client import values as _values
 
 log = logging.getLogger("flagsight.metrics")
 
-PROCESS_FILE_PREFIXES = ("counter", "histogram", "gauge_min", "gauge_max")
+PROCESS_FILE_PREFIXES = ("counter", "histogram", "gauge_livemin", "gauge_max")
 """The multi-process files ``Metrics`` makes in each process: one per metric type (and gauge
 mode) it uses. ``tests/observability`` checks that this list matches what is created."""
 PROCESS_FILE_BYTES = 512 * 1024
@@ -206,12 +206,25 @@ class Metrics:
             " the month's count when it is back)",
             registry=r,
         )
-        self.config_version = Gauge(
-            "flagsight_config_version",
-            "Control-plane version a worker serves",
-            registry=r,
-            multiprocess_mode="min",
-        )
+        self._config_version: Gauge | None = None
+
+    def serve_config_version(self, version: int) -> None:
+        """Report the control-plane version this process serves (``flagsight_config_version``).
+
+        The gauge is made on first use, so only the processes that serve (the workers) show
+        in it: a gauge made in every process would add a 0 from each that serves nothing (the
+        master, the sealer), and the minimum over processes would always read 0. The minimum
+        over live workers is the version every worker has reached.
+        """
+        gauge = self._config_version
+        if gauge is None:
+            gauge = self._config_version = Gauge(
+                "flagsight_config_version",
+                "Control-plane version every live worker serves (the oldest of them)",
+                registry=self.registry,
+                multiprocess_mode="livemin",
+            )
+        gauge.set(version)
 
 
 def render(metrics: Metrics) -> tuple[bytes, str]:

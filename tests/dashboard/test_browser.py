@@ -81,7 +81,9 @@ def served(server: GunicornServer, api_key: str, flag: str, user: str) -> tuple[
 
 def key_is_served(server: GunicornServer, api_key: str) -> bool:
     """A new key is known to every worker within a second; an empty feedback body is
-    refused 400 (key known) or 401 (not yet), and nothing is metered."""
+    refused 400 (key known) or 401 (not yet), and nothing is metered. Answers from one
+    worker prove nothing of the other: the check ends with every worker's config version."""
+    server.wait_config_everywhere()
     statuses = {
         requests.post(
             f"{server.url}/v1/feedback/report", json={}, timeout=10,

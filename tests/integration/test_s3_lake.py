@@ -67,10 +67,13 @@ def _wait_in_lake(
 ) -> None:
     deadline = time.monotonic() + s
     while time.monotonic() < deadline:
-        if set(evaluations) <= set(_lake_ids(settings, EVALUATION)) and set(feedback) <= set(
-            _lake_ids(settings, FEEDBACK)
-        ):
-            return
+        try:
+            if set(evaluations) <= set(_lake_ids(settings, EVALUATION)) and set(feedback) <= set(
+                _lake_ids(settings, FEEDBACK)
+            ):
+                return
+        except OSError:  # a store just started again may answer 500 for a moment: ask again
+            pass
         time.sleep(0.5)
 
 

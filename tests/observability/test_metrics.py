@@ -57,7 +57,7 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
 from api.observability.metrics import Metrics
 metrics = Metrics()
 metrics.requests.labels(route="/v1/evaluate", status="200").inc()
-metrics.config_version.set(3)
+metrics.serve_config_version(3)
 metrics.bulk_evaluate_seconds.observe(0.01)
 print(os.getpid())
 """

@@ -91,6 +91,36 @@ class GunicornServer:
         assert self.open_files is not None
         resource.setrlimit(resource.RLIMIT_NOFILE, self.open_files)
 
+    def wait_config_everywhere(self, timeout_s: float = 10.0) -> None:
+        """Until every worker serves the control plane's current version.
+
+        A fresh connection may reach any worker, and a few requests that all answered as
+        expected may have reached the same one. ``flagsight_config_version`` is the minimum
+        over the workers (multiprocess mode ``min``), so once it reaches the store's version,
+        each worker has every change made so far.
+        """
+        from api.settings import Settings
+        from api.wiring import open_control_plane
+
+        env = {**os.environ, "FLAGSIGHT_DATA_DIR": str(self.data_dir), **self.extra_env}
+        store = open_control_plane(Settings.from_env(env))
+        try:
+            version = store.config_version()
+        finally:
+            store.close()
+        deadline = time.monotonic() + timeout_s
+        while (served := self._config_version_served()) < version:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"workers serve config version {served}, not {version}")
+            time.sleep(0.1)
+
+    def _config_version_served(self) -> float:
+        text = requests.get(f"{self.url}/metrics", timeout=10).text
+        line = next(
+            (x for x in text.splitlines() if x.startswith("flagsight_config_version ")), None
+        )
+        return float(line.split()[1]) if line else -1.0
+
     def worker_pids(self) -> list[int]:
         assert self.proc is not None
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True)
