@@ -73,7 +73,7 @@ def apply_op(rows: list[RuleRow], op: str) -> list[RuleRow] | None:
     if verb == "add" and arg in RULE_TYPES:
         rows.append(RuleRow(type=arg, percentage="50" if arg == RuleType.PERCENTAGE else ""))
         return rows
-    if not arg.isdigit() or int(arg) >= len(rows):
+    if not (arg.isascii() and arg.isdigit() and len(arg) <= 6) or int(arg) >= len(rows):
         return None
     index = int(arg)
     if verb == "remove":

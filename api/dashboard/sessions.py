@@ -116,6 +116,8 @@ class SessionSigner:
         if not signin_nonce or not token or "." not in signin_nonce:
             return False
         issued_text = signin_nonce.split(".", 1)[0]
-        if not issued_text.isdigit() or self._clock() >= int(issued_text) + SIGNIN_TTL_S:
+        if not (issued_text.isascii() and issued_text.isdigit() and len(issued_text) <= 12):
+            return False  # ``int`` of a Unicode digit, or of thousands of digits, raises
+        if self._clock() >= int(issued_text) + SIGNIN_TTL_S:
             return False
         return hmac.compare_digest(token, self.signin_csrf_token(signin_nonce))

@@ -52,3 +52,21 @@ def test_a_next_holding_cr_or_lf_goes_to_the_dashboard_home(
     again = person.get(f"/dashboard/sign-in?next={quote(target, safe='')}")
     assert again.status_code == 303
     assert again.headers["Location"].endswith("/dashboard/organizations")
+
+
+@pytest.mark.parametrize("issued", ["²", "9" * 5000, "١٢٣"])
+def test_a_sign_in_cookie_whose_time_is_not_plain_digits_is_refused_not_a_500(issued: str) -> None:
+    from api.dashboard.sessions import SessionSigner
+
+    signer = SessionSigner(b"k" * 32, lambda: None, lambda: 1_000.0)
+    nonce = f"{issued}.abc"
+    assert signer.check_signin_csrf(nonce, signer.signin_csrf_token(nonce)) is False
+    fresh = signer.new_signin_nonce()  # a well-formed fresh cookie still passes
+    assert signer.check_signin_csrf(fresh, signer.signin_csrf_token(fresh)) is True
+
+
+@pytest.mark.parametrize("op", ["remove:²", "up:" + "9" * 5000, "down:١"])
+def test_a_rule_editor_op_whose_index_is_not_plain_digits_is_not_an_op(op: str) -> None:
+    from api.dashboard.rule_editor import RuleRow, apply_op
+
+    assert apply_op([RuleRow(type="STATIC")], op) is None
