@@ -216,13 +216,6 @@ def own_seaweedfs(tmp_path: Path) -> Iterator[SeaweedFS]:
     yield from seaweedfs_for(tmp_path / "seaweedfs")
 
 
-def _metric(server: GunicornServer, name: str) -> float:
-    for line in requests.get(f"{server.url}/metrics", timeout=5).text.splitlines():
-        if line.startswith(f"{name} ") or line.startswith(f"{name}{{"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def test_while_the_store_is_down_hosts_answer_and_nothing_acknowledged_is_lost(
     own_seaweedfs: SeaweedFS, tmp_path: Path
 ) -> None:
@@ -250,16 +243,16 @@ def test_while_the_store_is_down_hosts_answer_and_nothing_acknowledged_is_lost(
         time.sleep(30)
         assert refused[refused_before:] == []  # every evaluate 200, every feedback 204
         assert len(acked_evals) - during > 1000
-        assert _metric(server, "flagsight_event_lake_unreachable") == 1
-        assert _metric(server, "flagsight_event_log_backlog_segments") >= 2
-        assert _metric(server, "flagsight_event_seal_failures_total") >= 2
+        assert server.metric("flagsight_event_lake_unreachable") == 1
+        assert server.metric("flagsight_event_log_backlog_segments") >= 2
+        assert server.metric("flagsight_event_seal_failures_total") >= 2
         own_seaweedfs.start()
         up_after = time.monotonic() - down_at
         stop.set()
         for client in clients:
             client.join()
         _wait_in_lake(settings, acked_evals, acked_feedback, 60)
-        assert _metric(server, "flagsight_event_lake_unreachable") == 0
+        assert server.metric("flagsight_event_lake_unreachable") == 0
     finally:
         stop.set()
         server.stop()

@@ -96,7 +96,7 @@ class GunicornServer:
 
         A fresh connection may reach any worker, and a few requests that all answered as
         expected may have reached the same one. ``flagsight_config_version`` is the minimum
-        over the workers (multiprocess mode ``min``), so once it reaches the store's version,
+        over the live workers (multiprocess mode ``livemin``), so once it reaches the store's version,
         each worker has every change made so far.
         """
         from api.settings import Settings
@@ -109,17 +109,17 @@ class GunicornServer:
         finally:
             store.close()
         deadline = time.monotonic() + timeout_s
-        while (served := self._config_version_served()) < version:
+        while (served := self.metric("flagsight_config_version")) < version:
             if time.monotonic() > deadline:
                 raise AssertionError(f"workers serve config version {served}, not {version}")
             time.sleep(0.1)
 
-    def _config_version_served(self) -> float:
-        text = requests.get(f"{self.url}/metrics", timeout=10).text
-        line = next(
-            (x for x in text.splitlines() if x.startswith("flagsight_config_version ")), None
-        )
-        return float(line.split()[1]) if line else -1.0
+    def metric(self, name: str) -> float:
+        """The first sample of ``name`` on ``/metrics`` (all workers'), 0 when it is absent."""
+        for line in requests.get(f"{self.url}/metrics", timeout=10).text.splitlines():
+            if line.startswith((f"{name} ", f"{name}{{")):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
 
     def worker_pids(self) -> list[int]:
         assert self.proc is not None
