@@ -23,5 +23,8 @@ class EventLog(Protocol):
     def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
         """As ``append_evaluations``."""
 
+    def unready_reason(self) -> str | None:
+        """Why an append would raise ``EventLogUnavailable`` now, or None if it would not."""
+
     def close(self) -> None:
         """Flush, fsync and seal everything this process appended."""

@@ -200,6 +200,22 @@ class SegmentedEventLog:
             self._failure("event_log_write_failed", "event log append failed", failure)
             raise EventLogUnavailable(f"event log cannot take writes: {failure}") from failure
 
+    def unready_reason(self) -> str | None:
+        """Readiness asks here so that it agrees with feedback's 503. With no segment open
+        (the last append or rotation failed: disk full, descriptors exhausted) it takes the
+        step the next append would, opening one: a log that failed comes back as soon as it
+        can, without waiting for traffic, and reports the error while it cannot."""
+        with self._lock:
+            if self._state != _RUNNING:
+                return f"event log is {self._state}"
+            if self._active is not None:
+                return None
+            try:
+                self._open_active_locked()
+            except OSError as exc:
+                return f"cannot open a log segment: {exc}"
+        return None
+
     def flush_counts(self) -> None:
         """Add the events appended since the last call to ``flagsight_events_logged_total``.
 

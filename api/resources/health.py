@@ -27,7 +27,8 @@ to succeed first, so a server that gets no traffic while unready still comes bac
 
 
 class ReadyResource:
-    """Readiness: the control plane answers and the event log can take writes."""
+    """Readiness: the control plane answers and the event log can take writes: it reports
+    not ready exactly when feedback would answer 503 (or a frame may no longer fit)."""
 
     def __init__(self, services: Services):
         self._services = services
@@ -49,6 +50,9 @@ class ReadyResource:
         return "ok"
 
     def _event_log(self) -> str:
+        reason = self._services.event_log.unready_reason()
+        if reason is not None:
+            return f"error: {reason}; feedback is refused with 503"
         wal_dir = self._services.settings.wal_dir
         if not (wal_dir.is_dir() and os.access(wal_dir, os.W_OK)):
             return f"error: {wal_dir} is not writable"

@@ -188,6 +188,9 @@ class _RefusingLog:
     def append_feedback(self, events):
         raise EventLogUnavailable("disk full")
 
+    def unready_reason(self):
+        return "disk full"
+
     def start(self):
         pass
 
@@ -210,3 +213,5 @@ def test_when_the_log_refuses_feedback_is_503_and_evaluate_still_answers(
     assert (answer.status_code, answer.json["value"]) == (200, True)
     metrics = client.simulate_get("/metrics").text
     assert 'flagsight_events_lost_total{type="evaluation"} 1.0' in metrics
+    ready = client.simulate_get("/readyz")  # readiness agrees with the 503
+    assert ready.status_code == 503 and "disk full" in ready.json["checks"]["eventLog"]

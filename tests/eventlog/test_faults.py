@@ -7,6 +7,7 @@ import errno
 import json
 import logging
 import os
+import resource
 import subprocess
 from pathlib import Path
 
@@ -142,3 +143,43 @@ def test_a_really_full_disk_refuses_then_heals(tiny_disk, tmp_path, metrics, cap
         log.close()
     assert sorted(evaluation_ids(tmp_path / "events")) == ["e-1", "e-3"]
     assert [p.name for p in (tiny_disk / "wal").iterdir()] == []
+
+
+def test_out_of_descriptors_the_log_says_it_is_unready_and_comes_back_without_traffic(
+    make_log, dirs, monkeypatch
+):
+    """What ``/readyz`` asks: the log reports the failure feedback would meet, and once
+    descriptors are free again it opens a segment itself, with no append needed first.
+    The open segment keeps taking frames while descriptors run out; a failed write ends it,
+    and only then does every append need a descriptor it cannot get."""
+    log = make_log()
+    log.append_evaluations([evaluation(1)])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 32, hard))
+    try:
+        try:
+            while True:
+                held.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError as exc:
+            assert exc.errno == errno.EMFILE
+        log.rotate()  # cannot open a fresh segment: the open one goes on
+        assert log.unready_reason() is None
+        log.append_evaluations([evaluation(2)])
+        with monkeypatch.context() as patch:
+            patch.setattr(os, "write", _failing_write)
+            with pytest.raises(EventLogUnavailable):
+                log.append_evaluations([evaluation(3)])
+        reason = log.unready_reason()
+        assert reason is not None and "Too many open files" in reason
+        with pytest.raises(EventLogUnavailable):
+            log.append_evaluations([evaluation(4)])
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert log.unready_reason() is None
+    log.append_evaluations([evaluation(5)])
+    log.close()
+    assert log.unready_reason() == "event log is closed"
+    assert sorted(evaluation_ids(dirs[1])) == ["e-1", "e-2", "e-5"]
