@@ -137,16 +137,27 @@ class SegmentMembersPage(Page):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str, segment_key: str
     ) -> None:
         organization = await self.organization(org_id)
-        members = await self.read(self.store.segment_members, org_id, segment_key)
-        if members is None:
-            raise self.not_found(f"Segment '{segment_key}'")
         query = (req.get_param("q") or "")[:MAX_USER_IDENTIFIER_LENGTH]
-        sample, matching = member_sample(members, query)
+        found = await self.read(self._sample, org_id, segment_key, query)
+        if found is None:
+            raise self.not_found(f"Segment '{segment_key}'")
+        size, sample, matching = found
         self.render(
             req, resp, "segment.html", organization=organization, key=segment_key,
-            size=len(members), sample=sample, matching=matching, query=query,
+            size=size, sample=sample, matching=matching, query=query,
             crumbs=[
                 *organization_crumbs(organization), ("Segments", segments_path(org_id)),
                 (segment_key, f"{segments_path(org_id)}/{segment_key}"),
             ],
         )  # fmt: skip
+
+    def _sample(
+        self, org_id: str, segment_key: str, query: str
+    ) -> tuple[int, list[str], int] | None:
+        """Read and search in one thread: a segment may hold a million members, and scanning
+        them on the event loop would stall every request this worker serves meanwhile."""
+        members = self.store.segment_members(org_id, segment_key)
+        if members is None:
+            return None
+        sample, matching = member_sample(members, query)
+        return len(members), sample, matching
