@@ -167,8 +167,46 @@ def test_irreversible_actions_ask_first(
     expect(page.get_by_role("row", name="dark-mode").get_by_text("Enabled")).to_be_visible()
     assert len(questions) == asked  # turning a flag on is not asked about
 
+    answer["accept"] = False  # the editor asks when saving would disable or archive the flag
+    page.goto(f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/beta-banner")
+    page.get_by_label("Enabled").uncheck()
+    page.get_by_role("button", name="STATIC").click()  # a draft step, not a save: not asked
+    expect(page.get_by_text("Changes not saved yet")).to_be_visible()
+    assert len(questions) == asked
+    page.get_by_role("button", name="Save flag").first.click()
+    assert "Disable beta-banner" in questions[-1]
+    assert served(server, tenant.api_key, "beta-banner", "u")[0] is True  # nothing happened
+    page.get_by_label("Enabled").check()
+    page.get_by_label("Archived").check()
+    page.get_by_role("button", name="Save flag").first.click()
+    assert "Archive beta-banner" in questions[-1]
+    asked = len(questions)
+    page.get_by_label("Archived").uncheck()
+    page.get_by_role("button", name="Save flag").first.click()  # two STATIC rules, still on
+    expect(page.get_by_text("Saved.")).to_be_visible()
+    assert len(questions) == asked
+    answer["accept"] = True
+    page.get_by_label("Enabled").uncheck()
+    page.get_by_role("button", name="Save flag").first.click()
+    expect(page.get_by_text("Saved.")).to_be_visible()
+    eventually(lambda: served(server, tenant.api_key, "beta-banner", "u")[2] == "FLAG_DISABLED")
+    page.get_by_label("Enabled").check()
+    page.get_by_role("button", name="Save flag").first.click()
+    expect(page.get_by_text("Saved.")).to_be_visible()
+    eventually(lambda: served(server, tenant.api_key, "beta-banner", "u")[0] is True)
+
     answer["accept"] = False
     page.goto(f"{server.url}/dashboard/organizations/{tenant.organization_id}/segments")
+    page.get_by_label("Key").fill("beta-testers")  # an existing key: its list is replaced
+    page.get_by_label("User identifiers").fill("only-one")
+    page.get_by_role("button", name="Save segment").click()
+    assert "Replace the 500 identifiers of the segment beta-testers" in questions[-1]
+    expect(page.get_by_role("row", name="beta-testers").get_by_text("500")).to_be_visible()
+    asked = len(questions)
+    page.get_by_label("Key").fill("gamma-testers")  # a new key is not asked about
+    page.get_by_role("button", name="Save segment").click()
+    expect(page.get_by_role("row", name="gamma-testers")).to_have_count(1)
+    assert len(questions) == asked
     page.get_by_role("button", name="Delete segment beta-testers").click()
     assert "500 identifiers" in questions[-1]
     expect(page.get_by_role("row", name="beta-testers")).to_have_count(1)

@@ -3,7 +3,10 @@
 // 2. Moving and removing rules in the flag editor without a round trip (the form still
 //    posts the whole draft; rows repeat their field names, so order is document order).
 // 3. A confirmation before an irreversible or production-affecting action: a form with
-//    data-confirm="question" asks it first (no inline script: the CSP stays strict).
+//    data-confirm="question" asks it first (no inline script: the CSP stays strict). The
+//    flag editor asks only when saving would disable or archive the flag (its checkboxes'
+//    data-confirm-unchecked / data-confirm-checked), and the segment form only when its key
+//    names an existing segment (the table row's data-replace-question).
 // 4. The filter of a segment's member sample, as the visitor types.
 "use strict";
 
@@ -80,10 +83,44 @@ function enableRuleEditor() {
   form.addEventListener("change", function () { markDraft(); });
 }
 
+// What saving the flag editor would switch off: only "Save flag" saves; the editor's other
+// buttons (add, move, remove without script) only show the draft again.
+function editorQuestions(form, submitter) {
+  if (submitter && submitter.name === "op" && submitter.value !== "save") { return []; }
+  var questions = [];
+  form.querySelectorAll("input[data-confirm-unchecked]").forEach(function (box) {
+    if (!box.checked) { questions.push(box.getAttribute("data-confirm-unchecked")); }
+  });
+  form.querySelectorAll("input[data-confirm-checked]").forEach(function (box) {
+    if (box.checked) { questions.push(box.getAttribute("data-confirm-checked")); }
+  });
+  return questions;
+}
+
+function replaceQuestions(form) {
+  var key = form.querySelector('[name="key"]');
+  if (!form.hasAttribute("data-confirm-replace") || !key) { return []; }
+  var wanted = key.value.trim();
+  var questions = [];
+  document.querySelectorAll("[data-segment]").forEach(function (row) {
+    if (row.getAttribute("data-segment") === wanted) {
+      questions.push(row.getAttribute("data-replace-question"));
+    }
+  });
+  return questions;
+}
+
+function confirmationQuestions(form, submitter) {
+  if (form.hasAttribute("data-confirm")) { return [form.getAttribute("data-confirm")]; }
+  return editorQuestions(form, submitter).concat(replaceQuestions(form));
+}
+
 function enableConfirmations() {
   document.addEventListener("submit", function (event) {
-    var form = event.target.closest("form[data-confirm]");
-    if (form && !window.confirm(form.getAttribute("data-confirm"))) {
+    var form = event.target.closest("form");
+    if (!form) { return; }
+    var questions = confirmationQuestions(form, event.submitter);
+    if (questions.length && !window.confirm(questions.join("\n\n"))) {
       event.preventDefault();
     }
   });
