@@ -65,4 +65,6 @@ def add_dashboard_routes(app: falcon.asgi.App, services: Services) -> None:
     dashboard = build_dashboard(services)
     for path, page in {**PUBLIC_ROUTES, **ROUTES}.items():
         app.add_route(PREFIX + path, page(dashboard))
-    app.add_route(f"{PREFIX}/static/{{name}}", StaticFile())
+    static = StaticFile()
+    app.add_route(f"{PREFIX}/static/{{name}}", static)
+    app.add_route("/favicon.ico", static, suffix="favicon")

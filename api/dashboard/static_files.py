@@ -42,3 +42,8 @@ class StaticFile:
             resp.status = falcon.HTTP_304
             return
         resp.data = self._files[name]
+
+    async def on_get_favicon(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        """``/favicon.ico``: what a browser asks for on a page with no icon link (the API's
+        JSON, the OpenAPI document), so those pages do not log a 404 either."""
+        await self.on_get(req, resp, "favicon.svg")

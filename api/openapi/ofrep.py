@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.openapi.public import QUOTA_HEADERS, error_response
+from api.openapi.public import EVALUATION_ID, QUOTA_HEADERS, error_response
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -15,11 +15,10 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-_EVALUATION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
 _METADATA = {
     "type": "object",
     "required": ["evaluationId"],
-    "properties": {"evaluationId": {**_EVALUATION_ID, "description": "For /v1/feedback"}},
+    "properties": {"evaluationId": {**EVALUATION_ID, "description": "For /v1/feedback"}},
 }
 _RETRY_AFTER = {
     "Retry-After": {

@@ -31,6 +31,10 @@ QUOTA_HEADERS: dict[str, Any] = {
 }
 """On every evaluate answer (``api.resources.quota``)."""
 
+EVALUATION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{42}[0-9a-f]{4}$"}
+"""An evaluation id as this service issues it (``api.evaluation_id``): 42 characters of
+URL-safe base64, then the index in the batch as four hex digits."""
+
 _UNAUTHORIZED = {"description": "Missing or invalid API key", **_json(_ref("UnauthorizedError"))}
 
 _COMMON_ERRORS = {
@@ -87,7 +91,7 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
             "value": {"type": "boolean"},
             "matchedRuleType": {"enum": ["STATIC", "SEGMENT", "PERCENTAGE", None]},
             "error": {"oneOf": [{"type": "null"}, _ref("EvaluationError")]},
-            "evaluationId": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+            "evaluationId": EVALUATION_ID,
         },
     },
     "BulkEvaluateRequest": {
@@ -112,8 +116,7 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
         "required": ["evaluationId", "result"],
         "properties": {
             "evaluationId": {
-                "type": "string",
-                "pattern": "^[A-Za-z0-9_-]{42}[0-9a-f]{4}$",
+                **EVALUATION_ID,
                 "description": "As issued by an evaluate answer of this service for this key's"
                 " environment: the id is signed, so any other (of this form or not) is refused"
                 " with 400",

@@ -7,7 +7,7 @@ import falcon.asgi
 
 from api.admin import views
 from api.auth import authenticate_api_key
-from api.errors import NotFound
+from api.errors import Unauthorized
 from api.jsonio import write_json
 from api.metering.meter import month_of
 from api.resources.evaluate import key_environment
@@ -24,8 +24,8 @@ class UsageResource:
         key = authenticate_api_key(req, self._services.config)
         key_environment(self._services, key)  # a key whose environment is gone is not valid
         organization = self._services.config.organization(key.organization_id)
-        if organization is None:
-            raise NotFound("The key's organization does not exist")
+        if organization is None:  # nor one whose organization is (the 401 OpenAPI documents)
+            raise Unauthorized()
         month = month_of(self._services.clock())
         evaluations = self._services.meter.usage(organization.id, month)
         write_json(resp, views.usage(organization, month, evaluations))

@@ -145,3 +145,13 @@ def test_v1_usage_is_the_admin_usage_body(
     }  # fmt: skip
     refused = clocked.simulate_get("/v1/usage", headers={"Authorization": "ApiKey nope"})
     assert refused.status_code == 401 and refused.json["status"] == 401
+
+
+def test_v1_usage_refuses_a_key_whose_organization_is_gone(
+    client: falcon.testing.TestClient, tenant: Tenant, services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The moment between an organization's removal and its keys': the key is no longer
+    valid, as for a key whose environment is gone (401, the one error documented)."""
+    monkeypatch.setattr(services.config, "organization", lambda organization_id: None)
+    answer = client.simulate_get("/v1/usage", headers={"Authorization": f"ApiKey {tenant.api_key}"})
+    assert (answer.status_code, answer.json["error"]) == (401, "Unauthorized")

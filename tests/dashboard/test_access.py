@@ -222,3 +222,6 @@ def test_static_files_are_served_without_a_session(visitor: Any) -> None:
     assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
     assert visitor.get("/dashboard/static/dashboard.js").status_code == 200
     assert visitor.get("/dashboard/static/..%2Fsessions.py").status_code == 404
+    icon = visitor.get("/favicon.ico")  # asked by browsers on pages without an icon link
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert icon.content == visitor.get("/dashboard/static/favicon.svg").content
