@@ -5,11 +5,12 @@ SHELL := /bin/bash
 export FLAGSIGHT_DATA_DIR ?= $(CURDIR)/var
 VENV := .venv
 BIN := $(VENV)/bin
-DEBIAN_PACKAGES := chromium wrk postgresql
+DEBIAN_PACKAGES := chromium wrk postgresql gcc libc6-dev
 
 .PHONY: install system-deps node-deps run cluster test lint format bench soak clean
 
 install: $(VENV)/.installed
+	@$(BIN)/python -m api.native.build
 
 $(VENV)/.installed: pyproject.toml uv.lock sdk/python/pyproject.toml
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
@@ -33,19 +34,19 @@ format: install
 	@$(BIN)/ruff check --quiet --fix .
 	@$(BIN)/ruff format --quiet .
 
-test: install system-deps node-deps lint
+test: system-deps install node-deps lint
 	@$(BIN)/pytest -q -p no:randomly
 
 run: install
 	@bash scripts/run.sh
 
-cluster: install system-deps
+cluster: system-deps install
 	@$(BIN)/python scripts/cluster.py
 
-bench: install system-deps
+bench: system-deps install
 	@$(BIN)/python -m bench.run
 
-soak: install system-deps
+soak: system-deps install
 	@$(BIN)/python -m bench.soak
 
 clean:

@@ -79,6 +79,16 @@ class EvaluationIdIssuer:
         self._nonces = itertools.count(int.from_bytes(os.urandom(8), "big") >> 1)
         self._environments: dict[str, bytes] = {}
 
+    @property
+    def signing_key(self) -> bytes:
+        """The MAC's key (``api.native`` signs with it too)."""
+        return self._key
+
+    @property
+    def nonces(self) -> itertools.count:
+        """The nonce counter; whoever signs an id takes the next one."""
+        return self._nonces
+
     def _mac(self, head: bytes) -> bytes:
         mac = self._keyed.copy()
         mac.update(head)

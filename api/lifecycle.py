@@ -11,6 +11,7 @@ import logging
 import threading
 from typing import Any, Protocol
 
+from api import native
 from api.schedules import ScheduleApplier, apply_due
 from api.services import Services
 from api.warehouse_snapshot import WarehouseFollower
@@ -99,7 +100,13 @@ class LifespanMiddleware:
         # it out of the cyclic collector's generations, so collections only walk new objects.
         gc.collect()
         gc.freeze()
-        log.info("worker started", extra={"data_dir": str(self._services.settings.data_dir)})
+        log.info(
+            "worker started",
+            extra={
+                "data_dir": str(self._services.settings.data_dir),
+                "native_fastpath": native.fastpath is not None,
+            },
+        )
 
     async def process_shutdown(self, scope: dict[str, Any], event: dict[str, Any]) -> None:
         stop_services(self._services, self._threads)

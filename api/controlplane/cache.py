@@ -21,6 +21,7 @@ from api.controlplane.model import KeyContext, Organization
 from api.controlplane.segments import SegmentMembership
 from api.controlplane.store import ConfigSnapshot, ControlPlaneStore, SegmentId
 from api.evaluation import Flag
+from api.evaluation_id import environment_id_to_bytes
 from api.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class EnvironmentConfig:
     flags: Mapping[str, Flag]
     segments: Mapping[str, Container[str]]
     version: int
+    id_bytes: bytes = b""
+    """The id's 8 bytes, as an evaluation id carries them (``environment_id_to_bytes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,7 @@ def _build(data: ConfigSnapshot, previous: _Snapshot) -> tuple[_Snapshot, int]:
             flags=MappingProxyType(flags[env.id]),
             segments=org_segments.get(env.organization_id, MappingProxyType({})),
             version=data.environment_versions[env.id],
+            id_bytes=environment_id_to_bytes(env.id),
         )
         for env in data.environments
     }

@@ -208,6 +208,9 @@ class Flag:
     """The index of the first percentage rule (the randomized split), or -1."""
     split_percentage: float | None = field(init=False, repr=False, compare=False)
     """That rule's percentage: the share of reaching users in treatment (None without one)."""
+    plan: int | tuple[tuple[int, object], ...] = field(init=False, repr=False, compare=False)
+    """The flag as ``api.native`` reads it: the result code when its state decides (archived,
+    disabled), else each rule as ``(RULE_KINDS[type], segment key or bucket threshold)``."""
 
     def __post_init__(self) -> None:
         if len(self.rules) >= NOT_EVALUATED:
@@ -222,6 +225,27 @@ class Flag:
         object.__setattr__(self, "split_rule", split)
         percentage = self.rules[split].percentage if split >= 0 else None  # type: ignore[union-attr]
         object.__setattr__(self, "split_percentage", percentage)
+        object.__setattr__(self, "plan", _plan(self))
+
+
+RULE_KINDS = {RuleType.STATIC: 0, RuleType.SEGMENT: 1, RuleType.PERCENTAGE: 2}
+"""A rule type's number in ``Flag.plan`` (``api/native/fastpath.c`` has the same)."""
+
+
+def _plan(flag: Flag) -> int | tuple[tuple[int, object], ...]:
+    if flag.archived:
+        return RESULT_CODES[Result(False, None, ErrorType.FLAG_ARCHIVED)]
+    if not flag.enabled:
+        return RESULT_CODES[Result(False, None, ErrorType.FLAG_DISABLED)]
+    return tuple((RULE_KINDS[rule.type], _parameter(rule)) for rule in flag.rules)
+
+
+def _parameter(rule: Rule) -> object:
+    if isinstance(rule, SegmentRule):
+        return rule.segment
+    if isinstance(rule, PercentageRule):
+        return rule.threshold
+    return None
 
 
 def rule_from_json(raw: Any, where: str = "rule") -> Rule:

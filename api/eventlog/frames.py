@@ -18,6 +18,7 @@ writes after a failed write (it starts a new segment instead).
 
 from __future__ import annotations
 
+import io
 import operator
 import struct
 import typing
@@ -217,6 +218,18 @@ def decode_payload(payload: bytes) -> Batch:
     if isinstance(body, EvaluationBatch):
         return Batch(event_type, body.events())
     return Batch(event_type, body)
+
+
+def decode_evaluation_frame(frame: bytes | bytearray) -> EvaluationBatch:
+    """The ``EvaluationBatch`` one whole frame holds, its header and crc checked: how a frame
+    encoded elsewhere (``api.native``) is read back; ``InvalidFrame`` if it holds no batch."""
+    payloads = list(iter_payloads(io.BytesIO(bytes(frame))))
+    if len(payloads) != 1 or len(payloads[0]) != len(frame) - _HEADER_SIZE:
+        raise InvalidFrame("not one whole, intact frame")
+    _event_type, body = _decode(payloads[0], _TYPED)
+    if not isinstance(body, EvaluationBatch):
+        raise InvalidFrame("the frame holds no evaluation batch")
+    return body
 
 
 class Run(NamedTuple):

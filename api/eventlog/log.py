@@ -20,6 +20,10 @@ class EventLog(Protocol):
     def append_evaluation_batch(self, batch: EvaluationBatch) -> None:
         """As ``append_evaluations``, for one flag's evaluations in columnar form."""
 
+    def append_evaluation_frame(self, frame: bytearray, count: int) -> None:
+        """As ``append_evaluation_batch``, for a batch of ``count`` users already encoded as
+        a frame (``api.eventlog.frames``), as the native fast path gives it."""
+
     def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
         """As ``append_evaluations``."""
 

@@ -171,6 +171,10 @@ class SegmentedEventLog:
                 EVALUATION, encode_frame(EVALUATION_BATCH_CODE, batch), len(batch.user_identifiers)
             )
 
+    def append_evaluation_frame(self, frame: bytearray, count: int) -> None:
+        """As ``append_evaluations``, for ``count`` evaluations already in one frame."""
+        self._write(EVALUATION, frame, count)
+
     def _append(self, event_type: str, events: Sequence[tuple]) -> None:
         if not events:
             return

@@ -185,6 +185,9 @@ class _RefusingLog:
     def append_evaluation_batch(self, batch):
         raise EventLogUnavailable("disk full")
 
+    def append_evaluation_frame(self, frame, count):
+        raise EventLogUnavailable("disk full")
+
     def append_feedback(self, events):
         raise EventLogUnavailable("disk full")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from api.evaluation import NOT_EVALUATED
 from api.eventlog import EventLogUnavailable
-from api.eventlog.frames import EVALUATION_BATCH_CODE, encode_frame
+from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE
 from api.serving import EvaluationServer
 from tests.support.admin import Admin
@@ -32,6 +32,9 @@ class Recording:
         if self.refuse:
             raise EventLogUnavailable("refused for the test")
         self.batches.append(batch)
+
+    def append_evaluation_frame(self, frame, count: int) -> None:
+        self.append_evaluation_batch(decode_evaluation_frame(frame))
 
 
 def _setup(services, admin: Admin, limit: int):

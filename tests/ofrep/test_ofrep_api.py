@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import jsonschema
 import pytest
 
+from api.eventlog.frames import decode_evaluation_frame
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK, EvaluationBatch, EvaluationEvent
 from api.openapi.document import openapi_document
 from tests.support.admin import Admin, Tenant
@@ -67,6 +68,10 @@ class RecordingLog:
     def append_evaluation_batch(self, batch: EvaluationBatch) -> None:
         self._inner.append_evaluation_batch(batch)
         self.evaluations.extend(batch.events())
+
+    def append_evaluation_frame(self, frame: bytearray, count: int) -> None:
+        self._inner.append_evaluation_frame(frame, count)
+        self.evaluations.extend(decode_evaluation_frame(frame).events())
 
     def __getattr__(self, name: str):
         return getattr(self._inner, name)

@@ -1,0 +1,37 @@
+"""The native fast path of a single evaluate, and whether this process has it.
+
+Under load the server multiplies the cost of every Python step of a request (between two
+requests gunicorn's own Python runs, and the next request finds little in the caches), so the
+few microseconds a single evaluate spends deciding, signing its evaluation id and encoding its
+event-log frame cost far more in the server than in-process (``docs/benchmarks.md``).
+``fastpath.serve_one`` does those three in one C call and returns exactly what the Python path
+builds: the same outcome and rule, the same id prefix for the same nonce, the same frame bytes
+(``tests/native/test_fastpath.py`` checks each against the Python path).
+
+The Python path stays the reference and the fallback: it serves when the module is not built
+(no C compiler at install time), when ``FLAGSIGHT_NATIVE=0``, and for any request the native
+call refuses (an identifier that is not valid UTF-8, such as a lone surrogate).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("FLAGSIGHT_NATIVE", "1") == "0":
+        return None
+    from api.controlplane.segments import SegmentMembership
+
+    try:
+        from api.native import _fastpath
+
+        _fastpath.register_membership(SegmentMembership)
+    except (ImportError, AttributeError):  # not built, or built from an older fastpath.c
+        return None
+    return _fastpath
+
+
+fastpath: ModuleType | None = _load()
+"""``api.native._fastpath`` when built and not switched off, else None."""
