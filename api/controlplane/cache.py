@@ -43,7 +43,7 @@ class EnvironmentConfig:
     flags: Mapping[str, Flag]
     segments: Mapping[str, Container[str]]
     version: int
-    id_bytes: bytes = b""
+    id_bytes: bytes
     """The id's 8 bytes, as an evaluation id carries them (``environment_id_to_bytes``)."""
 
 
