@@ -13,7 +13,7 @@ from typing import NamedTuple
 from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.evaluation import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide, decide_one
-from api.evaluation.engine import NOT_FOUND, PLAN_LIMIT_EXCEEDED
+from api.evaluation.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED
 from api.evaluation_id import bulk_ids
 from api.eventlog import EventLogUnavailable
 from api.eventlog.schema import EVALUATION, EvaluationBatch
@@ -23,10 +23,9 @@ from api.services import Services
 
 log = logging.getLogger("flagsight.serving")
 
-_PLAN_LIMIT_CODE = bytes((RESULT_CODES[PLAN_LIMIT_EXCEEDED],))
-_NOT_EVALUATED = bytes((NOT_EVALUATED,))
-_BYTES = [bytes((value,)) for value in range(256)]
 _PLAN_LIMIT_PLAN = RESULT_CODES[PLAN_LIMIT_EXCEEDED]
+_PLAN_LIMIT_CODE = BYTES[_PLAN_LIMIT_PLAN]
+_NOT_EVALUATED = BYTES[NOT_EVALUATED]
 _NOT_FOUND_PLAN = RESULT_CODES[NOT_FOUND]
 """``Flag.plan`` for the outcomes decided before any rule: the plan's limit, a missing flag."""
 _NO_TABLE = bytes(256)
@@ -157,10 +156,10 @@ class EvaluationServer:
                     s.event_log.append_evaluation_frame(frame, 1)
                 except EventLogUnavailable as exc:
                     self._lost(1, environment.id, exc)
-                s.tallies.count_outcomes(_BYTES[code])
+                s.tallies.count_outcomes(BYTES[code])
                 return code, prefix
         if isinstance(plan, int):
-            outcome, rule_byte = _BYTES[plan], _NOT_EVALUATED
+            outcome, rule_byte = BYTES[plan], _NOT_EVALUATED
         else:
             outcome, rule_byte = decide_one(flag, user, environment.segments)
         prefix = s.ids.issue_prefix(environment.id, 1)

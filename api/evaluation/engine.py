@@ -32,9 +32,9 @@ DISABLED = Result(False, None, ErrorType.FLAG_DISABLED)
 PLAN_LIMIT_EXCEEDED = Result(False, None, ErrorType.PLAN_LIMIT_EXCEEDED)
 NO_MATCH = Result(False, None, None)
 
-_BYTES = [bytes((value,)) for value in range(256)]
+BYTES = [bytes((value,)) for value in range(256)]
 """Each byte value as a one-byte ``bytes``: a single user's code and rule without a call."""
-_NOT_EVALUATED = _BYTES[NOT_EVALUATED]
+_NOT_EVALUATED = BYTES[NOT_EVALUATED]
 
 Decisions = tuple[bytes, bytes]
 """Per user, in order: the result codes (indices into ``RESULTS``) and the rule bytes. A
@@ -83,11 +83,11 @@ def decide(flag: Flag | None, users: Sequence[str], segments: Segments) -> Decis
     """
     state = flag_state_result(flag)
     if state is not None:
-        return _BYTES[RESULT_CODES[state]] * len(users), _NOT_EVALUATED * len(users)
+        return BYTES[RESULT_CODES[state]] * len(users), _NOT_EVALUATED * len(users)
     assert flag is not None
     if len(users) == 1:  # a single evaluate: the common case
         rule = deciding_rule(flag, users[0], segments)
-        return _BYTES[flag.code_table[rule]], _BYTES[rule]
+        return BYTES[flag.code_table[rule]], BYTES[rule]
     if len(users) < SMALL_BATCH:
         rules = bytes([deciding_rule(flag, user, segments) for user in users])
     else:
@@ -95,9 +95,9 @@ def decide(flag: Flag | None, users: Sequence[str], segments: Segments) -> Decis
     return rules.translate(flag.code_table), rules
 
 
-_NOT_FOUND_CODE = _BYTES[RESULT_CODES[NOT_FOUND]]
-_ARCHIVED_CODE = _BYTES[RESULT_CODES[ARCHIVED]]
-_DISABLED_CODE = _BYTES[RESULT_CODES[DISABLED]]
+_NOT_FOUND_CODE = BYTES[RESULT_CODES[NOT_FOUND]]
+_ARCHIVED_CODE = BYTES[RESULT_CODES[ARCHIVED]]
+_DISABLED_CODE = BYTES[RESULT_CODES[DISABLED]]
 
 
 def decide_one(flag: Flag | None, user: str, segments: Segments) -> Decisions:
@@ -111,8 +111,8 @@ def decide_one(flag: Flag | None, user: str, segments: Segments) -> Decisions:
     key = flag.key
     for index, rule in enumerate(flag.rules):  # ``deciding_rule``, written out
         if rule.matches(key, user, segments):
-            return _BYTES[flag.code_table[index]], _BYTES[index]
-    return _BYTES[flag.code_table[NO_RULE]], _BYTES[NO_RULE]
+            return BYTES[flag.code_table[index]], BYTES[index]
+    return BYTES[flag.code_table[NO_RULE]], BYTES[NO_RULE]
 
 
 def _decide_many(flag: Flag, users: Sequence[str], segments: Segments) -> bytes:
