@@ -39,6 +39,7 @@ from api.eventlog.schema import (
     EvaluationEvent,
     FeedbackEvent,
 )
+from api.native import fastpath
 
 MAGIC = b"FSW1"
 HEADER = struct.Struct("<4sII")
@@ -55,6 +56,9 @@ EVALUATION_BATCH_CODE = 4
 """An ``EvaluationBatch``: evaluation events in columnar form, expanded when decoded."""
 V1_EVALUATION_BATCH_CODE = 3
 """A version-1 batch (no rule bytes), still read from logs written before the upgrade."""
+
+_batch_bodies = getattr(fastpath, "batch_bodies", None)
+"""The C scan of ordinary frames for ``iter_runs``, or None (no native module)."""
 
 _encoder = msgspec.msgpack.Encoder()
 _envelope = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
@@ -265,52 +269,64 @@ def iter_runs(
     This loop runs once per request the service answered, and in CPython each bytecode costs
     about as much as the work: it does only the framing and the crc of an ordinary frame (a
     one-batch frame) and keeps its body, and a run of them is decoded and checked by C loops
-    (``map``) at its end. Other frames are rarer and decoded one by one.
+    (``map``) at its end. With the native module (``api.native``) the framing and crc of a
+    stretch of ordinary frames are one C call (``batch_bodies``), which stops at anything
+    else for this loop to read as before. Other frames are rarer and decoded one by one.
     """
     view = memoryview(segment)
-    unpack, crc32, batch_start = HEADER.unpack_from, zlib.crc32, _BATCH_START
+    unpack, crc32, batch_start, scan = HEADER.unpack_from, zlib.crc32, _BATCH_START, _batch_bodies
     offset, end, size = 0, len(segment), 0
     raws: list[memoryview] = []  # the bodies of a run of ordinary frames, not yet decoded
     run: tuple[str, bool] | None = None  # or that of a run of other frames, decoded in items
     items: list[tuple] = []
     rows = 0
     while end - offset >= HEADER.size:
-        magic, crc, length = unpack(segment, offset)
-        start = offset + HEADER.size
-        offset = start + length
-        if magic != MAGIC or length > MAX_PAYLOAD or offset > end:
-            break
-        if crc32(view[start - 4 : offset]) != crc:  # the crc covers the length too
-            break
-        size += length
-        if segment.startswith(batch_start, start, offset):
+        bodies = scan(view, offset, max_bytes - size) if scan is not None else None
+        if bodies and bodies[0]:  # ordinary frames, framed and crc-checked in C
             if items:
                 yield Run(*run, items, rows)
                 items, rows = [], 0
             run = None
-            raws.append(view[start + 2 : offset])
+            raws += bodies[0]
+            offset = bodies[1]
+            size += bodies[2]
         else:
-            if raws:
-                yield from _batch_run(raws, on_invalid)
-                raws = []
-            try:
-                event_type, body = _decode(view[start:offset], _PLAIN)
-            except InvalidFrame as exc:
-                on_invalid(exc)
-                continue
-            batch = type(body) is tuple
-            kind = _BATCH_RUN if batch else _EVENT_RUNS[event_type]
-            if kind is not run:
+            magic, crc, length = unpack(segment, offset)
+            start = offset + HEADER.size
+            offset = start + length
+            if magic != MAGIC or length > MAX_PAYLOAD or offset > end:
+                break
+            if crc32(view[start - 4 : offset]) != crc:  # the crc covers the length too
+                break
+            size += length
+            if segment.startswith(batch_start, start, offset):
                 if items:
                     yield Run(*run, items, rows)
                     items, rows = [], 0
-                run = kind
-            if batch:
-                items.append(body)
-                rows += len(body[_USERS])
+                run = None
+                raws.append(view[start + 2 : offset])
             else:
-                items += body
-                rows += len(body)
+                if raws:
+                    yield from _batch_run(raws, on_invalid)
+                    raws = []
+                try:
+                    event_type, body = _decode(view[start:offset], _PLAIN)
+                except InvalidFrame as exc:
+                    on_invalid(exc)
+                    continue
+                batch = type(body) is tuple
+                kind = _BATCH_RUN if batch else _EVENT_RUNS[event_type]
+                if kind is not run:
+                    if items:
+                        yield Run(*run, items, rows)
+                        items, rows = [], 0
+                    run = kind
+                if batch:
+                    items.append(body)
+                    rows += len(body[_USERS])
+                else:
+                    items += body
+                    rows += len(body)
         if size >= max_bytes:
             if raws:
                 yield from _batch_run(raws, on_invalid)

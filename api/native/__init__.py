@@ -1,4 +1,5 @@
-"""The native fast path of a single evaluate, and whether this process has it.
+"""The native fast path of a single evaluate (and of the sealer's frame loop), and whether
+this process has it.
 
 Under load the server multiplies the cost of every Python step of a request (between two
 requests gunicorn's own Python runs, and the next request finds little in the caches), so the
@@ -7,6 +8,10 @@ event-log frame cost far more in the server than in-process (``docs/benchmarks.m
 ``fastpath.serve_one`` does those three in one C call and returns exactly what the Python path
 builds: the same outcome and rule, the same id prefix for the same nonce, the same frame bytes
 (``tests/native/test_fastpath.py`` checks each against the Python path).
+
+``fastpath.batch_bodies`` is the sealer's loop over a segment's ordinary frames (framing and
+crc), for ``api.eventlog.frames.iter_runs``; the sealing tests compare both forms with a
+reference decoder over random segments, torn and damaged ones among them.
 
 The Python path stays the reference and the fallback: it serves when the module is not built
 (no C compiler at install time), when ``FLAGSIGHT_NATIVE=0``, and for any request the native
