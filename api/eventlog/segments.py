@@ -58,8 +58,6 @@ class Segment:
         self.written = 0
         self.first_write_at: float | None = None
         self._room = 0
-        self._released = 0
-        """Bytes from the start whose pages this process no longer maps (see ``_extend``)."""
         self._map: mmap.mmap | None = None
         self._synced = 0
         self._closed = False
@@ -81,18 +79,7 @@ class Segment:
             self.first_write_at = time.monotonic()
 
     def _extend(self, needed: int) -> None:
-        """Room for ``needed`` bytes: blocks reserved first, then the mapping grown over them.
-
-        Pages already filled are let go of first: mapped pages count in the worker's resident
-        memory, and a busy segment would otherwise hold tens of MB there until rotation. For
-        a shared file mapping ``MADV_DONTNEED`` only unmaps: the frames stay in the page
-        cache, dirty pages still to be written back, and read back from the file if touched.
-        """
-        if self._map is not None:
-            filled = self.written - self.written % mmap.PAGESIZE
-            if filled > self._released:
-                self._map.madvise(mmap.MADV_DONTNEED, self._released, filled - self._released)
-                self._released = filled
+        """Room for ``needed`` bytes: blocks reserved first, then the mapping grown over them."""
         room = max(needed, self._room + ROOM_STEP)
         os.posix_fallocate(self.fd, self._room, room - self._room)
         if self._map is None:

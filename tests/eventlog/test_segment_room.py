@@ -60,28 +60,3 @@ def test_a_batch_frame_round_trips_through_the_mapping(tmp_path: Path):
     segment.sync()
     segment.close()
     assert segment.path.read_bytes() == bytes(frame)
-
-
-def _mapped_kib(path: Path) -> int:
-    """Resident KiB of this process's mappings of ``path`` (``/proc/self/smaps``)."""
-    resident, inside = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        if line[:1].isdigit() or line[:1] in "abcdef" and "-" in line.split()[0]:
-            inside = line.endswith(str(path))
-        elif inside and line.startswith("Rss:"):
-            resident += int(line.split()[1])
-    return resident
-
-
-def test_a_busy_segment_maps_only_its_last_room_step(tmp_path: Path):
-    """Mapped pages count in a worker's RSS: a segment lets go of the pages it has filled,
-    and what it let go of is still in the file."""
-    segment = create_segment(tmp_path, SegmentNamer(lambda: 1.0))
-    frames = _frames(400, events=100)  # several MB, many room steps
-    for frame in frames:
-        segment.append(frame)
-    assert segment.written > 20 * ROOM_STEP
-    assert 0 < _mapped_kib(segment.path) * 1024 <= 2 * ROOM_STEP
-    segment.sync()
-    segment.close()
-    assert segment.path.read_bytes() == b"".join(frames)
