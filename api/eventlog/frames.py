@@ -9,12 +9,11 @@ A frame is one batch of events of one type::
                                events, each an array; for code 4 one EvaluationBatch (code 3:
                                one version-1 batch, without rule bytes; read, never written)
 
-The header is stored together with the payload by one copy into room the segment reserved, so
-a frame is either wholly in the page cache or torn at the tail of its segment. A torn or
-overwritten frame never decodes: its length runs past the end of the file, its magic is wrong
-(the zeros of unused room among them), or its crc (which covers the length too) does not
-match. Readers stop at the first such frame, because the writer never appends after a failed
-append (it starts a new segment instead).
+The header is written together with the payload by a single ``write`` so a frame is either
+wholly in the page cache or torn at the tail of its segment. A torn or overwritten frame never
+decodes: its length runs past the end of the file, its magic is wrong, or its crc (which covers
+the length too) does not match. Readers stop at the first such frame, because the writer never
+writes after a failed write (it starts a new segment instead).
 """
 
 from __future__ import annotations

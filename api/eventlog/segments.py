@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import mmap
 import os
 import re
 import socket
@@ -24,32 +23,19 @@ from pathlib import Path
 
 SUFFIX = ".wal"
 PENDING_SUFFIX = ".wal.new"
-_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
 _CREATE_ATTEMPTS = 5
 
 
-ROOM_STEP = 128 * 1024
-"""The file is extended this much at a time (more for a larger frame): a few hundred frames
-per step, while an idle segment holds no more disk than one step."""
+class ShortWrite(OSError):
+    """``write`` stored only part of a frame (disk full mid-write): the segment is torn."""
 
 
 class Segment:
     """An open segment this process owns (holds the flock on) and appends frames to.
 
-    Frames are copied into a shared mapping of the file: the page cache holds them as soon as
-    the copy returns, exactly as it would after a ``write``, so a frame survives this process
-    being killed; and a single evaluate's append costs a copy instead of a system call.
-
-    The mapping never runs past room the disk has given: the file is extended with
-    ``posix_fallocate`` (``ROOM_STEP`` at a time) before a frame is copied beyond its end, so
-    a full disk refuses the extension with ``ENOSPC`` and the frame is never half-stored; a
-    store into a hole (``ftruncate``) would instead kill the process with ``SIGBUS``. Bytes
-    between the last frame and the end of the room are zeros, which no frame begins with, so
-    readers stop there as at the end of the file; ``close`` trims them.
-
     Appends are serialized by the event log's lock; ``sync`` and ``close`` take the segment's
     own lock so the fsync thread never touches a descriptor that was closed (or reused).
-    ``fsync`` writes back pages dirtied through the mapping as it does written ones.
     """
 
     def __init__(self, path: Path, fd: int):
@@ -57,8 +43,6 @@ class Segment:
         self.fd = fd
         self.written = 0
         self.first_write_at: float | None = None
-        self._room = 0
-        self._map: mmap.mmap | None = None
         self._synced = 0
         self._closed = False
         self._io_lock = threading.Lock()
@@ -68,25 +52,13 @@ class Segment:
         return self.path.name.removesuffix(SUFFIX)
 
     def append(self, frame: bytes | bytearray) -> None:
-        """Copy a whole frame after the last one; ``OSError`` if the disk has no room for it."""
-        start = self.written
-        end = start + len(frame)
-        if end > self._room:
-            self._extend(end)
-        self._map[start:end] = frame  # type: ignore[index]
-        self.written = end
+        """One ``write`` of a whole frame; O_APPEND puts it at the end even after a fork."""
+        n = os.write(self.fd, frame)
+        self.written += n
         if self.first_write_at is None:
             self.first_write_at = time.monotonic()
-
-    def _extend(self, needed: int) -> None:
-        """Room for ``needed`` bytes: blocks reserved first, then the mapping grown over them."""
-        room = max(needed, self._room + ROOM_STEP)
-        os.posix_fallocate(self.fd, self._room, room - self._room)
-        if self._map is None:
-            self._map = mmap.mmap(self.fd, room)
-        else:
-            self._map.resize(room)
-        self._room = room
+        if n != len(frame):
+            raise ShortWrite(f"wrote {n} of {len(frame)} bytes to {self.path.name}")
 
     def sync(self) -> None:
         """fsync what was written since the last sync; a no-op once closed."""
@@ -98,18 +70,11 @@ class Segment:
             self._synced = written
 
     def close(self) -> None:
-        """Trim the unused room, unmap and close, which releases the flock: from now on it is
-        an orphan. A failed trim leaves zeros at the end, which readers stop at."""
+        """Close the descriptor, which releases the flock: from now on it is an orphan."""
         with self._io_lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._map is not None:
-                self._map.close()
-            if self._room > self.written:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self.fd, self.written)
-            os.close(self.fd)
+            if not self._closed:
+                self._closed = True
+                os.close(self.fd)
 
 
 class SegmentNamer:

@@ -1,8 +1,5 @@
-"""A disk that refuses room: appends raise EventLogUnavailable, are counted and logged, and
-the log heals by itself once the disk does. Acknowledged events are all sealed, others never.
-
-Frames are copied into room the segment reserved beforehand (``Segment``), so the disk
-refuses at the boundary where a frame needs more room: the extension, or a new segment."""
+"""A disk that refuses writes: appends raise EventLogUnavailable, are counted and logged, and
+the log heals by itself once the disk does. Acknowledged events are all sealed, others never."""
 
 from __future__ import annotations
 
@@ -17,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from api.eventlog import EventLogUnavailable, SegmentedEventLog
-from api.eventlog.segments import ROOM_STEP
 from api.observability.logging import JsonFormatter
 from tests.eventlog.support import evaluation, evaluation_ids
 
+real_write = os.write
 real_open = os.open
 
 
@@ -28,13 +25,13 @@ def _errors(metrics) -> float:
     return metrics.registry.get_sample_value("flagsight_event_log_errors_total")
 
 
-def _no_room(fd: int, offset: int, length: int) -> None:
+def _failing_write(fd: int, data: bytes) -> int:
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def _past_the_room(first: int) -> list:
-    """Events whose frame needs more room than a segment reserves at a time."""
-    return [evaluation(n) for n in range(first, first + 2 * ROOM_STEP // 100)]
+def _short_write(fd: int, data: bytes) -> int:
+    """What a filling disk does: part of the frame lands, the rest does not."""
+    return real_write(fd, bytes(data)[: len(data) // 2])
 
 
 def _warnings(caplog) -> list[dict]:
@@ -45,15 +42,16 @@ def _warnings(caplog) -> list[dict]:
     ]
 
 
-def test_a_refused_extension_raises_is_counted_logged_and_heals(
-    make_log, dirs, metrics, monkeypatch, caplog
+@pytest.mark.parametrize("fault", [_failing_write, _short_write], ids=["enospc", "short-write"])
+def test_a_failed_write_raises_is_counted_logged_and_heals(
+    make_log, dirs, metrics, monkeypatch, caplog, fault
 ):
     log = make_log()
     log.append_evaluations([evaluation(1)])
     with monkeypatch.context() as patch, caplog.at_level(logging.WARNING):
-        patch.setattr(os, "posix_fallocate", _no_room)
+        patch.setattr(os, "write", fault)
         with pytest.raises(EventLogUnavailable):
-            log.append_evaluations(_past_the_room(100))
+            log.append_evaluations([evaluation(n) for n in range(100, 110)])
     assert _errors(metrics) == 1
     [warning] = _warnings(caplog)
     assert warning["event"] == "event_log_write_failed"
@@ -77,13 +75,12 @@ def test_an_unwritable_wal_dir_keeps_refusing_until_it_is_writable_again(
 
     log = make_log()
     with monkeypatch.context() as patch:
-        patch.setattr(os, "posix_fallocate", _no_room)
+        patch.setattr(os, "write", _failing_write)
         patch.setattr(os, "open", refuse_wal)
-        for events in (_past_the_room(100), [evaluation(1)], [evaluation(2)]):
-            # the first finds no room, the next ones cannot open a segment
+        for n in range(3):  # the first fails writing, the next ones cannot open a segment
             with pytest.raises(EventLogUnavailable):
-                log.append_evaluations(events)
-    assert _errors(metrics) >= 3  # a sealing tick meeting the same refusal counts too
+                log.append_evaluations([evaluation(n)])
+    assert _errors(metrics) == 3
     log.append_evaluations([evaluation(7)])
     log.close()
     assert evaluation_ids(dirs[1]) == ["e-7"]
@@ -132,11 +129,10 @@ def test_a_really_full_disk_refuses_then_heals(tiny_disk, tmp_path, metrics, cap
     try:
         log.append_evaluations([evaluation(1)])
         filler = _fill(tiny_disk, leave=16 * 1024)
-        # ~1 MB frame into 16 KiB of free space: the extension is refused, nothing is stored.
+        # ~1 MB frame into 16 KiB of room: a real short write, leaving a torn frame behind.
         with pytest.raises(EventLogUnavailable), caplog.at_level(logging.WARNING):
             log.append_evaluations([evaluation(n, tag="big") for n in range(10_000)])
-        [warning] = _warnings(caplog)
-        assert "No space left on device" in warning["error"]
+        assert [w["error_type"] for w in _warnings(caplog)] == ["ShortWrite"]
         _fill(tiny_disk, leave=0)
         with pytest.raises(EventLogUnavailable):
             log.append_evaluations([evaluation(2)])
@@ -154,8 +150,8 @@ def test_out_of_descriptors_the_log_says_it_is_unready_and_comes_back_without_tr
 ):
     """What ``/readyz`` asks: the log reports the failure feedback would meet, and once
     descriptors are free again it opens a segment itself, with no append needed first.
-    The open segment keeps taking frames while descriptors run out; a failed extension ends
-    it, and only then does every append need a descriptor it cannot get."""
+    The open segment keeps taking frames while descriptors run out; a failed write ends it,
+    and only then does every append need a descriptor it cannot get."""
     log = make_log()
     log.append_evaluations([evaluation(1)])
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -171,9 +167,9 @@ def test_out_of_descriptors_the_log_says_it_is_unready_and_comes_back_without_tr
         assert log.unready_reason() is None
         log.append_evaluations([evaluation(2)])
         with monkeypatch.context() as patch:
-            patch.setattr(os, "posix_fallocate", _no_room)
+            patch.setattr(os, "write", _failing_write)
             with pytest.raises(EventLogUnavailable):
-                log.append_evaluations(_past_the_room(3))
+                log.append_evaluations([evaluation(3)])
         reason = log.unready_reason()
         assert reason is not None and "Too many open files" in reason
         with pytest.raises(EventLogUnavailable):

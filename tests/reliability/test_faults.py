@@ -128,10 +128,10 @@ def test_full_event_log_disk_refuses_feedback_keeps_evaluating_and_loses_nothing
         acknowledged = (list(client.evaluations), list(client.feedback))
 
         filler = fill(tiny_wal)
-        # The open segments' reserved room (``ROOM_STEP`` each) still takes frames: those are
-        # really stored and answered 204. Then the disk refuses, and feedback answers 503.
+        # The open segments' last pages may still hold a few small frames: those are really
+        # written and answered 204. Then the disk refuses, and feedback answers 503.
         refused: list[requests.Response] = []
-        for i in range(5000):
+        for i in range(2000):
             answer = client.report(acknowledged[0][i % 40])
             if answer.status_code != 204:
                 refused.append(answer)
@@ -190,7 +190,7 @@ def test_unwritable_event_log_refuses_feedback_with_503_and_heals(
     acked = [evaluate(f"u{i}").json["evaluationId"] for i in range(5)]
     assert {report(i).status_code for i in acked} == {204}
     wal = str(services.settings.wal_dir)
-    real_open, real_fsync = os.open, os.fsync
+    real_open, real_write = os.open, os.write
 
     def in_wal(fd: int) -> bool:
         try:
@@ -203,17 +203,14 @@ def test_unwritable_event_log_refuses_feedback_with_503_and_heals(
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, flags, *args, **kwargs)
 
-    def fail_fsync(fd: int) -> None:
+    def refuse_write(fd: int, data: Any) -> int:
         if in_wal(fd):
-            raise OSError(errno.EIO, "Input/output error")
-        real_fsync(fd)
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_write(fd, data)
 
     with monkeypatch.context() as patch:
-        # The disk fails under the open segment (its writeback errs, so the log stops
-        # trusting it) and refuses a new one: the next frame has nowhere to go.
         patch.setattr(os, "open", refuse_open)
-        patch.setattr(os, "fsync", fail_fsync)
-        services.event_log.sync()
+        patch.setattr(os, "write", refuse_write)
         refused = report(acked[0])
         still = evaluate("during")
     assert refused.status_code == 503 and refused.json["status"] == 503
