@@ -560,7 +560,7 @@ PyDoc_STRVAR(batch_bodies_doc,
 "From ``offset``, the consecutive complete, crc-valid frames that each hold one evaluation\n"
 "batch (a payload starting 0x92 0x04): ``bodies`` their payloads after those two bytes, as\n"
 "slices of ``view``; ``offset`` where the scan stopped; ``size`` their payload bytes. It stops\n"
-"before any other frame (torn, corrupt, the zeros of unused room, or another kind: the caller\n"
+"before any other frame (torn, corrupt, zeros a crash left, or another kind: the caller\n"
 "reads that one) and once ``size`` reaches ``budget``. The sealer's frame loop, in C.");
 
 #define FRAME_HEADER 12
