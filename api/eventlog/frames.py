@@ -280,15 +280,9 @@ def iter_runs(
     items: list[tuple] = []
     rows = 0
     while end - offset >= HEADER.size:
-        bodies = scan(view, offset, max_bytes - size) if scan is not None else None
-        if bodies and bodies[0]:  # ordinary frames, framed and crc-checked in C
-            if items:
-                yield Run(*run, items, rows)
-                items, rows = [], 0
-            run = None
-            raws += bodies[0]
-            offset = bodies[1]
-            size += bodies[2]
+        found = scan(view, offset, max_bytes - size) if scan is not None else None
+        if found and found[0]:  # ordinary frames, framed and crc-checked in C
+            bodies, offset, length = found
         else:
             magic, crc, length = unpack(segment, offset)
             start = offset + HEADER.size
@@ -297,35 +291,37 @@ def iter_runs(
                 break
             if crc32(view[start - 4 : offset]) != crc:  # the crc covers the length too
                 break
-            size += length
-            if segment.startswith(batch_start, start, offset):
+            ordinary = segment.startswith(batch_start, start, offset)
+            bodies = [view[start + 2 : offset]] if ordinary else None
+        size += length
+        if bodies:
+            if items:
+                yield Run(*run, items, rows)
+                items, rows = [], 0
+            run = None
+            raws += bodies
+        else:
+            if raws:
+                yield from _batch_run(raws, on_invalid)
+                raws = []
+            try:
+                event_type, body = _decode(view[start:offset], _PLAIN)
+            except InvalidFrame as exc:
+                on_invalid(exc)
+                continue
+            batch = type(body) is tuple
+            kind = _BATCH_RUN if batch else _EVENT_RUNS[event_type]
+            if kind is not run:
                 if items:
                     yield Run(*run, items, rows)
                     items, rows = [], 0
-                run = None
-                raws.append(view[start + 2 : offset])
+                run = kind
+            if batch:
+                items.append(body)
+                rows += len(body[_USERS])
             else:
-                if raws:
-                    yield from _batch_run(raws, on_invalid)
-                    raws = []
-                try:
-                    event_type, body = _decode(view[start:offset], _PLAIN)
-                except InvalidFrame as exc:
-                    on_invalid(exc)
-                    continue
-                batch = type(body) is tuple
-                kind = _BATCH_RUN if batch else _EVENT_RUNS[event_type]
-                if kind is not run:
-                    if items:
-                        yield Run(*run, items, rows)
-                        items, rows = [], 0
-                    run = kind
-                if batch:
-                    items.append(body)
-                    rows += len(body[_USERS])
-                else:
-                    items += body
-                    rows += len(body)
+                items += body
+                rows += len(body)
         if size >= max_bytes:
             if raws:
                 yield from _batch_run(raws, on_invalid)
