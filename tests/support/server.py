@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,9 @@ from pathlib import Path
 
 import requests
 
+from api.engines.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class GunicornServer:
