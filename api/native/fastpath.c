@@ -90,28 +90,17 @@ static uint64_t murmur3_x64_128_h1(const uint8_t *data, size_t len) {
         k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
         h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
     }
+    /* The last 1..15 bytes, as little-endian words padded with zeros (the machine is
+       little-endian: checked at import), so a copy reads them as murmur3's tail switch does. */
     const uint8_t *tail = data + blocks * 16;
+    size_t rest = len & 15;
     uint64_t k1 = 0, k2 = 0;
-    switch (len & 15) {
-    case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
-    case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
-    case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
-    case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
-    case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
-    case 10: k2 ^= (uint64_t)tail[9] << 8;   /* fall through */
-    case 9:
-        k2 ^= (uint64_t)tail[8];
+    if (rest > 8) {
+        memcpy(&k2, tail + 8, rest - 8);
         k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-        /* fall through */
-    case 8: k1 ^= (uint64_t)tail[7] << 56; /* fall through */
-    case 7: k1 ^= (uint64_t)tail[6] << 48; /* fall through */
-    case 6: k1 ^= (uint64_t)tail[5] << 40; /* fall through */
-    case 5: k1 ^= (uint64_t)tail[4] << 32; /* fall through */
-    case 4: k1 ^= (uint64_t)tail[3] << 24; /* fall through */
-    case 3: k1 ^= (uint64_t)tail[2] << 16; /* fall through */
-    case 2: k1 ^= (uint64_t)tail[1] << 8;  /* fall through */
-    case 1:
-        k1 ^= (uint64_t)tail[0];
+    }
+    if (rest > 0) {
+        memcpy(&k1, tail, rest > 8 ? 8 : rest);
         k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
     }
     h1 ^= (uint64_t)len;
