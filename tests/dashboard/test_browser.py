@@ -218,22 +218,16 @@ def test_create_a_flag_with_three_rules_and_toggle_it(
     )
 
 
-def _wait_for_sealed_events(data_dir: Path, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        kinds = {p.parts[-3] for p in (data_dir / "events").glob("*/date=*/*.parquet")}
-        if len(kinds) >= 2:
-            return
-        assert time.monotonic() < deadline, f"no sealed events under {data_dir}"
-        time.sleep(0.25)
+def _wait_for_sealed_rows(data_dir: Path, kind: str, environment_id: str, rows: int) -> None:
+    """Until the environment's events of a kind are all sealed.
 
-
-def _wait_for_feedback_rows(data_dir: Path, environment_id: str, rows: int) -> None:
-    """Until the environment's feedback rows are all sealed (the server is shared)."""
+    The server is shared by the module's tests, so the files of earlier tests say nothing
+    about this one's: count this environment's rows.
+    """
     import duckdb
 
     deadline = time.monotonic() + 30.0
-    files = f"{data_dir}/events/feedback/*/*.parquet"
+    files = f"{data_dir}/events/{kind}/*/*.parquet"
     while True:
         con = duckdb.connect()
         try:
@@ -247,7 +241,7 @@ def _wait_for_feedback_rows(data_dir: Path, environment_id: str, rows: int) -> N
             con.close()
         if sealed >= rows:
             return
-        assert time.monotonic() < deadline, f"{sealed} of {rows} feedback rows sealed"
+        assert time.monotonic() < deadline, f"{sealed} of {rows} {kind} rows sealed"
         time.sleep(0.25)
 
 
@@ -275,7 +269,8 @@ def test_metrics_after_a_pipeline_run_with_the_coverage_warning(
         f"{server.url}/v1/feedback/bulk", json={"feedbacks": feedback}, headers=headers, timeout=30
     ).status_code
     assert status == 204
-    _wait_for_sealed_events(server.data_dir)
+    _wait_for_sealed_rows(server.data_dir, "evaluation", tenant.environment_id, len(users))
+    _wait_for_sealed_rows(server.data_dir, "feedback", tenant.environment_id, len(feedback))
     monkeypatch.setenv("DAGSTER_HOME", str(server.data_dir / "dagster"))
     settings = Settings(data_dir=server.data_dir, admin_token=ADMIN_TOKEN)
     run_pipeline_once(settings, echo=lambda line: None)
@@ -340,7 +335,8 @@ def test_health_view_shows_a_regression_with_its_interval_and_arm_charts(
             headers=headers, timeout=30,
         ).status_code  # fmt: skip
         assert status == 204
-    _wait_for_feedback_rows(server.data_dir, tenant.environment_id, len(feedback))
+    _wait_for_sealed_rows(server.data_dir, "evaluation", tenant.environment_id, len(users))
+    _wait_for_sealed_rows(server.data_dir, "feedback", tenant.environment_id, len(feedback))
     monkeypatch.setenv("DAGSTER_HOME", str(server.data_dir / "dagster"))
     run_pipeline_once(Settings(data_dir=server.data_dir, admin_token=ADMIN_TOKEN), echo=print)
 
