@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEBIAN_PACKAGES := chromium wrk postgresql gcc libc6-dev
 
-.PHONY: install system-deps node-deps run cluster test lint format bench soak clean
+.PHONY: install system-deps node-deps run cluster test lint format bench bench-compare soak clean
 
 install: $(VENV)/.installed
 	@$(BIN)/python -m api.native.build
@@ -45,6 +45,9 @@ cluster: system-deps install
 
 bench: system-deps install
 	@$(BIN)/python -m bench.run
+
+bench-compare: system-deps install
+	@$(BIN)/python -m bench.compare $(or $(REVS),HEAD .)
 
 soak: system-deps install
 	@$(BIN)/python -m bench.soak

@@ -27,8 +27,9 @@ class Server:
 
     name = "server"
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path):
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, cwd: Path = REPO):
         self.port = free_port()
+        self.cwd = cwd
         self._argv = [a.replace("{port}", str(self.port)) for a in argv]
         self._env = env
         self.log_path = log_path
@@ -41,7 +42,7 @@ class Server:
     def start(self, workers: int, timeout_s: float = 60.0) -> Server:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                self._argv, cwd=REPO, env=self._env, stdout=log, stderr=subprocess.STDOUT,
+                self._argv, cwd=self.cwd, env=self._env, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s
@@ -85,8 +86,10 @@ class FlagsightServer(Server):
     """``flagsight serve`` over a fresh data directory, with its production configuration."""
 
     def __init__(self, data_dir: Path, workers: int, log_path: Path,
-                 extra_env: dict[str, str] | None = None, name: str = "flagsight"):  # fmt: skip
-        """``extra_env`` points a host at the cluster mode's engines (PostgreSQL, the bucket)."""
+                 extra_env: dict[str, str] | None = None, name: str = "flagsight",
+                 source: Path = REPO):  # fmt: skip
+        """``extra_env`` points a host at the cluster mode's engines (PostgreSQL, the bucket);
+        ``source`` is the checkout it runs (``bench.compare`` runs other revisions)."""
         self.name = name
         self.data_dir = data_dir
         self.admin_token = secrets.token_urlsafe(24)
@@ -97,7 +100,7 @@ class FlagsightServer(Server):
         env |= extra_env or {}
         argv = [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1",
                 "--port", "{port}", "--workers", str(workers)]  # fmt: skip
-        super().__init__(argv, env, log_path)
+        super().__init__(argv, env, log_path, cwd=source)
 
     def helper_pids(self) -> list[int]:
         """The event log's sealer process: a grandchild of the master, found by its argv."""
