@@ -41,9 +41,9 @@ def test_a_revision_and_the_working_tree_are_measured_against_the_reference() ->
 
 def test_a_revision_runs_from_its_own_worktree_with_its_native_module(tmp_path: Path) -> None:
     head = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "HEAD~1"], capture_output=True, text=True, check=True
+        ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
-    tree = checkout("HEAD~1", tmp_path / "tree")
+    tree = checkout("HEAD", tmp_path / "tree")
     try:
         checked_out = subprocess.run(
             ["git", "-C", str(tree), "rev-parse", "HEAD"],
