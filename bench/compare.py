@@ -62,6 +62,13 @@ def checkout(revision: str, into: Path) -> Path:
     return into
 
 
+def label(revision: str) -> str:
+    """A revision as the tables name it: a full commit id shortened as git shortens it."""
+    if len(revision) == 40 and all(c in "0123456789abcdef" for c in revision):
+        return revision[:12]
+    return revision
+
+
 def remove_checkouts(paths: list[Path]) -> None:
     for path in paths:
         if path != REPO:
@@ -147,7 +154,7 @@ def main(argv: list[str] | None = None, echo=print) -> list[str]:  # noqa: ANN00
                 work / f"data{index}", WORKERS, work / f"flagsight{index}.log",
                 name=revision, source=source,
             )  # fmt: skip
-            contenders.append(Contender(revision, server, []))
+            contenders.append(Contender(label(revision), server, []))
         for contender in contenders:
             contender.server.start(WORKERS)
             if isinstance(contender.server, FlagsightServer):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.compare import checkout, main, parse_args, remove_checkouts
+from bench.compare import checkout, label, main, parse_args, remove_checkouts
 from bench.servers import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
@@ -32,10 +32,10 @@ def test_a_revision_and_the_working_tree_are_measured_against_the_reference() ->
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines[2:]}
     assert list(rows) == ["tight reference", "HEAD", "."]
     assert rows["tight reference"][2].startswith("1.000 (1.000)")
-    for label in ("HEAD", "."):
-        median_ratio = float(rows[label][2].split(" ")[0])
+    for name in ("HEAD", "."):
+        median_ratio = float(rows[name][2].split(" ")[0])
         assert median_ratio > 0.1  # served: wrk saw no error, or main would have raised
-        assert float(rows[label][3].rstrip(" |")) > 0  # CPU per request was charged
+        assert float(rows[name][3].rstrip(" |")) > 0  # CPU per request was charged
     assert _worktrees() == before
 
 
@@ -63,3 +63,9 @@ def test_bad_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parse_args(["HEAD", "--rounds", "0"])
     assert "--rounds must be at least 1" in capsys.readouterr().err
+
+
+def test_full_commit_ids_are_shortened_in_the_tables() -> None:
+    assert label("cbcdffc767ef3115188ba48abe27c06a6230030e") == "cbcdffc767ef"
+    assert label("HEAD~1") == "HEAD~1"
+    assert label(".") == "."
