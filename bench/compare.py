@@ -28,23 +28,20 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.http_scenarios import quiesce
-from bench.procstat import cpu_seconds
+from bench.http_scenarios import Contender, measure_run
 from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
 from bench.workload import FLAG_KEY, create_tenant
 from bench.wrk import run_wrk
 
 WORKING_TREE = "."
+REFERENCE = "tight reference"
 WORKERS = 2
 
 
 @dataclass
-class Contender:
-    """One server in the comparison and what its runs measured."""
+class Measured:
+    """What one contender's runs measured, round by round."""
 
-    label: str
-    server: Server
-    wrk_args: list[str]
     requests_per_s: list[float] = field(default_factory=list)
     cpu_us: list[float] = field(default_factory=list)
 
@@ -77,49 +74,46 @@ def remove_checkouts(paths: list[Path]) -> None:
             )
 
 
-def measure_round(contenders: list[Contender], connections: int, duration_s: float) -> None:
+def measure_round(
+    contenders: list[Contender], measured: dict[str, Measured], connections: int, duration_s: float
+) -> None:
     """Every contender once, in a shuffled order, each from idle to idle."""
     servers = [c.server for c in contenders]
     for contender in random.sample(contenders, len(contenders)):
-        quiesce(servers)
-        pids = contender.server.pids()
-        before = cpu_seconds(pids)
-        result = run_wrk(
-            contender.server.url, "evaluate.lua", contender.wrk_args,
-            connections=connections, duration_s=duration_s,
-        )  # fmt: skip
-        quiesce(servers)
+        result, cpu = measure_run(
+            servers, contender.server, "evaluate.lua", contender.args, connections, duration_s
+        )
         if result.failed:
             raise RuntimeError(f"{contender.label}: wrk saw errors {result.errors}")
-        contender.requests_per_s.append(result.requests_per_s)
-        contender.cpu_us.append((cpu_seconds(pids) - before) / result.requests * 1e6)
+        measured[contender.label].requests_per_s.append(result.requests_per_s)
+        measured[contender.label].cpu_us.append(cpu / result.requests * 1e6)
 
 
-def ratios(contender: Contender, reference: Contender) -> list[float]:
-    """This contender's req/s over the reference's, round by round."""
-    return [a / b for a, b in zip(contender.requests_per_s, reference.requests_per_s, strict=True)]
+def ratios(of: Measured, reference: Measured) -> list[float]:
+    """Req/s over the reference's, round by round."""
+    return [a / b for a, b in zip(of.requests_per_s, reference.requests_per_s, strict=True)]
 
 
-def round_line(number: int, contenders: list[Contender]) -> str:
-    reference = contenders[0]
+def round_line(number: int, measured: dict[str, Measured]) -> str:
+    reference = measured[REFERENCE]
     cells = [
-        f"{c.label} {c.requests_per_s[-1]:,.0f} ({ratios(c, reference)[-1]:.3f}, {c.cpu_us[-1]:.1f} µs)"
-        for c in contenders
+        f"{label} {m.requests_per_s[-1]:,.0f} ({ratios(m, reference)[-1]:.3f}, {m.cpu_us[-1]:.1f} µs)"
+        for label, m in measured.items()
     ]
     return f"round {number}: " + "  ".join(cells)
 
 
-def summary(contenders: list[Contender]) -> list[str]:
+def summary(measured: dict[str, Measured]) -> list[str]:
     """One line per contender: medians over the rounds, and each round's ratio."""
-    reference = contenders[0]
+    reference = measured[REFERENCE]
     lines = ["| server | req/s (median) | vs tight reference (median; rounds) | CPU µs/req (median) |",
              "|---|---|---|---|"]  # fmt: skip
-    for contender in contenders:
-        each = ratios(contender, reference)
+    for label, m in measured.items():
+        each = ratios(m, reference)
         rounds = ", ".join(f"{r:.3f}" for r in each)
         lines.append(
-            f"| {contender.label} | {statistics.median(contender.requests_per_s):,.0f} | "
-            f"{statistics.median(each):.3f} ({rounds}) | {statistics.median(contender.cpu_us):.1f} |"
+            f"| {label} | {statistics.median(m.requests_per_s):,.0f} | "
+            f"{statistics.median(each):.3f} ({rounds}) | {statistics.median(m.cpu_us):.1f} |"
         )
     return lines
 
@@ -143,10 +137,9 @@ def main(argv: list[str] | None = None, echo=print) -> list[str]:  # noqa: ANN00
     args = parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="flagsight-compare-"))
     checkouts: list[Path] = []
-    contenders: list[Contender] = []
+    servers: list[tuple[str, Server]] = []
     try:
-        reference = ReferenceServer(WORKERS, work / "reference.log")
-        contenders.append(Contender("tight reference", reference, ["k", FLAG_KEY]))
+        servers.append((REFERENCE, ReferenceServer(WORKERS, work / "reference.log")))
         for index, revision in enumerate(args.revisions):
             source = checkout(revision, work / f"tree{index}")
             checkouts.append(source)
@@ -154,27 +147,34 @@ def main(argv: list[str] | None = None, echo=print) -> list[str]:  # noqa: ANN00
                 work / f"data{index}", WORKERS, work / f"flagsight{index}.log",
                 name=revision, source=source,
             )  # fmt: skip
-            contenders.append(Contender(label(revision), server, []))
+            servers.append((label(revision), server))
+        contenders = [Contender(name, server, start(server)) for name, server in servers]
         for contender in contenders:
-            contender.server.start(WORKERS)
-            if isinstance(contender.server, FlagsightServer):
-                key, _ = create_tenant(contender.server.url, contender.server.admin_token)
-                contender.wrk_args = [key, FLAG_KEY]
-        for contender in contenders:
-            run_wrk(contender.server.url, "evaluate.lua", contender.wrk_args,
+            run_wrk(contender.server.url, "evaluate.lua", contender.args,
                     connections=16, duration_s=args.warmup)  # fmt: skip
+        measured = {contender.label: Measured() for contender in contenders}
         for number in range(1, args.rounds + 1):
-            measure_round(contenders, args.connections, args.duration)
-            echo(round_line(number, contenders))
-        lines = summary(contenders)
+            measure_round(contenders, measured, args.connections, args.duration)
+            echo(round_line(number, measured))
+        lines = summary(measured)
         for line in lines:
             echo(line)
         return lines
     finally:
-        for contender in contenders:
-            contender.server.stop()
+        for _, server in servers:
+            server.stop()
         remove_checkouts(checkouts)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def start(server: Server) -> list[str]:
+    """Start ``server``; the arguments of ``evaluate.lua`` for it (a flagsight server gets a
+    tenant and its key; the reference checks no key)."""
+    server.start(WORKERS)
+    if not isinstance(server, FlagsightServer):
+        return ["k", FLAG_KEY]
+    key, _ = create_tenant(server.url, server.admin_token)
+    return [key, FLAG_KEY]
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.procstat import RssSampler, cpu_seconds, pss_bytes, rss_bytes, wait_idle
 from bench.servers import FlagsightServer, ReferenceServer, Server
 from bench.workload import Workload
-from bench.wrk import run_wrk
+from bench.wrk import WrkResult, run_wrk
 
 MB = 1024 * 1024
 TIGHT, MEDIA, EMBEDDED, CLUSTER = (
@@ -70,6 +70,18 @@ def quiesce(servers: list[Server], timeout_s: float = 60.0) -> None:
             while not wal_sealed(server.data_dir / "wal") and time.monotonic() < deadline:
                 time.sleep(0.1)
     wait_idle([p for s in servers for p in s.pids()], timeout_s=10)
+
+
+def measure_run(servers: list[Server], server: Server, script: str, args: list[str],
+                connections: int, duration_s: float) -> tuple[WrkResult, float]:  # fmt: skip
+    """One wrk run of ``server`` from an idle machine to an idle machine, and the CPU seconds
+    its processes used meanwhile: sealing the run's events is part of its cost."""
+    quiesce(servers)
+    pids = server.pids()
+    cpu_before = cpu_seconds(pids)
+    result = run_wrk(server.url, script, args, connections=connections, duration_s=duration_s)
+    quiesce(servers)
+    return result, cpu_seconds(pids) - cpu_before
 
 
 def _scrape(server: Server) -> dict[str, float]:
@@ -125,13 +137,8 @@ class HttpBench:
 
     def _measure(self, server: Server, script: str, args: list[str], connections: int,
                  label: str, duration_s: float | None = None) -> dict[str, object]:  # fmt: skip
-        self._quiesce()
-        pids = server.pids()
-        cpu_before = cpu_seconds(pids)
-        result = run_wrk(server.url, script, args, connections=connections,
-                         duration_s=duration_s or self.plan.duration_s)  # fmt: skip
-        self._quiesce()  # sealing this run's events is part of its cost
-        cpu = cpu_seconds(pids) - cpu_before
+        result, cpu = measure_run(self.servers, server, script, args, connections,
+                                  duration_s or self.plan.duration_s)  # fmt: skip
         record = {**result.as_dict(), "connections": connections,
                   "server_cpu_s": round(cpu, 3),
                   "server_cpu_us_per_request": round(cpu / max(result.requests, 1) * 1e6, 1)}  # fmt: skip
