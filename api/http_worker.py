@@ -7,8 +7,10 @@
   ``header_timeout_s`` after it opened is closed (``docs/operations.md``, "Slow clients").
 * **The contract's error body** on the errors gunicorn answers itself, before the app sees
   the request (414 request line too long, 431 too many or too large header fields, 400 a
-  request it cannot parse, 501 an unknown transfer coding): the same JSON the app gives; and
-  408, not 500, when a body announced by ``Content-Length`` never starts to arrive.
+  request it cannot parse): the same JSON the app gives. Two of gunicorn's statuses are
+  changed, because nothing a client sends may make a 5xx (contract section 3): 400, not 501,
+  for a transfer coding gunicorn does not implement, and 408, not 500, when a body announced
+  by ``Content-Length`` never starts to arrive.
 
 The seam: gunicorn's worker makes each connection's protocol through the module-level name
 ``gunicorn.workers.gasgi.ASGIProtocol``; the worker binds that name to ``FlagsightProtocol``
@@ -62,13 +64,17 @@ class FlagsightProtocol(ASGIProtocol):
     def _send_error_response(self, status: int, message: str, extra_headers: tuple = ()) -> None:
         """gunicorn's own refusals, in the contract's JSON instead of plain text.
 
-        One of them is not a server error: Falcon waits for the first piece of a body before
-        it calls the app, and when none arrives within gunicorn's body wait the app returns
-        without answering, which gunicorn reports as a 500. The client sent too little:
-        408 Request Timeout.
+        Two of them are the client's doing, not the server's, and the contract allows no 5xx
+        for anything a client sends. gunicorn answers a transfer coding it does not implement
+        with 501 (RFC 9112 section 6.1 recommends it): here it is a 400 naming the coding.
+        And Falcon waits for the first piece of a body before it calls the app; when none
+        arrives within gunicorn's body wait the app returns without answering, which gunicorn
+        reports as a 500. The client sent too little: 408 Request Timeout.
         """
         receiver = self._body_receiver
-        if status == 500 and receiver is not None and receiver._body_wait_expired:
+        if status == 501:
+            status = 400
+        elif status == 500 and receiver is not None and receiver._body_wait_expired:
             status, message = 408, "The request body did not arrive in time"
         body = msgspec.json.encode(error_body(status, message))
         head = "".join(

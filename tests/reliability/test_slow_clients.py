@@ -204,6 +204,11 @@ def test_workers_run_with_the_soft_descriptor_limit_raised_to_the_hard_one(
             "Request Header Fields Too Large",
         ),
         (b"NOT A REQUEST LINE\r\n\r\n", 400, "Bad Request"),
+        (  # gunicorn's own answer would be 501: nothing a client sends makes a 5xx
+            b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: br, chunked\r\n\r\n",
+            400,
+            "Bad Request",
+        ),
     ],
 )
 def test_gunicorn_refusals_carry_the_contract_body(
