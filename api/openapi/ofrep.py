@@ -81,7 +81,7 @@ OFREP_SCHEMAS: dict[str, Any] = {
         "properties": {
             "flags": {
                 "type": "array",
-                "description": "Every non-archived flag of the environment, by key; disabled "
+                "description": "Every flag of the environment, by key; disabled and archived "
                 "flags answer value false, reason DISABLED. A flag refused by the plan's hard "
                 "threshold (only when the threshold is reached during this request) is a "
                 "GENERAL failure entry.",

@@ -11,7 +11,7 @@ format differs, and the outcomes that ``/v1`` reports in the body become HTTP st
   ``{key, errorCode, errorDetails}`` *and* the contract's ``{status, error, message}``: OFREP
   providers read the first, generic clients the second; each ignores the other's fields.
 
-Bulk answers every non-archived flag of the key's environment, disabled flags included (value
+Bulk answers every flag of the key's environment, disabled and archived flags included (value
 false, reason ``DISABLED``), each flag one metered evaluation event. Its strong ETag is the
 environment's configuration version plus a hash of the context, so it changes whenever any
 answer could; a matching ``If-None-Match`` is answered 304 without evaluating, recording or
@@ -234,7 +234,12 @@ class OfrepFlagResource:
 
 
 class OfrepBulkResource:
-    """``POST /ofrep/v1/evaluate/flags``: every non-archived flag for one targeting key."""
+    """``POST /ofrep/v1/evaluate/flags``: every flag of the environment for one targeting key.
+
+    Disabled and archived flags are in it as ``DISABLED`` (value false), as the single-flag
+    call answers them (contract section 7): a flag answers the same through either call, so
+    the web provider (one bulk request) and the server provider (one call per flag) agree.
+    """
 
     def __init__(self, services: Services):
         self._services = services
@@ -304,7 +309,7 @@ class OfrepBulkResource:
         """
         answers: list[dict[str, Any]] = []
         refused = 0
-        for flag_key in sorted(k for k, flag in environment.flags.items() if not flag.archived):
+        for flag_key in sorted(environment.flags):
             served = self._server.serve(
                 api_key, environment, flag_key, [user], sdk=None, source=SOURCE_OFREP_BULK
             )

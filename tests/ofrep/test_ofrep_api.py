@@ -280,13 +280,12 @@ def test_only_the_apikey_header_authenticates_before_the_body(
     assert (result.status_code, result.json) == (401, UNAUTHORIZED)
 
 
-def test_bulk_answers_every_non_archived_flag_each_an_event(
-    client, admin, tenant, flags, events
-) -> None:
+def test_bulk_answers_every_flag_each_an_event(client, admin, tenant, flags, events) -> None:
     result = bulk(client, tenant)
     assert result.status_code == 200
     jsonschema.validate(result.json, schema("OfrepBulkEvaluationSuccess"))
     assert [answer(entry) for entry in result.json["flags"]] == [
+        ("archived", False, "DISABLED", "off"),  # as the single call answers it
         ("disabled", False, "DISABLED", "off"),
         ("everyone", True, "SPLIT", "on"),
         ("no-rules", False, "DEFAULT", "off"),
@@ -295,12 +294,12 @@ def test_bulk_answers_every_non_archived_flag_each_an_event(
         ("static-on", True, "STATIC", "on"),
     ]
     ids = [entry["metadata"]["evaluationId"] for entry in result.json["flags"]]
-    assert len(set(ids)) == 6
+    assert len(set(ids)) == 7
     assert [(e.evaluation_id, e.flag_key, e.source) for e in events.evaluations] == [
         (i, entry["key"], SOURCE_OFREP_BULK)
         for i, entry in zip(ids, result.json["flags"], strict=True)
     ]
-    assert usage(admin, tenant) == 6
+    assert usage(admin, tenant) == 7
 
 
 def test_bulk_etag_and_304_which_records_and_meters_nothing(
@@ -313,7 +312,7 @@ def test_bulk_etag_and_304_which_records_and_meters_nothing(
     assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", etag)
     weak = bulk(client, tenant, etag=f'"other", W/{etag}')
     assert weak.status_code == 304
-    assert len(events.evaluations) == 6 and usage(admin, tenant) == 6
+    assert len(events.evaluations) == 7 and usage(admin, tenant) == 7
 
 
 def test_bulk_etag_changes_with_the_context_and_the_configuration(

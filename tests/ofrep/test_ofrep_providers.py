@@ -152,10 +152,20 @@ def test_web_provider_values_reasons_and_304_on_unchanged_bulk(module_server, te
             None,
         ), flag
         assert len(got["evaluationId"]) == 46
-    # archived flags are not in the bulk answer; the provider reports them as not found
-    for flag in ("archived", "missing"):
-        got = out["first"][flag]
-        assert (got["value"], got["reason"], got["errorCode"]) == (True, "ERROR", "FLAG_NOT_FOUND")
+    # an archived flag answers as through the server provider; a missing one is not found
+    archived = out["first"]["archived"]
+    assert (archived["value"], archived["reason"], archived["variant"], archived["errorCode"]) == (
+        False,
+        "DISABLED",
+        "off",
+        None,
+    )
+    missing = out["first"]["missing"]
+    assert (missing["value"], missing["reason"], missing["errorCode"]) == (
+        True,
+        "ERROR",
+        "FLAG_NOT_FOUND",
+    )
 
     first, revalidation = out["exchanges"]
     assert (first["method"], first["path"], first["status"]) == (
