@@ -24,6 +24,7 @@ from api.controlplane.model import Environment, Organization
 from api.dashboard.forms import Form, FormError, read_form
 from api.dashboard.rendering import Renderer
 from api.dashboard.sessions import SESSION_COOKIE, Session, SessionSigner
+from api.errors import ApiError
 from api.services import Services
 
 PREFIX = "/dashboard"
@@ -73,15 +74,23 @@ class Page(AdminResource):
         return next(filter(None, map(self.signer.verify, cookies)), None)
 
     async def form(self, req: falcon.asgi.Request) -> Form:
-        """The posted form, read once (by the CSRF check) and kept on the request."""
+        """The posted form, read once (by the CSRF check) and kept on the request.
+
+        A form that cannot be read (too large, not UTF-8, too many fields, cut short) is
+        refused with the API's JSON error body (contract section 3: "on the API and the
+        dashboard alike"), unless the client asks for HTML first, as a browser does: a person
+        gets the same refusal as a page.
+        """
         form: Form | None = getattr(req.context, "form", None)
         if form is None:
             try:
                 form = await read_form(req, self.services.settings.body_limits.admin)
             except FormError as exc:
-                raise self.renderer.status(
-                    exc.status, "The form was not accepted", exc.message
-                ) from None
+                if req.client_prefers((falcon.MEDIA_JSON, falcon.MEDIA_HTML)) == falcon.MEDIA_HTML:
+                    raise self.renderer.status(
+                        exc.status, "The form was not accepted", exc.message
+                    ) from None
+                raise ApiError(exc.status, exc.message) from None
             req.context.form = form
         return form
 

@@ -21,6 +21,8 @@ from tests.support.admin import Admin, testclient_caller
 from tests.support.server import GunicornServer
 
 FORM = "application/x-www-form-urlencoded"
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+"""What a browser asks for when it follows a link or posts a form."""
 _CSRF = re.compile(r'name="csrf_token" value="([^"]*)"')
 
 
@@ -47,7 +49,7 @@ class DashClient:
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         cookie = "; ".join(f"{k}={v}" for k, v in self.cookies.items() if v)
-        return {**({"Cookie": cookie} if cookie else {}), **(extra or {})}
+        return {"Accept": BROWSER_ACCEPT, **({"Cookie": cookie} if cookie else {}), **(extra or {})}
 
     def _keep(self, result: falcon.testing.Result) -> falcon.testing.Result:
         for name, cookie in result.cookies.items():

@@ -1,16 +1,82 @@
 """Dashboard forms that used to make 500 (issue 12): too many fields before any session, a
 monthly limit that is a Unicode digit or 5,000 digits long, a ``next`` holding CR/LF. Each is a
-400 or the form shown again with its message."""
+400 or the form shown again with its message. A form that cannot be read at all is refused
+with the contract's JSON error body, or as a page when a browser asks for HTML."""
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import quote
 
 import pytest
 
 from api.dashboard.forms import MAX_FORM_FIELDS
+from api.services import Services
 from tests.conftest import ADMIN_TOKEN
-from tests.dashboard.conftest import FORM, DashClient
+from tests.dashboard.conftest import BROWSER_ACCEPT, FORM, DashClient
+
+FORM_LIMIT = 65_536
+
+UNREADABLE_FORMS = {
+    "too large": (
+        b"name=" + b"x" * FORM_LIMIT,
+        413,
+        "Payload Too Large",
+        f"larger than {FORM_LIMIT}",
+    ),
+    "not UTF-8": (b"name=%ff&key=\xff\xfe", 400, "Bad Request", "not valid UTF-8"),
+    "too many fields": (
+        "&".join(f"f{i}=x" for i in range(MAX_FORM_FIELDS + 1)).encode(),
+        400,
+        "Bad Request",
+        f"more than {MAX_FORM_FIELDS} fields",
+    ),
+}
+
+
+@pytest.fixture
+def small_forms(services: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forms over 64 KiB are too large, so that a test need not post 64 MiB."""
+    limits = dataclasses.replace(services.settings.body_limits, admin=FORM_LIMIT)
+    monkeypatch.setattr(
+        services, "settings", dataclasses.replace(services.settings, body_limits=limits)
+    )
+
+
+def _post_raw(person: DashClient, body: bytes, accept: str | None):  # noqa: ANN202
+    headers = {
+        "Content-Type": FORM,
+        "Cookie": "; ".join(f"{k}={v}" for k, v in person.cookies.items()),
+    }
+    if accept is not None:
+        headers["Accept"] = accept
+    return person.client.simulate_post("/dashboard/organizations", body=body, headers=headers)
+
+
+@pytest.mark.parametrize("accept", [None, "*/*", "application/json"])
+@pytest.mark.parametrize("case", list(UNREADABLE_FORMS))
+def test_an_unreadable_form_from_a_program_gets_the_contract_body(
+    person: DashClient, small_forms: None, services: Services, case: str, accept: str | None
+) -> None:
+    body, status, phrase, words = UNREADABLE_FORMS[case]
+    before = services.store.config_version()
+    answer = _post_raw(person, body, accept)
+    assert answer.status_code == status
+    assert answer.headers["content-type"] == "application/json"
+    assert (answer.json["status"], answer.json["error"]) == (status, phrase)
+    assert words in answer.json["message"]
+    assert services.store.config_version() == before
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE_FORMS))
+def test_an_unreadable_form_from_a_browser_is_a_page(
+    person: DashClient, small_forms: None, case: str
+) -> None:
+    body, status, _, words = UNREADABLE_FORMS[case]
+    answer = _post_raw(person, body, BROWSER_ACCEPT)
+    assert answer.status_code == status
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "The form was not accepted" in answer.text and words in answer.text
 
 
 def test_a_sign_in_with_too_many_fields_is_400_without_a_session(visitor: DashClient) -> None:
