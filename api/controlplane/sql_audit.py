@@ -1,23 +1,56 @@
 """The audit log in SQL: reading it, and restoring a target to what a record's ``before``
 says, itself as an audited change (action ``restore``, ``restoredFrom`` the record's id).
 
-What can be restored: a flag (created, changed or deleted: put back byte for byte, its
-``updatedAt`` included, or deleted again), an organization's plan and limit, an environment's
-name and insights switch. API keys, segments (their members are not kept in the log),
-rollouts, schedules and webhooks are refused with ``ConflictError``: their inverse is a new
-call (create a key, upload the segment, start a rollout), not a restore.
+What can be restored (``RESTORABLE``): a flag (created, changed or deleted: put back byte for
+byte, its ``updatedAt`` included, or deleted again), an organization's plan and limit, an
+environment's name and insights switch, an API key (its revocation taken back, or its
+creation undone by revoking it), a schedule (its creation undone by cancelling it while it is
+pending, its cancellation by making it pending again while its time is ahead) and a webhook's
+creation (by deleting it). The rest is refused with ``ConflictError`` saying why: a deleted
+webhook (its secret is not kept in the log), segments (their members are not kept),
+rollouts (their inverse is a new start or stop), and the creation of an organization or
+environment (neither is ever deleted).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from api.controlplane import documents
-from api.controlplane.changes import Actor, AuditRecord
+from api.controlplane.changes import Actor, AuditRecord, Schedule, ScheduleState
 from api.controlplane.model import Environment, Organization, Plan
 from api.controlplane.sql_backend import Connection
 from api.controlplane.sql_history import audit_from_row
 from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
 
 AUDIT_PAGE = 1000
+
+RESTORABLE = (
+    "flags, an organization's plan and limit, an environment's settings, an API key's creation"
+    " or revocation, a schedule's creation or cancellation, and a webhook's creation"
+)
+"""What ``restore`` can put back, as every refusal names it."""
+
+WHY_NOT = {
+    "segment": "a segment's members are not kept in the log; upload the segment again",
+    "rollout": "a rollout moves with its guardrails' decisions; start or stop it again (its"
+    " changes to the flag are flag records, and those can be restored)",
+    "organization": "organizations are never deleted",
+    "environment": "environments are never deleted",
+    "webhook": "a webhook's secret is not kept in the log, so it cannot come back as it was;"
+    " create a new webhook (it gets a new secret)",
+}
+"""Why a record of that target kind cannot be restored: any record of a segment or a rollout;
+of a webhook, its deletion; of an organization or environment, its creation."""
+
+
+def not_restorable(record: AuditRecord, kind: str) -> ConflictError:
+    why = WHY_NOT.get(kind, "this kind of change has no restore")
+    return ConflictError(
+        ConflictReason.NOT_RESTORABLE,
+        f"Audit record '{record.id}' ({record.action} of {record.target}) cannot be restored:"
+        f" {why}. What can be restored: {RESTORABLE}",
+    )
 
 
 class AuditMixin:
@@ -43,17 +76,21 @@ class AuditMixin:
                 )
             record = audit_from_row(row)
             kind, _, ident = record.target.partition(":")
-            if kind == "flag":
-                return self._restore_flag(conn, record, ident, actor)
-            if kind == "organization" and record.before is not None:
-                return self._restore_organization(conn, record, actor)
-            if kind == "environment" and record.before is not None:
-                return self._restore_environment(conn, record, actor)
-            raise ConflictError(
-                ConflictReason.NOT_RESTORABLE,
-                f"Audit record '{audit_id}' ({record.action} of {record.target}) cannot be"
-                " restored: only flags, organizations' plans and environments' settings can",
-            )
+            restorer = self._restorers().get(kind)
+            if restorer is None:
+                raise not_restorable(record, kind)
+            return restorer(conn, record, ident, actor)
+
+    def _restorers(self) -> dict[str, Callable[[Connection, AuditRecord, str, str], AuditRecord]]:
+        """Each restorable target kind's restore, called inside the restore's transaction."""
+        return {
+            "flag": self._restore_flag,
+            "organization": self._restore_organization,
+            "environment": self._restore_environment,
+            "apiKey": self._restore_api_key,
+            "schedule": self._restore_schedule,
+            "webhook": self._restore_webhook,
+        }
 
     def _restore_flag(
         self, conn: Connection, record: AuditRecord, ident: str, actor: str
@@ -74,9 +111,11 @@ class AuditMixin:
         )
 
     def _restore_organization(
-        self, conn: Connection, record: AuditRecord, actor: str
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
     ) -> AuditRecord:
         before = record.before
+        if before is None:
+            raise not_restorable(record, "organization")
         row = conn.execute("SELECT * FROM organizations WHERE id = ?", (before["id"],)).fetchone()
         if row is None:
             raise NotFoundError(
@@ -101,9 +140,11 @@ class AuditMixin:
         )  # fmt: skip
 
     def _restore_environment(
-        self, conn: Connection, record: AuditRecord, actor: str
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
     ) -> AuditRecord:
         before = record.before
+        if before is None:
+            raise not_restorable(record, "environment")
         current: Environment = self._require_environment(conn, before["id"])
         conn.execute(
             "UPDATE environments SET name = ?, insights_enabled = ?, version = ? WHERE id = ?",
@@ -117,3 +158,87 @@ class AuditMixin:
             conn, current.organization_id, actor, "restore", record.target,
             documents.environment(current), documents.environment(restored), record.id,
         )  # fmt: skip
+
+    def _restore_api_key(
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
+    ) -> AuditRecord:
+        """A revocation is taken back; a creation is undone by revoking the key (its secret
+        was shown once and is not kept, so revoking is all there is to undo)."""
+        key = self._api_key_in(conn, ident)
+        if key is None:
+            raise NotFoundError(Resource.API_KEY, ident, f"API key '{ident}' does not exist")
+        revoked = record.before is None or bool(record.before["revoked"])
+        if key.revoked == revoked:
+            raise ConflictError(
+                ConflictReason.NOTHING_TO_RESTORE,
+                f"API key '{ident}' is {'already revoked' if revoked else 'not revoked'}",
+            )
+        return self._set_revoked(
+            conn, key, revoked, actor=actor, action="restore", restored_from=record.id
+        )
+
+    def _restore_schedule(
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
+    ) -> AuditRecord:
+        """A cancellation is undone by making the schedule pending again, while its time is
+        still ahead; a creation by cancelling it, while it is pending."""
+        schedule = self._schedule_in(conn, ident)
+        if schedule is None:
+            raise NotFoundError(Resource.SCHEDULE, ident, f"Schedule '{ident}' does not exist")
+        pending = record.before is not None and record.before["state"] == ScheduleState.PENDING
+        if pending:
+            check_can_be_pending_again(schedule, self._clock())
+        else:
+            check_can_be_cancelled(schedule)
+        state = ScheduleState.PENDING if pending else ScheduleState.CANCELLED
+        return self._set_schedule_state(
+            conn, schedule, state, actor=actor, action="restore", restored_from=record.id
+        )
+
+    def _restore_webhook(
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
+    ) -> AuditRecord:
+        """A creation is undone by deleting the webhook; a deletion cannot be (``WHY_NOT``)."""
+        if record.before is not None:
+            raise not_restorable(record, "webhook")
+        hook = self._webhook_in(conn, ident)
+        if hook is None:
+            raise ConflictError(
+                ConflictReason.NOTHING_TO_RESTORE,
+                f"Webhook '{ident}' did not exist before that change and does not now",
+            )
+        return self._delete_webhook(
+            conn, hook, actor=actor, action="restore", restored_from=record.id
+        )
+
+
+def check_can_be_cancelled(schedule: Schedule) -> None:
+    """Only a pending schedule can be cancelled by a restore."""
+    if schedule.state is ScheduleState.PENDING:
+        return
+    if schedule.state is ScheduleState.APPLIED:
+        raise ConflictError(
+            ConflictReason.NOT_RESTORABLE,
+            f"Schedule '{schedule.id}' was applied at {schedule.applied_at}: restore the flag"
+            " change it made (its schedule.applied record) instead",
+        )
+    done = "failed" if schedule.state is ScheduleState.FAILED else "is already cancelled"
+    raise ConflictError(
+        ConflictReason.NOTHING_TO_RESTORE,
+        f"Schedule '{schedule.id}' {done}: nothing is pending to cancel",
+    )
+
+
+def check_can_be_pending_again(schedule: Schedule, now: float) -> None:
+    """Only a cancelled schedule whose time is still ahead can be pending again."""
+    if schedule.state is not ScheduleState.CANCELLED:
+        raise ConflictError(
+            ConflictReason.NOTHING_TO_RESTORE,
+            f"Schedule '{schedule.id}' is {schedule.state}, not cancelled",
+        )
+    if schedule.at <= now:
+        raise ConflictError(
+            ConflictReason.NOT_RESTORABLE,
+            f"Schedule '{schedule.id}' was due at {documents.iso_time(schedule.at)}, which has"
+            " passed: it cannot be pending again; create a new schedule instead",
+        )

@@ -9,10 +9,12 @@ with the reason instead of blocking the ones behind it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 
 from api.controlplane import documents
-from api.controlplane.changes import Actor, FlagBody, Schedule, ScheduleState
+from api.controlplane.changes import Actor, AuditRecord, FlagBody, Schedule, ScheduleState
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
@@ -85,7 +87,7 @@ class SchedulesMixin:
         self, environment_id: str, flag_key: str, schedule_id: str, *, actor: str = Actor.SYSTEM
     ) -> None:
         with self._transaction(write=True) as conn:
-            environment = self._require_environment(conn, environment_id)
+            self._require_environment(conn, environment_id)
             row = conn.execute(
                 "SELECT * FROM schedules WHERE id = ? AND environment_id = ? AND flag_key = ?"
                 " AND state = ?",
@@ -97,18 +99,37 @@ class SchedulesMixin:
                     schedule_id,
                     f"No pending schedule '{schedule_id}' for flag '{flag_key}'",
                 )
-            conn.execute(
-                "UPDATE schedules SET state = ? WHERE id = ?",
-                (str(ScheduleState.CANCELLED), schedule_id),
-            )
-            before = _schedule(row)
-            after = _schedule(
-                conn.execute("SELECT * FROM schedules WHERE id = ?", (schedule_id,)).fetchone()
-            )
-            self._audit(
-                conn, environment.organization_id, actor, "schedule.cancelled",
-                f"schedule:{schedule_id}", documents.schedule(before), documents.schedule(after),
+            self._set_schedule_state(
+                conn, _schedule(row), ScheduleState.CANCELLED, actor=actor,
+                action="schedule.cancelled",
             )  # fmt: skip
+
+    @staticmethod
+    def _schedule_in(conn: Connection, schedule_id: str) -> Schedule | None:
+        """The schedule in whatever state it is; None when there is no such schedule."""
+        row = conn.execute("SELECT * FROM schedules WHERE id = ?", (schedule_id,)).fetchone()
+        return _schedule(row) if row else None
+
+    def _set_schedule_state(
+        self,
+        conn: Connection,
+        schedule: Schedule,
+        state: ScheduleState,
+        *,
+        actor: str,
+        action: str,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        """Cancel ``schedule``, or make it pending again, inside the caller's write transaction,
+        and audit it. No version bump: every worker's applier reads the pending schedules each
+        tick. Cancelling and restoring (``sql_audit``) both come here."""
+        environment = self._require_environment(conn, schedule.environment_id)
+        conn.execute("UPDATE schedules SET state = ? WHERE id = ?", (str(state), schedule.id))
+        after = dataclasses.replace(schedule, state=state)
+        return self._audit(
+            conn, environment.organization_id, actor, action, f"schedule:{schedule.id}",
+            documents.schedule(schedule), documents.schedule(after), restored_from,
+        )  # fmt: skip
 
     def next_schedule_at(self) -> float | None:
         """When the earliest pending schedule is due (unix seconds); None when none is."""

@@ -9,6 +9,7 @@ worker of every host that polls the version sees the change as a whole or not at
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 import time
@@ -388,26 +389,45 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
 
     def revoke_api_key(self, key_id: str, *, actor: str = Actor.SYSTEM) -> None:
         with self._transaction(write=True) as conn:
-            row = conn.execute(
-                "SELECT k.*, e.organization_id FROM api_keys k"
-                " JOIN environments e ON e.id = k.environment_id"
-                " WHERE k.id = ? AND k.revoked_at IS NULL",
-                (key_id,),
-            ).fetchone()
-            if row is None:
+            key = self._api_key_in(conn, key_id)
+            if key is None or key.revoked:
                 raise NotFoundError(
                     Resource.API_KEY,
                     key_id,
                     f"API key '{key_id}' does not exist or is already revoked",
                 )
-            conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (self._now(), key_id))
-            self._bump(conn)
-            before = _api_key(row)
-            after = ApiKey(before.id, before.environment_id, before.name, before.created_at, True)
-            self._audit(
-                conn, row["organization_id"], actor, "apiKey.revoked", f"apiKey:{key_id}",
-                documents.api_key(before), documents.api_key(after),
-            )  # fmt: skip
+            self._set_revoked(conn, key, True, actor=actor, action="apiKey.revoked")
+
+    @staticmethod
+    def _api_key_in(conn: Connection, key_id: str) -> ApiKey | None:
+        """The key, revoked or not; None when there is no such key."""
+        row = conn.execute("SELECT * FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+        return _api_key(row) if row else None
+
+    def _set_revoked(
+        self,
+        conn: Connection,
+        key: ApiKey,
+        revoked: bool,
+        *,
+        actor: str,
+        action: str,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        """Revoke ``key``, or take its revocation back, inside the caller's write transaction;
+        the version bump makes every worker refuse (or accept) it within a poll. Revoking and
+        restoring (``sql_audit``) both come here."""
+        environment = self._require_environment(conn, key.environment_id)
+        conn.execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE id = ?",
+            (self._now() if revoked else None, key.id),
+        )
+        self._bump(conn)
+        after = dataclasses.replace(key, revoked=revoked)
+        return self._audit(
+            conn, environment.organization_id, actor, action, f"apiKey:{key.id}",
+            documents.api_key(key), documents.api_key(after), restored_from,
+        )  # fmt: skip
 
     # -- segments ---------------------------------------------------------------------------
 

@@ -15,12 +15,13 @@ import msgspec
 from api.controlplane import documents
 from api.controlplane.changes import (
     Actor,
+    AuditRecord,
     CreatedWebhook,
     Delivery,
     EventType,
     Webhook,
 )
-from api.controlplane.sql_backend import Row
+from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
 from api.controlplane.store import NotFoundError, Resource
 
@@ -67,26 +68,42 @@ class WebhooksMixin:
     def delete_webhook(self, webhook_id: str, *, actor: str = Actor.SYSTEM) -> None:
         """Stop delivering to it; what is still queued for it is dropped (marked failed)."""
         with self._transaction(write=True) as conn:
-            row = conn.execute(
-                "SELECT * FROM webhooks WHERE id = ? AND deleted_at IS NULL", (webhook_id,)
-            ).fetchone()
-            if row is None:
+            hook = self._webhook_in(conn, webhook_id)
+            if hook is None:
                 raise NotFoundError(
                     Resource.WEBHOOK, webhook_id, f"Webhook '{webhook_id}' does not exist"
                 )
-            conn.execute(
-                "UPDATE webhooks SET deleted_at = ? WHERE id = ?", (self._now(), webhook_id)
-            )
-            conn.execute(
-                "UPDATE webhook_outbox SET failed_at = ?, last_error = 'webhook deleted'"
-                " WHERE webhook_id = ? AND delivered_at IS NULL AND failed_at IS NULL",
-                (self._clock(), webhook_id),
-            )
-            hook = _webhook(row)
-            self._audit(
-                conn, hook.organization_id, actor, "webhook.deleted", f"webhook:{webhook_id}",
-                documents.webhook(hook), None,
-            )  # fmt: skip
+            self._delete_webhook(conn, hook, actor=actor, action="webhook.deleted")
+
+    @staticmethod
+    def _webhook_in(conn: Connection, webhook_id: str) -> Webhook | None:
+        """The webhook; None when there is no such webhook or it was deleted."""
+        row = conn.execute(
+            "SELECT * FROM webhooks WHERE id = ? AND deleted_at IS NULL", (webhook_id,)
+        ).fetchone()
+        return _webhook(row) if row else None
+
+    def _delete_webhook(
+        self,
+        conn: Connection,
+        hook: Webhook,
+        *,
+        actor: str,
+        action: str,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        """``delete_webhook`` inside the caller's write transaction: deleting and restoring its
+        creation (``sql_audit``) both come here."""
+        conn.execute("UPDATE webhooks SET deleted_at = ? WHERE id = ?", (self._now(), hook.id))
+        conn.execute(
+            "UPDATE webhook_outbox SET failed_at = ?, last_error = 'webhook deleted'"
+            " WHERE webhook_id = ? AND delivered_at IS NULL AND failed_at IS NULL",
+            (self._clock(), hook.id),
+        )
+        return self._audit(
+            conn, hook.organization_id, actor, action, f"webhook:{hook.id}",
+            documents.webhook(hook), None, restored_from,
+        )  # fmt: skip
 
     def due_deliveries(
         self, now: float, limit: int = 100, *, claim_for_s: float | None = None

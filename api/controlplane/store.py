@@ -82,7 +82,8 @@ class ConflictReason(StrEnum):
     SEGMENT_IN_USE = "segment_in_use"
     """A segment still referenced by a flag's rule cannot be deleted."""
     NOT_RESTORABLE = "not_restorable"
-    """The audit record's kind of change has no restore."""
+    """The audit record's change cannot be undone: its kind has no restore, or the target has
+    moved past it (a schedule applied since, or whose time has passed)."""
     NOTHING_TO_RESTORE = "nothing_to_restore"
     """Restoring would change nothing: the record's before-state is what there is now."""
     NO_PERCENTAGE_RULE = "no_percentage_rule"
@@ -315,7 +316,8 @@ class ControlPlaneStore(Protocol):
 
     def restore(self, audit_id: str, *, actor: str = Actor.SYSTEM) -> AuditRecord:
         """Put the record's target back as it was before that change; returns the restore's
-        own record. ``ConflictError`` for a target that cannot be restored."""
+        own record. ``ConflictError`` for a target that cannot be restored, or that already is
+        as it was (``sql_audit`` lists what can be)."""
         ...
 
     # guarded rollouts

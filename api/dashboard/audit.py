@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
-from api.controlplane.store import ControlPlaneError
+from api.controlplane.store import ConflictError
 from api.dashboard.base import Page, organization_crumbs, signed_in
 
 SHOWN = 200
@@ -21,12 +21,12 @@ class AuditView(Page):
 
     async def show(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str,
-        *, error: str | None = None,
+        *, error: str | None = None, status: int = 200,
     ) -> None:  # fmt: skip
         organization = await self.organization(org_id)
         records = await self.read(self.store.list_audit, org_id, SHOWN)
         self.render(
-            req, resp, "audit.html", organization=organization, records=records,
+            req, resp, "audit.html", status=status, organization=organization, records=records,
             restored=req.get_param("restored"), error=error, section="audit",
             crumbs=[*organization_crumbs(organization), ("Audit log", req.path)],
         )  # fmt: skip
@@ -55,8 +55,7 @@ class RestoreAction(AuditView):
             raise self.not_found(f"Audit record '{audit_id}'")
         try:
             restored = await self.write(self.store.restore, audit_id)
-        except ControlPlaneError as exc:
-            resp.status = falcon.HTTP_409
-            await self.show(req, resp, org_id, error=exc.message)
+        except ConflictError as exc:  # not restorable, or already as it was: say why
+            await self.show(req, resp, org_id, error=exc.message, status=409)
             return
         raise falcon.HTTPSeeOther(f"{audit_path(org_id)}?restored={restored.id}")

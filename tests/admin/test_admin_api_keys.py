@@ -1,4 +1,5 @@
-"""API keys: shown once, stored only as a hash, listed without secrets, revoked for good."""
+"""API keys: shown once, stored only as a hash, listed without secrets, revoked (for good,
+unless the revocation is restored from the audit log: tests/admin/test_admin_audit.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The audit log (contract section 10): one immutable record per change, whoever makes it,
-newest first; restore puts a flag back byte for byte and is itself audited."""
+newest first; restore puts a flag back byte for byte, an API key's revocation or creation, a
+schedule's creation or cancellation and a webhook's creation undone, and is itself audited."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from tests.admin.conftest import AdminClient
+from tests.admin.conftest import AdminClient, Answer
 
 PERCENTAGE = [{"type": "PERCENTAGE", "percentage": 10, "value": True}]
 
@@ -115,17 +116,136 @@ def test_restoring_a_creation_deletes_the_flag_and_a_deletion_brings_it_back(
     assert admin_api.get(path).body == created
 
 
-@pytest.mark.parametrize("action", ["apiKey.created", "webhook.created", "organization.created"])
-def test_targets_that_cannot_be_restored_answer_409(
-    admin_api: AdminClient, org: dict, env: dict, action: str
-) -> None:
-    admin_api.post(f"/environments/{env['id']}/api-keys", {})
-    admin_api.post(f"/organizations/{org['id']}/webhooks", {"url": "http://x.test/", "events": ["flag.changed"]})  # fmt: skip
+def _restore(admin_api: AdminClient, org: dict, action: str) -> tuple[dict, Answer]:
+    """Restore the newest record of ``action``: (that record, the answer)."""
     items = admin_api.get(f"/organizations/{org['id']}/audit").body["items"]
     record = next(item for item in items if item["action"] == action)
-    answer = admin_api.post(f"/audit/{record['id']}/restore")
+    return record, admin_api.post(f"/audit/{record['id']}/restore")
+
+
+def _is_newest(admin_api: AdminClient, org: dict, restored: Answer, record: dict) -> None:
+    assert restored.status == 201, restored
+    assert (restored.body["action"], restored.body["restoredFrom"]) == ("restore", record["id"])
+    assert restored.body["target"] == record["target"]
+    newest = admin_api.get(f"/organizations/{org['id']}/audit").body["items"][0]
+    assert newest == restored.body
+
+
+def test_restoring_a_revocation_makes_the_key_authenticate_again(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    created = admin_api.post(f"/environments/{env['id']}/api-keys", {"name": "ci"}).body
+    admin_api.delete(f"/api-keys/{created['id']}")
+    config = admin_api.services.config
+    assert config.authenticate(created["key"]) is None
+    revocation, restored = _restore(admin_api, org, "apiKey.revoked")
+    _is_newest(admin_api, org, restored, revocation)
+    assert (restored.body["before"], restored.body["after"]) == (
+        revocation["after"], revocation["before"],
+    )  # fmt: skip
+    assert config.authenticate(created["key"]).key_id == created["id"]  # same worker, at once
+    listed = admin_api.get(f"/environments/{env['id']}/api-keys").body["items"]
+    assert [key["id"] for key in listed] == [created["id"]]
+    again = admin_api.post(f"/audit/{revocation['id']}/restore")
+    assert (again.status, again.body["message"]) == (
+        409, f"API key '{created['id']}' is not revoked",
+    )  # fmt: skip
+
+
+def test_restoring_a_key_creation_revokes_it(admin_api: AdminClient, org: dict, env: dict) -> None:
+    created = admin_api.post(f"/environments/{env['id']}/api-keys", {"name": "ci"}).body
+    creation, restored = _restore(admin_api, org, "apiKey.created")
+    _is_newest(admin_api, org, restored, creation)
+    assert admin_api.services.config.authenticate(created["key"]) is None
+    assert admin_api.get(f"/environments/{env['id']}/api-keys").body == {"items": []}
+    again = admin_api.post(f"/audit/{creation['id']}/restore")
+    assert (again.status, again.body["message"]) == (
+        409, f"API key '{created['id']}' is already revoked",
+    )  # fmt: skip
+
+
+def test_restoring_a_schedule_cancels_it_and_restoring_that_makes_it_pending(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    path = f"/environments/{env['id']}/flags/checkout/schedules"
+    body = {"at": "2099-01-01T00:00:00Z", "flag": {"enabled": True, "rules": []}}
+    made = admin_api.post(path, body).body
+    creation, cancelled = _restore(admin_api, org, "schedule.created")
+    _is_newest(admin_api, org, cancelled, creation)
+    [listed] = admin_api.get(path).body["items"]
+    assert listed == {**made, "state": "cancelled"} == cancelled.body["after"]
+    assert admin_api.post(f"/audit/{creation['id']}/restore").status == 409
+    admin_api.post(f"/audit/{cancelled.body['id']}/restore")
+    assert admin_api.get(path).body["items"] == [made]
+
+
+def test_restoring_a_schedule_cancellation_makes_it_pending_again(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    path = f"/environments/{env['id']}/flags/checkout/schedules"
+    body = {"at": "2099-01-01T00:00:00Z", "flag": {"enabled": True, "rules": []}}
+    made = admin_api.post(path, body).body
+    admin_api.delete(f"{path}/{made['id']}")
+    cancellation, restored = _restore(admin_api, org, "schedule.cancelled")
+    _is_newest(admin_api, org, restored, cancellation)
+    assert admin_api.get(path).body["items"] == [made] == [restored.body["after"]]
+
+
+def test_a_cancelled_schedule_whose_time_has_passed_stays_cancelled(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    path = f"/environments/{env['id']}/flags/checkout/schedules"
+    body = {"at": "2001-01-01T00:00:00Z", "flag": {"enabled": True, "rules": []}}
+    made = admin_api.post(path, body).body
+    admin_api.delete(f"{path}/{made['id']}")
+    _, refused = _restore(admin_api, org, "schedule.cancelled")
+    assert (refused.status, refused.body["message"]) == (
+        409,
+        f"Schedule '{made['id']}' was due at 2001-01-01T00:00:00.000Z, which has passed:"
+        " it cannot be pending again; create a new schedule instead",
+    )
+    assert admin_api.get(path).body["items"] == [{**made, "state": "cancelled"}]
+
+
+def test_restoring_a_webhook_creation_deletes_it(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    path = f"/organizations/{org['id']}/webhooks"
+    hook = admin_api.post(path, {"url": "http://x.test/", "events": ["flag.changed"]}).body
+    creation, restored = _restore(admin_api, org, "webhook.created")
+    _is_newest(admin_api, org, restored, creation)
+    assert (restored.body["before"]["id"], restored.body["after"]) == (hook["id"], None)
+    assert admin_api.get(path).body == {"items": []}
+    again = admin_api.post(f"/audit/{creation['id']}/restore")
+    assert (again.status, again.body["message"]) == (
+        409, f"Webhook '{hook['id']}' did not exist before that change and does not now",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("action", "why"),
+    [
+        ("webhook.deleted", "a webhook's secret is not kept in the log"),
+        ("segment.put", "a segment's members are not kept in the log"),
+        ("organization.created", "organizations are never deleted"),
+    ],
+)
+def test_targets_that_cannot_be_restored_answer_409_saying_why(
+    admin_api: AdminClient, org: dict, env: dict, action: str, why: str
+) -> None:
+    hook = admin_api.post(f"/organizations/{org['id']}/webhooks", {"url": "http://x.test/", "events": ["flag.changed"]})  # fmt: skip
+    admin_api.delete(f"/webhooks/{hook.body['id']}")
+    admin_api.put(f"/organizations/{org['id']}/segments/beta", {"userIdentifiers": ["u1"]})
+    record, answer = _restore(admin_api, org, action)
     assert answer.status == 409
-    assert record["target"] in answer.body["message"]
+    assert answer.body["message"].startswith(
+        f"Audit record '{record['id']}' ({action} of {record['target']}) cannot be restored: {why}"
+    )
+    assert answer.body["message"].endswith(
+        "What can be restored: flags, an organization's plan and limit, an environment's"
+        " settings, an API key's creation or revocation, a schedule's creation or"
+        " cancellation, and a webhook's creation"
+    )
 
 
 def test_unknown_record_is_404(admin_api: AdminClient) -> None:

@@ -4,6 +4,7 @@ once when several stores race for them), webhooks and their outbox, usage thresh
 from __future__ import annotations
 
 import threading
+import time
 
 import msgspec
 import pytest
@@ -16,6 +17,7 @@ from api.controlplane.changes import (
     RolloutState,
     ScheduleState,
 )
+from api.controlplane.sql_store import sha256_hex
 from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
 from api.evaluation import PercentageRule, StaticRule
 
@@ -39,11 +41,134 @@ def test_audit_is_newest_first_and_restore_puts_a_flag_back(store, organization,
     assert missing.value.resource is Resource.AUDIT_RECORD
 
 
-def test_api_key_changes_cannot_be_restored(store, organization, environment) -> None:
-    store.create_api_key(environment.id)
+def _restore_newest(store, organization, action: str):
+    """Restore the newest record of ``action``; returns (that record, the restore's record)."""
+    record = next(r for r in store.list_audit(organization.id) if r.action == action)
+    return record, store.restore(record.id, actor=Actor.DASHBOARD)
+
+
+def test_restoring_a_revocation_makes_the_key_authenticate_again(
+    store, organization, environment
+) -> None:
+    created = store.create_api_key(environment.id, "ci")
+    store.revoke_api_key(created.record.id)
+    version = store.config_version()
+    revocation, restored = _restore_newest(store, organization, "apiKey.revoked")
+    assert (restored.action, restored.restored_from, restored.actor) == (
+        "restore", revocation.id, "dashboard",
+    )  # fmt: skip
+    assert (restored.target, restored.before, restored.after) == (
+        revocation.target, revocation.after, revocation.before,
+    )  # fmt: skip
+    assert store.list_api_keys(environment.id) == [created.record]
+    config = store.read_config({})
+    assert config.version > version  # every worker reloads, and serves the key again
+    assert config.api_keys[sha256_hex(created.plaintext)].key_id == created.record.id
+    assert store.list_audit(organization.id)[0] == restored
+    with pytest.raises(ConflictError) as again:
+        store.restore(revocation.id)
+    assert again.value.reason is ConflictReason.NOTHING_TO_RESTORE
+
+
+def test_restoring_a_key_creation_revokes_it(store, organization, environment) -> None:
+    created = store.create_api_key(environment.id, "ci")
+    creation, restored = _restore_newest(store, organization, "apiKey.created")
+    assert (restored.action, restored.restored_from) == ("restore", creation.id)
+    assert (restored.before["revoked"], restored.after["revoked"]) == (False, True)
+    assert store.list_api_keys(environment.id) == []
+    assert sha256_hex(created.plaintext) not in store.read_config({}).api_keys
+    with pytest.raises(ConflictError) as again:
+        store.restore(creation.id)
+    assert again.value.reason is ConflictReason.NOTHING_TO_RESTORE
+    assert "already revoked" in again.value.message
+
+
+def test_restoring_a_schedule_creation_cancels_it_and_its_cancellation_makes_it_pending(
+    store, organization, environment
+) -> None:
+    body = FlagBody(True, False, ())
+    made = store.create_schedule(environment.id, "f", time.time() + 3_600, body)
+    creation, cancelled = _restore_newest(store, organization, "schedule.created")
+    assert (cancelled.restored_from, cancelled.target) == (creation.id, f"schedule:{made.id}")
+    assert (cancelled.before["state"], cancelled.after["state"]) == ("pending", "cancelled")
+    assert store.list_schedules(environment.id, "f")[0].state is ScheduleState.CANCELLED
+    with pytest.raises(ConflictError) as again:
+        store.restore(creation.id)
+    assert again.value.reason is ConflictReason.NOTHING_TO_RESTORE
+    pending = store.restore(cancelled.id)  # the restore, restored: pending again
+    assert (pending.before, pending.after) == (cancelled.after, cancelled.before)
+    assert store.list_schedules(environment.id, "f") == [made]
+    store.cancel_schedule(environment.id, "f", made.id)
+    cancellation, restored = _restore_newest(store, organization, "schedule.cancelled")
+    assert (restored.restored_from, restored.after) == (cancellation.id, cancellation.before)
+    assert store.list_schedules(environment.id, "f")[0].state is ScheduleState.PENDING
+
+
+def test_a_schedule_applied_or_due_cannot_be_restored(store, organization, environment) -> None:
+    body = FlagBody(True, False, ())
+    applied = store.create_schedule(environment.id, "f", 1_000.0, body)
+    store.apply_due_schedules(1_000.0)
     with pytest.raises(ConflictError) as refused:
-        store.restore(store.list_audit(organization.id)[0].id)
+        _restore_newest(store, organization, "schedule.created")
     assert refused.value.reason is ConflictReason.NOT_RESTORABLE
+    assert f"Schedule '{applied.id}' was applied" in refused.value.message
+    due = store.create_schedule(environment.id, "g", 2_000.0, body)
+    store.cancel_schedule(environment.id, "g", due.id)
+    with pytest.raises(ConflictError) as refused:
+        _restore_newest(store, organization, "schedule.cancelled")
+    assert refused.value.reason is ConflictReason.NOT_RESTORABLE
+    assert "1970-01-01T00:33:20.000Z, which has passed" in refused.value.message
+    assert store.list_schedules(environment.id, "g")[0].state is ScheduleState.CANCELLED
+
+
+def test_restoring_a_webhook_creation_deletes_it_but_a_deletion_stays(
+    store, organization, environment
+) -> None:
+    hook = store.create_webhook(organization.id, "http://example.test/h", ["flag.changed"])
+    store.put_flag(environment.id, "f", True, False, [])
+    creation, restored = _restore_newest(store, organization, "webhook.created")
+    assert (restored.restored_from, restored.before, restored.after) == (
+        creation.id, creation.after, None,
+    )  # fmt: skip
+    assert store.list_webhooks(organization.id) == []
+    assert store.pending_deliveries() == 0  # what was queued for it is dropped
+    with pytest.raises(ConflictError) as again:
+        store.restore(creation.id)
+    assert again.value.reason is ConflictReason.NOTHING_TO_RESTORE
+    with pytest.raises(ConflictError) as refused:
+        store.restore(restored.id)  # un-deleting it would need its secret
+    assert refused.value.reason is ConflictReason.NOT_RESTORABLE
+    assert "secret is not kept in the log" in refused.value.message
+    another = store.create_webhook(organization.id, hook.record.url, ["flag.changed"])
+    store.delete_webhook(another.record.id)
+    with pytest.raises(ConflictError) as refused:
+        _restore_newest(store, organization, "webhook.deleted")
+    assert refused.value.reason is ConflictReason.NOT_RESTORABLE
+
+
+@pytest.mark.parametrize(
+    ("action", "why"),
+    [
+        ("segment.put", "members are not kept"),
+        ("rollout.stopped", "start or stop it again"),
+        ("organization.created", "organizations are never deleted"),
+        ("environment.created", "environments are never deleted"),
+    ],
+)
+def test_what_cannot_be_restored_says_why_and_what_can(
+    store, organization, environment, action: str, why: str
+) -> None:
+    store.put_segment(organization.id, "beta", ["u1"])
+    store.put_flag(environment.id, "f", True, False, [PercentageRule(10.0)])
+    store.start_rollout(environment.id, "f", RolloutPlan((50.0, 100.0), 1, ()))
+    store.stop_rollout(environment.id, "f")
+    version = store.config_version()
+    with pytest.raises(ConflictError) as refused:
+        _restore_newest(store, organization, action)
+    assert refused.value.reason is ConflictReason.NOT_RESTORABLE
+    assert why in refused.value.message
+    assert "What can be restored: flags," in refused.value.message
+    assert store.config_version() == version
 
 
 def test_rollout_steps_and_a_stale_decision(store, environment) -> None:

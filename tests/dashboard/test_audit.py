@@ -1,0 +1,64 @@
+"""The audit page's restore button, in process: a restore redirects to the log with its record
+named, and a record that cannot be restored shows the log again with the reason, as a 409."""
+
+from __future__ import annotations
+
+import html
+
+from api.services import Services
+from tests.dashboard.conftest import DashClient
+from tests.support.admin import Admin
+
+
+def _evaluate(person: DashClient, api_key: str) -> int:
+    answer = person.client.simulate_post(
+        "/v1/evaluate",
+        json={"flagKey": "checkout", "userIdentifier": "u1"},
+        headers={"Authorization": f"ApiKey {api_key}"},
+    )
+    return answer.status_code
+
+
+def _restore(person: DashClient, org_id: str, audit_id: str):
+    return person.post(f"/dashboard/organizations/{org_id}/audit/{audit_id}/restore", {})
+
+
+def test_restoring_a_revocation_from_the_audit_page_lets_the_key_evaluate_again(
+    person: DashClient, dash_admin: Admin, services: Services
+) -> None:
+    tenant = dash_admin.tenant()
+    dash_admin.flag(tenant.environment_id, "checkout", [{"type": "STATIC", "value": True}])
+    person.post(f"/dashboard/api-keys/{tenant.api_key_id}/revoke", {})
+    assert _evaluate(person, tenant.api_key) == 401
+    audit = f"/dashboard/organizations/{tenant.organization_id}/audit"
+    [revocation] = [r for r in services.store.list_audit(tenant.organization_id)
+                    if r.action == "apiKey.revoked"]  # fmt: skip
+    answer = _restore(person, tenant.organization_id, revocation.id)
+    restored = services.store.list_audit(tenant.organization_id)[0]
+    assert (restored.action, restored.actor, restored.restored_from) == (
+        "restore", "dashboard", revocation.id,
+    )  # fmt: skip
+    assert (answer.status_code, answer.headers["location"]) == (
+        303, f"{audit}?restored={restored.id}",
+    )  # fmt: skip
+    assert "data-restored" in person.get(answer.headers["location"]).text
+    assert _evaluate(person, tenant.api_key) == 200
+
+
+def test_a_deleted_webhook_is_not_restored_and_the_page_says_why(
+    person: DashClient, dash_admin: Admin, services: Services
+) -> None:
+    tenant = dash_admin.tenant()
+    org = tenant.organization_id
+    hook = dash_admin.request(
+        "POST", f"/organizations/{org}/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "events": ["flag.changed"]}, expect=201,
+    )  # fmt: skip
+    dash_admin.request("DELETE", f"/webhooks/{hook['id']}", expect=204)
+    deletion = services.store.list_audit(org)[0]
+    answer = _restore(person, org, deletion.id)
+    assert answer.status_code == 409
+    shown = html.unescape(answer.text)
+    assert "data-restore-error" in shown
+    assert "a webhook's secret is not kept in the log" in shown
+    assert services.store.list_audit(org)[0] == deletion  # nothing was recorded
