@@ -99,6 +99,8 @@ def test_pages_fit_the_screen_and_load_without_errors(
         "segments": f"/dashboard/organizations/{tenant.organization_id}/segments",
         "api-keys": f"/dashboard/environments/{tenant.environment_id}/api-keys",
         "flag-editor": f"/dashboard/environments/{tenant.environment_id}/flags/dark-mode",
+        "usage": f"/dashboard/organizations/{tenant.organization_id}/usage",
+        "audit": f"/dashboard/organizations/{tenant.organization_id}/audit",
     }
     for name, path in pages.items():
         page.goto(server.url + path)
