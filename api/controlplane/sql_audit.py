@@ -4,12 +4,14 @@ says, itself as an audited change (action ``restore``, ``restoredFrom`` the reco
 What can be restored (``RESTORABLE``): a flag (created, changed or deleted: put back byte for
 byte, its ``updatedAt`` included, or deleted again), an organization's plan and limit, an
 environment's name and insights switch, an API key (its revocation taken back, or its
-creation undone by revoking it), a schedule (its creation undone by cancelling it while it is
-pending, its cancellation by making it pending again while its time is ahead) and a webhook's
-creation (by deleting it). The rest is refused with ``ConflictError`` saying why: a deleted
-webhook (its secret is not kept in the log), segments (their members are not kept),
-rollouts (their inverse is a new start or stop), and the creation of an organization or
-environment (neither is ever deleted).
+creation undone by revoking it), a segment (its members put back from ``segment_history``,
+which keeps them for every change since migration 0003, or its creation undone by deleting
+it), a schedule (its creation undone by cancelling it while it is pending, its cancellation
+by making it pending again while its time is ahead) and a webhook's creation (by deleting
+it). The rest is refused with ``ConflictError`` saying why: a deleted webhook (its secret is
+not kept in the log), a segment change recorded before its members were kept, rollouts
+(their inverse is a new start or stop), and the creation of an organization or environment
+(neither is ever deleted).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, Schedule, ScheduleState
-from api.controlplane.model import Environment, Organization, Plan
+from api.controlplane.model import Environment, Organization, Plan, Segment
 from api.controlplane.sql_backend import Connection
 from api.controlplane.sql_history import audit_from_row
 from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
@@ -27,12 +29,14 @@ AUDIT_PAGE = 1000
 
 RESTORABLE = (
     "flags, an organization's plan and limit, an environment's settings, an API key's creation"
-    " or revocation, a schedule's creation or cancellation, and a webhook's creation"
+    " or revocation, a segment's members or creation, a schedule's creation or cancellation,"
+    " and a webhook's creation"
 )
 """What ``restore`` can put back, as every refusal names it."""
 
 WHY_NOT = {
-    "segment": "a segment's members are not kept in the log; upload the segment again",
+    "segment": "the members of segment changes made before this version were not kept;"
+    " upload the segment again",
     "rollout": "a rollout moves with its guardrails' decisions; start or stop it again (its"
     " changes to the flag are flag records, and those can be restored)",
     "organization": "organizations are never deleted",
@@ -40,8 +44,9 @@ WHY_NOT = {
     "webhook": "a webhook's secret is not kept in the log, so it cannot come back as it was;"
     " create a new webhook (it gets a new secret)",
 }
-"""Why a record of that target kind cannot be restored: any record of a segment or a rollout;
-of a webhook, its deletion; of an organization or environment, its creation."""
+"""Why a record of that target kind cannot be restored: of a segment, one made before its
+members were kept; any record of a rollout; of a webhook, its deletion; of an organization or
+environment, its creation."""
 
 
 def not_restorable(record: AuditRecord, kind: str) -> ConflictError:
@@ -90,6 +95,7 @@ class AuditMixin:
             "apiKey": self._restore_api_key,
             "schedule": self._restore_schedule,
             "webhook": self._restore_webhook,
+            "segment": self._restore_segment,
         }
 
     def _restore_flag(
@@ -210,6 +216,34 @@ class AuditMixin:
         return self._delete_webhook(
             conn, hook, actor=actor, action="restore", restored_from=record.id
         )
+
+    def _restore_segment(
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
+    ) -> AuditRecord:
+        """Put the members the segment had before that change back (``segment_history``),
+        with its ``updatedAt`` then; a creation is undone by deleting the segment, refused
+        (as a deletion is) while a flag's rule names it."""
+        organization_id, _, key = ident.partition("/")
+        kept = conn.execute(
+            "SELECT members FROM segment_history WHERE audit_id = ?", (record.id,)
+        ).fetchone()
+        if kept is None:
+            raise not_restorable(record, "segment")
+        if kept["members"] is None:
+            if self._segment_in(conn, organization_id, key) is None:
+                raise ConflictError(
+                    ConflictReason.NOTHING_TO_RESTORE,
+                    f"Segment '{key}' did not exist before that change and does not now",
+                )
+            return self._delete_segment(
+                conn, organization_id, key, actor=actor, action="restore", restored_from=record.id
+            )
+        before = record.before  # the segment as it was: it existed, its members were kept
+        segment = Segment(organization_id, key, before["size"], before["updatedAt"])
+        return self._write_segment(
+            conn, segment, bytes(kept["members"]), actor=actor, action="restore",
+            restored_from=record.id,
+        )  # fmt: skip
 
 
 def check_can_be_cancelled(schedule: Schedule) -> None:

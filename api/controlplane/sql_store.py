@@ -448,32 +448,72 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
                 f"Field 'userIdentifiers' has {len(members)} distinct items;"
                 f" at most {MAX_SEGMENT_SIZE} are allowed",
             )
-        blob = msgspec.json.encode(members)
         segment = Segment(organization_id, key, len(members), self._now())
         with self._transaction(write=True) as conn:
             self._require_organization(conn, organization_id)
-            existed = conn.execute(
-                "SELECT organization_id, key, size, updated_at FROM segments"
-                " WHERE organization_id = ? AND key = ?",
-                (organization_id, key),
-            ).fetchone()
-            version = self._bump(conn)
-            conn.execute(
-                "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (organization_id, key) DO UPDATE SET size = excluded.size,"
-                " members = excluded.members, updated_at = excluded.updated_at,"
-                " version = excluded.version",
-                (organization_id, key, segment.size, blob, segment.updated_at, version),
+            record = self._write_segment(
+                conn, segment, msgspec.json.encode(members), actor=actor, action="segment.put"
             )
-            conn.execute(
-                "UPDATE organizations SET version = ? WHERE id = ?", (version, organization_id)
-            )
-            self._audit(
-                conn, organization_id, actor, "segment.put", f"segment:{organization_id}/{key}",
-                documents.segment(_segment(existed)) if existed else None,
-                documents.segment(segment),
-            )  # fmt: skip
-        return segment, existed is None
+        return segment, record.before is None
+
+    @staticmethod
+    def _segment_in(conn: Connection, organization_id: str, key: str) -> Segment | None:
+        row = conn.execute(
+            "SELECT organization_id, key, size, updated_at FROM segments"
+            " WHERE organization_id = ? AND key = ?",
+            (organization_id, key),
+        ).fetchone()
+        return _segment(row) if row else None
+
+    def _write_segment(
+        self,
+        conn: Connection,
+        segment: Segment,
+        members: bytes,
+        *,
+        actor: str,
+        action: str,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        """Create or replace ``segment`` with ``members`` (its JSON array) inside the caller's
+        write transaction: audit the change, keep the members it had (``_keep_members``) and
+        bump the version, so every worker serves the new members within a poll. Putting a
+        segment and restoring one (``sql_audit``) both come here."""
+        organization_id, key = segment.organization_id, segment.key
+        before = self._segment_in(conn, organization_id, key)
+        record = self._audit(
+            conn, organization_id, actor, action, f"segment:{organization_id}/{key}",
+            documents.segment(before) if before else None, documents.segment(segment),
+            restored_from,
+        )  # fmt: skip
+        self._keep_members(conn, record, organization_id, key)
+        version = self._bump(conn)
+        conn.execute(
+            "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (organization_id, key) DO UPDATE SET size = excluded.size,"
+            " members = excluded.members, updated_at = excluded.updated_at,"
+            " version = excluded.version",
+            (organization_id, key, segment.size, members, segment.updated_at, version),
+        )
+        conn.execute(
+            "UPDATE organizations SET version = ? WHERE id = ?", (version, organization_id)
+        )
+        return record
+
+    @staticmethod
+    def _keep_members(
+        conn: Connection, record: AuditRecord, organization_id: str, key: str
+    ) -> None:
+        """Copy the segment's members as they are now (NULL: there is no such segment) into
+        ``segment_history`` under ``record``, the change about to be made: the audit record
+        keeps only the size, and a restore needs the members. Copied inside the database, so
+        a large segment never passes through Python for it."""
+        conn.execute(
+            "INSERT INTO segment_history (audit_id, organization_id, key, members)"
+            " VALUES (?, ?, ?, (SELECT members FROM segments"
+            " WHERE organization_id = ? AND key = ?))",
+            (record.id, organization_id, key, organization_id, key),
+        )
 
     def get_segment(self, organization_id: str, key: str) -> Segment | None:
         row = self._fetchone(
@@ -500,40 +540,56 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
 
     def delete_segment(self, organization_id: str, key: str, *, actor: str = Actor.SYSTEM) -> None:
         with self._transaction(write=True) as conn:
-            exists = conn.execute(
-                "SELECT organization_id, key, size, updated_at FROM segments"
-                " WHERE organization_id = ? AND key = ?",
-                (organization_id, key),
-            ).fetchone()
-            if not exists:
-                raise NotFoundError(
-                    Resource.SEGMENT, key, f"Segment '{key}' does not exist in this organization"
+            self._delete_segment(conn, organization_id, key, actor=actor, action="segment.deleted")
+
+    def _delete_segment(
+        self,
+        conn: Connection,
+        organization_id: str,
+        key: str,
+        *,
+        actor: str,
+        action: str,
+        restored_from: str | None = None,
+    ) -> AuditRecord:
+        """Delete inside the caller's write transaction, refused while a flag's rule names the
+        segment; its members are kept (``_keep_members``). Deleting a segment and restoring
+        its creation (``sql_audit``) both come here."""
+        before = self._segment_in(conn, organization_id, key)
+        if before is None:
+            raise NotFoundError(
+                Resource.SEGMENT, key, f"Segment '{key}' does not exist in this organization"
+            )
+        self._check_segment_unused(conn, organization_id, key)
+        record = self._audit(
+            conn, organization_id, actor, action, f"segment:{organization_id}/{key}",
+            documents.segment(before), None, restored_from,
+        )  # fmt: skip
+        self._keep_members(conn, record, organization_id, key)
+        conn.execute(
+            "DELETE FROM segments WHERE organization_id = ? AND key = ?", (organization_id, key)
+        )
+        conn.execute(
+            "UPDATE organizations SET version = ? WHERE id = ?",
+            (self._bump(conn), organization_id),
+        )
+        return record
+
+    @staticmethod
+    def _check_segment_unused(conn: Connection, organization_id: str, key: str) -> None:
+        users = conn.execute(
+            "SELECT e.key AS environment, f.key AS flag, f.rules FROM flags f"
+            " JOIN environments e ON e.id = f.environment_id"
+            " WHERE e.organization_id = ? ORDER BY e.rowid, f.key",
+            (organization_id,),
+        )
+        for row in users:
+            if key in _segment_keys_named(row["rules"]):
+                raise ConflictError(
+                    ConflictReason.SEGMENT_IN_USE,
+                    f"Segment '{key}' is used by flag '{row['flag']}' in environment"
+                    f" '{row['environment']}'; remove that rule first",
                 )
-            users = conn.execute(
-                "SELECT e.key AS environment, f.key AS flag, f.rules FROM flags f"
-                " JOIN environments e ON e.id = f.environment_id"
-                " WHERE e.organization_id = ? ORDER BY e.rowid, f.key",
-                (organization_id,),
-            )
-            for row in users:
-                if key in _segment_keys_named(row["rules"]):
-                    raise ConflictError(
-                        ConflictReason.SEGMENT_IN_USE,
-                        f"Segment '{key}' is used by flag '{row['flag']}' in environment"
-                        f" '{row['environment']}'; remove that rule first",
-                    )
-            conn.execute(
-                "DELETE FROM segments WHERE organization_id = ? AND key = ?",
-                (organization_id, key),
-            )
-            conn.execute(
-                "UPDATE organizations SET version = ? WHERE id = ?",
-                (self._bump(conn), organization_id),
-            )
-            self._audit(
-                conn, organization_id, actor, "segment.deleted",
-                f"segment:{organization_id}/{key}", documents.segment(_segment(exists)), None,
-            )  # fmt: skip
 
     # -- flags ------------------------------------------------------------------------------
 

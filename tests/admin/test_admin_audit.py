@@ -1,6 +1,7 @@
 """The audit log (contract section 10): one immutable record per change, whoever makes it,
-newest first; restore puts a flag back byte for byte, an API key's revocation or creation, a
-schedule's creation or cancellation and a webhook's creation undone, and is itself audited."""
+newest first; restore puts a flag back byte for byte, a segment's members back (or its
+creation undone), an API key's revocation or creation, a schedule's creation or cancellation
+and a webhook's creation undone, and is itself audited."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from api.evaluation import evaluate
 from tests.admin.conftest import AdminClient, Answer
 
 PERCENTAGE = [{"type": "PERCENTAGE", "percentage": 10, "value": True}]
@@ -226,7 +228,6 @@ def test_restoring_a_webhook_creation_deletes_it(
     ("action", "why"),
     [
         ("webhook.deleted", "a webhook's secret is not kept in the log"),
-        ("segment.put", "a segment's members are not kept in the log"),
         ("organization.created", "organizations are never deleted"),
     ],
 )
@@ -243,9 +244,97 @@ def test_targets_that_cannot_be_restored_answer_409_saying_why(
     )
     assert answer.body["message"].endswith(
         "What can be restored: flags, an organization's plan and limit, an environment's"
-        " settings, an API key's creation or revocation, a schedule's creation or"
-        " cancellation, and a webhook's creation"
+        " settings, an API key's creation or revocation, a segment's members or creation, a"
+        " schedule's creation or cancellation, and a webhook's creation"
     )
+
+
+def _segment_answer(admin_api: AdminClient, env: dict, user: str) -> str | None:
+    """The rule type flag ``banner`` matches for ``user`` on this worker, None if none."""
+    config = admin_api.services.config.environment(env["id"])
+    return evaluate(config.flags["banner"], user, config.segments).matched_rule_type
+
+
+def test_restoring_a_segment_put_serves_its_old_members_again(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    segment = f"/organizations/{org['id']}/segments/beta"
+    admin_api.put(segment, {"userIdentifiers": ["alice", "bob"]})
+    before = admin_api.get(segment).body
+    rules = [{"type": "SEGMENT", "segment": "beta"}]
+    admin_api.put(f"/environments/{env['id']}/flags/banner", {"enabled": True, "rules": rules})
+    admin_api.put(segment, {"userIdentifiers": ["bob", "carol"]})
+    assert _segment_answer(admin_api, env, "alice") is None
+    overwrite, restored = _restore(admin_api, org, "segment.put")
+    _is_newest(admin_api, org, restored, overwrite)
+    assert (restored.body["before"], restored.body["after"]) == (
+        overwrite["after"], overwrite["before"],
+    )  # fmt: skip
+    assert admin_api.get(segment).body == before
+    assert before["userIdentifiers"] == ["alice", "bob"]
+    assert _segment_answer(admin_api, env, "alice") == "SEGMENT"  # this worker, at once
+    assert _segment_answer(admin_api, env, "carol") is None
+    again = admin_api.post(f"/audit/{restored.body['id']}/restore")  # the restore, restored
+    _is_newest(admin_api, org, again, restored.body)
+    assert admin_api.get(segment).body["userIdentifiers"] == ["bob", "carol"]
+
+
+def test_restoring_a_segment_deletion_brings_it_back_with_its_members(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    segment = f"/organizations/{org['id']}/segments/beta"
+    admin_api.put(segment, {"userIdentifiers": ["alice", "bob"]})
+    before = admin_api.get(segment).body
+    assert admin_api.delete(segment).status == 204
+    deletion, restored = _restore(admin_api, org, "segment.deleted")
+    _is_newest(admin_api, org, restored, deletion)
+    assert admin_api.get(segment).body == before
+    assert "alice" in admin_api.services.config.environment(env["id"]).segments["beta"]
+
+
+def test_restoring_a_segment_creation_deletes_it_unless_a_rule_names_it(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    segment = f"/organizations/{org['id']}/segments/beta"
+    flag = f"/environments/{env['id']}/flags/banner"
+    admin_api.put(segment, {"userIdentifiers": ["alice"]})
+    admin_api.put(flag, {"enabled": True, "rules": [{"type": "SEGMENT", "segment": "beta"}]})
+    creation, refused = _restore(admin_api, org, "segment.put")
+    assert (refused.status, refused.body["message"]) == (
+        409,
+        "Segment 'beta' is used by flag 'banner' in environment 'production';"
+        " remove that rule first",
+    )
+    assert admin_api.get(segment).body["userIdentifiers"] == ["alice"]
+    admin_api.put(flag, {"enabled": True, "rules": []})
+    restored = admin_api.post(f"/audit/{creation['id']}/restore")
+    _is_newest(admin_api, org, restored, creation)
+    assert (restored.body["before"], restored.body["after"]) == (creation["after"], None)
+    assert admin_api.get(segment).status == 404
+    assert "beta" not in admin_api.services.config.environment(env["id"]).segments
+    again = admin_api.post(f"/audit/{creation['id']}/restore")
+    assert (again.status, again.body["message"]) == (
+        409, "Segment 'beta' did not exist before that change and does not now",
+    )  # fmt: skip
+
+
+def test_a_segment_change_from_before_its_members_were_kept_answers_409(
+    admin_api: AdminClient, org: dict
+) -> None:
+    segment = f"/organizations/{org['id']}/segments/beta"
+    admin_api.put(segment, {"userIdentifiers": ["alice"]})
+    admin_api.put(segment, {"userIdentifiers": ["bob"]})
+    change = admin_api.get(f"/organizations/{org['id']}/audit").body["items"][0]
+    with sqlite3.connect(admin_api.services.settings.control_plane_path) as conn:
+        conn.execute("DELETE FROM segment_history")  # as a version before 3 recorded it
+    answer = admin_api.post(f"/audit/{change['id']}/restore")
+    assert answer.status == 409
+    assert answer.body["message"].startswith(
+        f"Audit record '{change['id']}' (segment.put of segment:{org['id']}/beta) cannot be"
+        " restored: the members of segment changes made before this version were not kept;"
+        " upload the segment again."
+    )
+    assert admin_api.get(segment).body["userIdentifiers"] == ["bob"]
 
 
 def test_unknown_record_is_404(admin_api: AdminClient) -> None:

@@ -9,6 +9,7 @@ import time
 import msgspec
 import pytest
 
+from api.controlplane.cache import ConfigCache
 from api.controlplane.changes import (
     Actor,
     FlagBody,
@@ -19,7 +20,7 @@ from api.controlplane.changes import (
 )
 from api.controlplane.sql_store import sha256_hex
 from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
-from api.evaluation import PercentageRule, StaticRule
+from api.evaluation import PercentageRule, RuleType, SegmentRule, StaticRule, evaluate
 
 
 def test_audit_is_newest_first_and_restore_puts_a_flag_back(store, organization, environment):
@@ -146,10 +147,105 @@ def test_restoring_a_webhook_creation_deletes_it_but_a_deletion_stays(
     assert refused.value.reason is ConflictReason.NOT_RESTORABLE
 
 
+def _matched_rule(cache: ConfigCache, environment, user: str) -> RuleType | None:
+    """What worker ``cache`` answers for ``user`` on flag ``f``: the rule type that matched."""
+    config = cache.environment(environment.id)
+    return evaluate(config.flags["f"], user, config.segments).matched_rule_type
+
+
+def test_restoring_a_segment_put_brings_its_old_members_back_to_every_worker(
+    store, organization, environment
+) -> None:
+    store.put_segment(organization.id, "beta", ["alice", "bob"])
+    old = store.get_segment(organization.id, "beta")
+    store.put_flag(environment.id, "f", True, False, [SegmentRule("beta")])
+    worker = ConfigCache(store)
+    store.put_segment(organization.id, "beta", ["bob", "carol"], actor=Actor.ADMIN_API)
+    assert worker.refresh() and _matched_rule(worker, environment, "alice") is None
+    overwrite, restored = _restore_newest(store, organization, "segment.put")
+    assert (restored.action, restored.restored_from, restored.target) == (
+        "restore", overwrite.id, f"segment:{organization.id}/beta",
+    )  # fmt: skip
+    assert (restored.before, restored.after) == (overwrite.after, overwrite.before)
+    assert store.segment_members(organization.id, "beta") == ["alice", "bob"]
+    assert store.get_segment(organization.id, "beta") == old
+    assert worker.refresh()  # the version moved: every worker reloads the members
+    assert _matched_rule(worker, environment, "alice") == RuleType.SEGMENT
+    assert _matched_rule(worker, environment, "carol") is None
+    again = store.restore(restored.id)  # the restore, restored: the new members again
+    assert (again.restored_from, again.after) == (restored.id, restored.before)
+    assert store.segment_members(organization.id, "beta") == ["bob", "carol"]
+    assert store.list_audit(organization.id)[0] == again
+
+
+def test_restoring_a_segment_deletion_brings_it_back_with_its_members(
+    store, organization, environment
+) -> None:
+    store.put_segment(organization.id, "beta", ["alice", "bob"])
+    old = store.get_segment(organization.id, "beta")
+    store.delete_segment(organization.id, "beta")
+    deletion, restored = _restore_newest(store, organization, "segment.deleted")
+    assert (restored.restored_from, restored.before, restored.after) == (
+        deletion.id, None, deletion.before,
+    )  # fmt: skip
+    assert store.get_segment(organization.id, "beta") == old
+    assert store.segment_members(organization.id, "beta") == ["alice", "bob"]
+    store.put_flag(environment.id, "f", True, False, [SegmentRule("beta")])
+    assert _matched_rule(ConfigCache(store), environment, "bob") == RuleType.SEGMENT
+
+
+def test_restoring_a_segment_creation_deletes_it_unless_a_rule_names_it(
+    store, organization, environment
+) -> None:
+    store.put_segment(organization.id, "beta", ["alice"])
+    store.put_flag(environment.id, "f", True, False, [SegmentRule("beta")])
+    version = store.config_version()
+    with pytest.raises(ConflictError) as in_use:
+        _restore_newest(store, organization, "segment.put")
+    assert in_use.value.reason is ConflictReason.SEGMENT_IN_USE
+    assert in_use.value.message == (
+        "Segment 'beta' is used by flag 'f' in environment 'production'; remove that rule first"
+    )
+    assert (store.config_version(), store.segment_members(organization.id, "beta")) == (
+        version, ["alice"],
+    )  # fmt: skip
+    store.put_flag(environment.id, "f", True, False, [])
+    creation, restored = _restore_newest(store, organization, "segment.put")
+    assert (restored.restored_from, restored.before, restored.after) == (
+        creation.id, creation.after, None,
+    )  # fmt: skip
+    assert store.get_segment(organization.id, "beta") is None
+    assert store.list_segments(organization.id) == []
+    with pytest.raises(ConflictError) as again:
+        store.restore(creation.id)
+    assert again.value.reason is ConflictReason.NOTHING_TO_RESTORE
+    assert "Segment 'beta' did not exist before that change" in again.value.message
+    store.restore(restored.id)  # the deletion, restored: the segment is back
+    assert store.segment_members(organization.id, "beta") == ["alice"]
+
+
+def test_a_segment_change_whose_members_were_not_kept_cannot_be_restored(
+    store, organization
+) -> None:
+    store.put_segment(organization.id, "beta", ["alice"])
+    store.put_segment(organization.id, "beta", ["bob"])
+    change = store.list_audit(organization.id)[0]
+    with store.backend.transaction(write=True) as conn:  # as recorded before version 3
+        conn.execute("DELETE FROM segment_history WHERE audit_id = ?", (change.id,))
+    version = store.config_version()
+    with pytest.raises(ConflictError) as refused:
+        store.restore(change.id)
+    assert refused.value.reason is ConflictReason.NOT_RESTORABLE
+    assert "members of segment changes made before this version were not kept" in (
+        refused.value.message
+    )
+    assert store.config_version() == version
+    assert store.segment_members(organization.id, "beta") == ["bob"]
+
+
 @pytest.mark.parametrize(
     ("action", "why"),
     [
-        ("segment.put", "members are not kept"),
         ("rollout.stopped", "start or stop it again"),
         ("organization.created", "organizations are never deleted"),
         ("environment.created", "environments are never deleted"),
