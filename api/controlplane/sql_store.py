@@ -108,6 +108,14 @@ def _segment_keys_named(rules_text: str) -> set[str]:
     return {r["segment"] for r in msgspec.json.decode(rules_text) if r.get("type") == "SEGMENT"}
 
 
+_API_KEY_BY_ID = "SELECT * FROM api_keys WHERE id = ?"
+_SEGMENT_BY_KEY = (
+    "SELECT organization_id, key, size, updated_at FROM segments"
+    " WHERE organization_id = ? AND key = ?"
+)
+"""One key, one segment: read outside a transaction (``get_*``) and inside the caller's."""
+
+
 class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMixin):
     """``ControlPlaneStore`` on a SQL ``backend``, whose schema it brings up to date at once.
 
@@ -377,7 +385,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         return CreatedApiKey(record, plaintext)
 
     def get_api_key(self, key_id: str) -> ApiKey | None:
-        row = self._fetchone("SELECT * FROM api_keys WHERE id = ?", (key_id,))
+        row = self._fetchone(_API_KEY_BY_ID, (key_id,))
         return _api_key(row) if row else None
 
     def list_api_keys(self, environment_id: str) -> list[ApiKey]:
@@ -401,7 +409,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
     @staticmethod
     def _api_key_in(conn: Connection, key_id: str) -> ApiKey | None:
         """The key, revoked or not; None when there is no such key."""
-        row = conn.execute("SELECT * FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+        row = conn.execute(_API_KEY_BY_ID, (key_id,)).fetchone()
         return _api_key(row) if row else None
 
     def _set_revoked(
@@ -458,11 +466,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
 
     @staticmethod
     def _segment_in(conn: Connection, organization_id: str, key: str) -> Segment | None:
-        row = conn.execute(
-            "SELECT organization_id, key, size, updated_at FROM segments"
-            " WHERE organization_id = ? AND key = ?",
-            (organization_id, key),
-        ).fetchone()
+        row = conn.execute(_SEGMENT_BY_KEY, (organization_id, key)).fetchone()
         return _segment(row) if row else None
 
     def _write_segment(
@@ -516,11 +520,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         )
 
     def get_segment(self, organization_id: str, key: str) -> Segment | None:
-        row = self._fetchone(
-            "SELECT organization_id, key, size, updated_at FROM segments"
-            " WHERE organization_id = ? AND key = ?",
-            (organization_id, key),
-        )
+        row = self._fetchone(_SEGMENT_BY_KEY, (organization_id, key))
         return _segment(row) if row else None
 
     def segment_members(self, organization_id: str, key: str) -> list[str] | None:
