@@ -8,14 +8,18 @@ Two kinds, one interface:
   with pyarrow's filesystem; DuckDB scans a ``pyarrow.dataset`` over exactly the objects
   asked for (streamed, columns pushed down), so DuckDB needs no extension of its own.
 
-A file's ``relative_path`` (``<type>/date=<day>/<name>.parquet``, its object name under the
-lake's root) is its key in the ledger of loaded files: each is loaded once, whichever host
-wrote it.
+A file's ``relative_path`` (``event_type=<type>/date=<day>/<name>.parquet``, its object name
+under the lake's root) is its key in the ledger of loaded files: each is loaded once, whichever
+host wrote it. Files that older versions wrote as ``<type>/date=<day>/<name>.parquet`` are
+listed under the same key (``api.eventlog.layout``) and moved into the current layout by
+``relocate_legacy`` before each load.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
+from api.eventlog.layout import ledger_path, legacy_type_dir, type_dir
+from api.eventlog.segments import fsync_dir
 from api.objectstore import filesystem_for, is_object_store
 from api.settings import S3Options
 
@@ -56,7 +62,13 @@ class Scan:
 
 class Lake(Protocol):
     def sealed_files(self, event_type: str) -> list[LakeFile]:
-        """Every sealed ``<event_type>/date=*/*.parquet`` file, sorted by path."""
+        """Every sealed file of ``event_type`` (``date=*/*.parquet`` under the type's folder,
+        in either layout), sorted by ``relative_path``; one entry per ``relative_path``, the
+        current layout's copy when both exist."""
+
+    def relocate_legacy(self, event_type: str) -> int:
+        """Move the type's files of the old layout into the current one; how many moved.
+        Safe to interrupt and to repeat: a file keeps its ledger key in both places."""
 
     def scan(
         self, con: duckdb.DuckDBPyConnection, event_type: str, files: list[LakeFile]
@@ -76,22 +88,43 @@ class LocalLake:
         self.root = root
 
     def sealed_files(self, event_type: str) -> list[LakeFile]:
-        files = []
-        for path in sorted((self.root / event_type).glob("date=*/*.parquet")):
-            if path.name.startswith("."):
-                continue
-            date = path.parent.name.removeprefix("date=")
-            stat = path.stat()
-            files.append(
-                LakeFile(
-                    relative_path=path.relative_to(self.root).as_posix(),
+        found: dict[str, LakeFile] = {}
+        for folder in (legacy_type_dir(event_type), type_dir(event_type)):  # the current wins
+            for path in (self.root / folder).glob("date=*/*.parquet"):
+                if not _is_sealed_name(path.name):
+                    continue
+                relative = ledger_path(path.relative_to(self.root).as_posix())
+                stat = path.stat()
+                found[relative] = LakeFile(
+                    relative_path=relative,
                     absolute_path=str(path),
                     size_bytes=stat.st_size,
-                    event_date=date or None,
+                    event_date=path.parent.name.removeprefix("date=") or None,
                     modified_ns=stat.st_mtime_ns,
                 )
-            )
-        return files
+        return [found[relative] for relative in sorted(found)]
+
+    def relocate_legacy(self, event_type: str) -> int:
+        legacy = self.root / legacy_type_dir(event_type)
+        moved = 0
+        touched: set[Path] = set()  # folders whose entries changed: fsynced once each
+        for path in sorted(legacy.glob("date=*/*.parquet")):
+            if not _is_sealed_name(path.name):
+                continue
+            target = self.root / ledger_path(path.relative_to(self.root).as_posix())
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():  # sealed again after an upgrade: the same bytes
+                path.unlink()
+            else:
+                os.rename(path, target)  # atomic: the file is whole in one place or the other
+            touched |= {path.parent, target.parent, target.parent.parent, self.root}
+            moved += 1
+        for folder in sorted(touched, key=lambda p: len(p.parts), reverse=True):
+            fsync_dir(folder)
+        for folder in sorted(legacy.glob("date=*")) + [legacy]:
+            with contextlib.suppress(OSError):  # not empty (an old writer's file), or gone
+                folder.rmdir()
+        return moved
 
     @contextmanager
     def scan(
@@ -116,32 +149,43 @@ class ObjectStoreLake:
         self.base = base.rstrip("/")
 
     def sealed_files(self, event_type: str) -> list[LakeFile]:
+        found: dict[str, LakeFile] = {}
+        for folder in (legacy_type_dir(event_type), type_dir(event_type)):  # the current wins
+            for info, relative, date in self._sealed_objects(folder):
+                found[ledger_path(relative)] = LakeFile(
+                    relative_path=ledger_path(relative),
+                    absolute_path=info.path,
+                    size_bytes=int(info.size or 0),
+                    event_date=date or None,
+                    modified_ns=int(info.mtime_ns or 0),
+                )
+        return [found[relative] for relative in sorted(found)]
+
+    def relocate_legacy(self, event_type: str) -> int:
+        """A server-side copy, then the old object's deletion: between the two the file is
+        in both places under one ledger key, which ``sealed_files`` lists once."""
+        moved = 0
+        for info, relative, _ in self._sealed_objects(legacy_type_dir(event_type)):
+            self.filesystem.copy_file(info.path, f"{self.base}/{ledger_path(relative)}")
+            self.filesystem.delete_file(info.path)
+            moved += 1
+        return moved
+
+    def _sealed_objects(self, folder: str) -> Iterator[tuple[pafs.FileInfo, str, str]]:
+        """``(info, path relative to the base, date)`` of each sealed object under ``folder``."""
         import pyarrow.fs as pafs
 
-        selector = pafs.FileSelector(
-            f"{self.base}/{event_type}", recursive=True, allow_not_found=True
-        )
-        files = []
+        selector = pafs.FileSelector(f"{self.base}/{folder}", recursive=True, allow_not_found=True)
         for info in self.filesystem.get_file_info(selector):
             relative = info.path[len(self.base) + 1 :]
             parts = relative.split("/")
             if (
-                info.type != pafs.FileType.File
-                or len(parts) != 3
-                or not parts[1].startswith("date=")
-                or not _is_sealed_name(parts[2])
+                info.type == pafs.FileType.File
+                and len(parts) == 3
+                and parts[1].startswith("date=")
+                and _is_sealed_name(parts[2])
             ):
-                continue
-            files.append(
-                LakeFile(
-                    relative_path=relative,
-                    absolute_path=info.path,
-                    size_bytes=int(info.size or 0),
-                    event_date=parts[1].removeprefix("date=") or None,
-                    modified_ns=int(info.mtime_ns or 0),
-                )
-            )
-        return sorted(files, key=lambda f: f.relative_path)
+                yield info, relative, parts[1].removeprefix("date=")
 
     @contextmanager
     def scan(

@@ -187,6 +187,9 @@ def load_event_type(
 ) -> Metadata:
     """Load the lake's new files of one event type; the asset's metadata."""
     lake = resources.lake.lake()
+    relocated = lake.relocate_legacy(event_type)
+    if relocated:
+        context.log.info(f"{event_type}: moved {relocated} file(s) of the old layout")
     files = lake.sealed_files(event_type)
     with resources.warehouse.connect() as con:
         report: LoadReport = load_files(con, lake, event_type, files, context.run_id)
@@ -198,6 +201,7 @@ def load_event_type(
     return {
         "new_files": report.file_count,
         "files_in_lake": len(files),
+        "files_relocated": relocated,
         "rows_read": report.rows_read,
         "rows_loaded": report.rows_loaded,
         "duplicate_rows_dropped": report.duplicate_rows,

@@ -47,7 +47,7 @@ class EventLakeResource(dg.ConfigurableResource):
         return open_lake(self.events_location, self.s3_options())
 
     def sealed_files(self, event_type: str) -> list[LakeFile]:
-        """Every sealed ``<event_type>/date=*/*.parquet`` file, sorted by path.
+        """Every sealed file of ``event_type`` in the lake (``Lake.sealed_files``).
 
         Files being written are never matched: they start with ``.`` or end with ``.tmp``.
         """

@@ -2,10 +2,10 @@
 
 Both event types are appended by API workers and sealed into Hive-partitioned Parquet::
 
-    <events>/evaluation/date=YYYY-MM-DD/<segment>.parquet
-    <events>/feedback/date=YYYY-MM-DD/<segment>.parquet
+    <events>/event_type=evaluation/date=YYYY-MM-DD/<segment>.parquet
+    <events>/event_type=feedback/date=YYYY-MM-DD/<segment>.parquet
 
-``date`` is the UTC date of ``evaluated_at`` / ``received_at``. Columns are documented in
+``date`` is the UTC date of ``evaluated_at`` / ``received_at`` (``api.eventlog.layout``). Columns are documented in
 ``docs/events.md``; a change of columns bumps ``SCHEMA_VERSION`` and keeps old files readable
 (version 2 added ``rule_index``, ``arm`` and ``rollout_percentage`` to evaluations; readers
 of version-1 files see them as NULL).

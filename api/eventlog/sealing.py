@@ -2,7 +2,7 @@
 
 A segment yields at most one file per (event type, UTC date), named after the segment::
 
-    <events>/<type>/date=YYYY-MM-DD/<segment stem>.parquet
+    <events>/event_type=<type>/date=YYYY-MM-DD/<segment stem>.parquet
 
 The bytes depend only on the segment's content (row order is frame order, fixed writer
 options), so sealing a segment again after a crash rewrites identical files under the same

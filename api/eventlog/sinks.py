@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from api.eventlog.layout import partition_dir, type_dir
 from api.eventlog.segments import fsync_dir
 from api.host_identity import host_id
 from api.objectstore import LakeUnavailable, filesystem_for, is_object_store
@@ -53,7 +54,7 @@ class ParquetSink:
 
     def publish(self, table: pa.Table, event_type: str, date: str, stem: str) -> str:
         """Write ``table`` to its final name atomically; durable on return for local disks."""
-        directory = f"{self.base}/{event_type}/date={date}"
+        directory = f"{self.base}/{partition_dir(event_type, date)}"
         final = f"{directory}/{stem}.parquet"
         temporary = f"{directory}/.{stem}.parquet.tmp"
         self.filesystem.create_dir(directory, recursive=True)
@@ -70,7 +71,7 @@ class ParquetSink:
         if self._local:
             # The rename and any new partition directories must outlive a machine crash
             # before the segment that could rebuild them is deleted.
-            for path in (directory, f"{self.base}/{event_type}", self.base):
+            for path in (directory, f"{self.base}/{type_dir(event_type)}", self.base):
                 fsync_dir(path)
         return final
 
@@ -92,7 +93,8 @@ class ObjectStoreSink:
         self.row_group_rows = row_group_rows
 
     def object_name(self, event_type: str, date: str, stem: str) -> str:
-        return f"{self.base}/{event_type}/date={date}/{object_stem(self.host, stem)}.parquet"
+        name = object_stem(self.host, stem)
+        return f"{self.base}/{partition_dir(event_type, date)}/{name}.parquet"
 
     def publish(self, table: pa.Table, event_type: str, date: str, stem: str) -> str:
         """PUT the whole file; on return the store holds it. Raises ``LakeUnavailable``."""

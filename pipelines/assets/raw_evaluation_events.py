@@ -18,7 +18,7 @@ raw_evaluation_events = InsightsAsset(
         group_name=GROUP,
         kinds={"duckdb", "parquet"},
         description=(
-            "Evaluation events from the lake (`events/evaluation/date=*/*.parquet`), appended to "
+            "Evaluation events from the lake (`events/event_type=evaluation/date=*/*.parquet`), appended to "
             "the working table `evaluation_events`. Each sealed file is loaded exactly once, "
             "recorded in the ledger `loaded_files`, however often the pipeline runs; files still "
             "being written (`.*`, `*.tmp`) are ignored. An evaluation id seen twice (a re-sealed "

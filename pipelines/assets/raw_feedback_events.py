@@ -18,7 +18,7 @@ raw_feedback_events = InsightsAsset(
         group_name=GROUP,
         kinds={"duckdb", "parquet"},
         description=(
-            "Feedback events from the lake (`events/feedback/date=*/*.parquet`), appended as "
+            "Feedback events from the lake (`events/event_type=feedback/date=*/*.parquet`), appended as "
             "received to the working table `feedback_events` (duplicates included: deduplication "
             "happens in `attributed_feedback`). Each sealed file is loaded exactly once (ledger "
             "`loaded_files`)."

@@ -38,7 +38,7 @@ def logged(services) -> dict[str, tuple]:
     events = services.settings.events_location
     rows = duckdb.sql(
         "SELECT user_identifier, rule_index, arm, rollout_percentage, source, error_type "
-        f"FROM read_parquet('{events}/evaluation/*/*.parquet')"
+        f"FROM read_parquet('{events}/event_type=evaluation/*/*.parquet')"
     ).fetchall()
     return {(row[0], row[4]): row[1:4] + row[5:] for row in rows}
 
@@ -81,7 +81,7 @@ def test_errors_and_flags_without_a_split_have_no_arm(client, admin, tenant, ser
     events = services.settings.events_location
     rows = duckdb.sql(
         "SELECT flag_key, rule_index, arm, rollout_percentage, schema_version "
-        f"FROM read_parquet('{events}/evaluation/*/*.parquet') ORDER BY flag_key"
+        f"FROM read_parquet('{events}/event_type=evaluation/*/*.parquet') ORDER BY flag_key"
     ).fetchall()
     assert rows == [
         ("missing", None, None, None, 2),

@@ -227,7 +227,7 @@ def _wait_for_sealed_rows(data_dir: Path, kind: str, environment_id: str, rows: 
     import duckdb
 
     deadline = time.monotonic() + 30.0
-    files = f"{data_dir}/events/{kind}/*/*.parquet"
+    files = f"{data_dir}/events/event_type={kind}/*/*.parquet"
     while True:
         con = duckdb.connect()
         try:

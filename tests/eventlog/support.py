@@ -62,9 +62,11 @@ def query(sql: str) -> pa.Table:
 
 def evaluation_ids(events: Path) -> list[str]:
     """Every evaluation id in the sealed files (duplicates kept), read with DuckDB."""
-    if not list(events.glob("evaluation/*/*.parquet")):
+    if not list(events.glob("event_type=evaluation/*/*.parquet")):
         return []
-    table = query(f"SELECT evaluation_id FROM read_parquet('{events}/evaluation/*/*.parquet')")
+    table = query(
+        f"SELECT evaluation_id FROM read_parquet('{events}/event_type=evaluation/*/*.parquet')"
+    )
     return table.column("evaluation_id").to_pylist()
 
 

@@ -47,7 +47,7 @@ def test_a_batch_seals_to_one_row_per_user(make_log, dirs: tuple[Path, Path]) ->
     log.close()
     rows = query(
         f"SELECT evaluation_id, user_identifier, value, matched_rule_type, error_type, flag_key, sdk, source "
-        f"FROM read_parquet('{events}/evaluation/*/*.parquet') ORDER BY evaluation_id"
+        f"FROM read_parquet('{events}/event_type=evaluation/*/*.parquet') ORDER BY evaluation_id"
     ).to_pylist()
     expected = [
         {

@@ -71,7 +71,7 @@ def _ids(bucket: FakeBucket, event_type: str) -> list[str]:
     tables = [
         pq.read_table(pa.BufferReader(data))
         for name, data in bucket.objects.items()
-        if f"/{event_type}/" in name
+        if f"/event_type={event_type}/" in name
     ]
     return [i for t in tables for i in t.column("evaluation_id").to_pylist()]
 
@@ -81,9 +81,9 @@ def test_objects_are_named_after_the_host_and_the_segment(tmp_path: Path) -> Non
     segment = _segment(tmp_path / "wal")
     seal_segment(segment.path, ObjectStoreSink(bucket, BASE, host))
     assert sorted(bucket.objects) == [
-        f"{BASE}/evaluation/date=2024-02-29/{host}-{segment.stem}.parquet",
-        f"{BASE}/evaluation/date=2024-03-01/{host}-{segment.stem}.parquet",
-        f"{BASE}/feedback/date=2024-02-29/{host}-{segment.stem}.parquet",
+        f"{BASE}/event_type=evaluation/date=2024-02-29/{host}-{segment.stem}.parquet",
+        f"{BASE}/event_type=evaluation/date=2024-03-01/{host}-{segment.stem}.parquet",
+        f"{BASE}/event_type=feedback/date=2024-02-29/{host}-{segment.stem}.parquet",
     ]
     assert bucket.puts == 3  # one PUT each: no temporary object, no copy
 

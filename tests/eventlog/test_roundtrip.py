@@ -31,7 +31,7 @@ CASES = [
 def _duckdb_rows(events: Path, event_type: str, time_column: str) -> pa.Table:
     return query(
         f"SELECT *, epoch_us({time_column}) AS time_us "
-        f"FROM read_parquet('{events}/{event_type}/*/*.parquet', hive_partitioning=true) "
+        f"FROM read_parquet('{events}/event_type={event_type}/*/*.parquet', hive_partitioning=true) "
         "ORDER BY evaluation_id"
     )
 
@@ -81,20 +81,21 @@ def test_files_have_the_documented_schema_and_layout(
 
     files = sorted(dirs[1].rglob("*.parquet"))
     assert [f.parent.relative_to(dirs[1]).as_posix() for f in files] == [
-        f"{event_type}/date=2024-02-29",
-        f"{event_type}/date=2024-03-01",
+        f"event_type={event_type}/date=2024-02-29",
+        f"event_type={event_type}/date=2024-03-01",
     ]
     assert files[0].name == files[1].name  # one segment, named after it
     for path in files:
         assert pq.read_schema(path).equals(schema)
         assert pq.ParquetFile(path).metadata.num_row_groups == 1
 
-    seen = query(
-        f"SELECT * FROM read_parquet('{dirs[1]}/{event_type}/*/*.parquet', hive_partitioning=true)"
-    ).schema
-    assert seen.names == [*schema.names, "date"]
-    assert [_utc(f.type) for f in seen][:-1] == [f.type for f in schema]
-    assert seen.field("date").type == pa.date32()
+    # Any Hive-aware reader of the whole lake sees the type and the date as columns.
+    seen = query(f"SELECT * FROM read_parquet('{dirs[1]}/*/*/*.parquet', hive_partitioning=true)")
+    assert seen.schema.names[:-2] == schema.names
+    assert sorted(seen.schema.names[-2:]) == ["date", "event_type"]
+    assert [_utc(f.type) for f in seen.schema][:-2] == [f.type for f in schema]
+    assert seen.schema.field("date").type == pa.date32()
+    assert set(seen.column("event_type").to_pylist()) == {event_type}
 
 
 def _utc(data_type: pa.DataType) -> pa.DataType:
@@ -121,7 +122,7 @@ def test_file_uri_locations_work(tmp_path):
     log.start()
     log.append_feedback([feedback(1)])
     log.close()
-    assert [p.name for p in (tmp_path / "lake/feedback/date=2024-02-29").iterdir()]
+    assert [p.name for p in (tmp_path / "lake/event_type=feedback/date=2024-02-29").iterdir()]
 
 
 def test_no_events_means_no_files_and_no_segments(make_log, dirs):

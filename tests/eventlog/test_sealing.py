@@ -101,7 +101,9 @@ def test_resealing_rewrites_identical_files_and_no_duplicates(tmp_path):
 
     ids = evaluation_ids(events)
     assert len(ids) == len(set(ids)) == 50
-    fb = query(f"SELECT count(*) AS n FROM read_parquet('{events}/feedback/*/*.parquet')")
+    fb = query(
+        f"SELECT count(*) AS n FROM read_parquet('{events}/event_type=feedback/*/*.parquet')"
+    )
     assert fb.column("n").to_pylist() == [7]
 
 

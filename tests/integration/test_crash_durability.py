@@ -15,10 +15,12 @@ from tests.support.traffic import traffic
 
 
 def _ids_in_lake(events: Path, event_type: str) -> list[str]:
-    files = list((events / event_type).glob("date=*/*.parquet"))
+    files = list((events / f"event_type={event_type}").glob("date=*/*.parquet"))
     if not files:
         return []
-    query = f"SELECT evaluation_id FROM read_parquet('{events}/{event_type}/*/*.parquet')"
+    query = (
+        f"SELECT evaluation_id FROM read_parquet('{events}/event_type={event_type}/*/*.parquet')"
+    )
     return [row[0] for row in duckdb.sql(query).fetchall()]
 
 

@@ -26,6 +26,7 @@ from api.host_identity import host_id
 from api.settings import Settings
 from pipelines.cli import run_pipeline_once
 from pipelines.definitions import working_database_path
+from pipelines.lake import open_lake
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.engines import seaweedfs_for
@@ -142,7 +143,10 @@ def test_a_hosts_events_reach_the_bucket_and_the_warehouse_of_the_pipeline_host(
     ]
     own = host_id(settings.host_id_path)
     assert names and all(name.split("/")[2].startswith(f"{own}-") for name in names)
-    assert {name.split("/")[0] for name in names} == {EVALUATION, FEEDBACK}
+    assert {name.split("/")[0] for name in names} == {
+        f"event_type={EVALUATION}",
+        f"event_type={FEEDBACK}",
+    }
 
     with _pipeline(seaweedfs, uri, tmp_path / "pipeline", monkeypatch) as con:
         assert sorted(_column(con, "SELECT evaluation_id FROM evaluation_events")) == sorted(
@@ -264,3 +268,38 @@ def test_while_the_store_is_down_hosts_answer_and_nothing_acknowledged_is_lost(
     assert len(lake_evaluations) == len(set(lake_evaluations))
     assert len(lake_feedback) == len(set(lake_feedback))
     assert list((data / "wal").glob("*.wal")) == []
+
+
+def test_objects_of_the_old_layout_keep_their_ledger_key_and_are_moved(
+    seaweedfs: SeaweedFS, tmp_path: Path
+) -> None:
+    uri = _uri(seaweedfs)
+    settings = _settings(seaweedfs, uri, tmp_path / "data")
+    lake = open_lake(settings.events_location, settings.s3)
+    filesystem, base = seaweedfs.filesystem(), uri.removeprefix("s3://")
+    old = [
+        f"{base}/evaluation/date=2026-03-01/h1-a.parquet",
+        f"{base}/feedback/date=2026-03-01/h1-a.parquet",
+    ]
+    resealed = f"{base}/event_type=evaluation/date=2026-03-01/h1-a.parquet"
+    for name in [*old, resealed]:
+        with filesystem.open_output_stream(name) as out:
+            out.write(b"PAR1 a sealed file")
+    with filesystem.open_output_stream(f"{base}/evaluation/date=2026-03-01/.h1-b.parquet") as out:
+        out.write(b"PAR1 being written")
+
+    listed = [f.relative_path for t in (EVALUATION, FEEDBACK) for f in lake.sealed_files(t)]
+    expected = ["event_type=evaluation/date=2026-03-01/h1-a.parquet",
+                "event_type=feedback/date=2026-03-01/h1-a.parquet"]  # fmt: skip
+    assert listed == expected  # the file in both places is listed once
+    assert [lake.relocate_legacy(t) for t in (EVALUATION, FEEDBACK)] == [1, 1]
+    assert [
+        f.relative_path for t in (EVALUATION, FEEDBACK) for f in lake.sealed_files(t)
+    ] == expected
+    left = [
+        info.path.removeprefix(f"{base}/")
+        for info in filesystem.get_file_info(pafs.FileSelector(base, recursive=True))
+        if info.type == pafs.FileType.File
+    ]
+    assert sorted(left) == sorted([*expected, "evaluation/date=2026-03-01/.h1-b.parquet"])
+    assert [lake.relocate_legacy(t) for t in (EVALUATION, FEEDBACK)] == [0, 0]

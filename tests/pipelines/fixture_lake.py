@@ -20,7 +20,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from api.eventlog.schema import EVALUATION_SCHEMA, FEEDBACK_SCHEMA
+from api.eventlog.layout import type_dir
+from api.eventlog.schema import (
+    EVALUATION,
+    EVALUATION_SCHEMA,
+    EVENT_TYPES,
+    FEEDBACK,
+    FEEDBACK_SCHEMA,
+)
 
 ORG = "org_fixture"
 ENV_PROD = "env_00000000000000aa"  # key "production" in the control plane
@@ -138,18 +145,20 @@ def write_wave(
     events_dir: Path, wave: Lake, name: str, resealed_copy_of: list[dict] | None = None
 ) -> None:
     """Write one wave as several files per date partition, plus files the loader must ignore."""
-    _write(events_dir / "evaluation", EVALUATION_SCHEMA, wave.evaluations, "evaluated_at", name)
-    _write(events_dir / "feedback", FEEDBACK_SCHEMA, wave.feedback, "received_at", name)
+    _write(
+        events_dir / type_dir(EVALUATION), EVALUATION_SCHEMA, wave.evaluations, "evaluated_at", name
+    )
+    _write(events_dir / type_dir(FEEDBACK), FEEDBACK_SCHEMA, wave.feedback, "received_at", name)
     if resealed_copy_of:
         _write_file(
-            events_dir / "evaluation",
+            events_dir / type_dir(EVALUATION),
             EVALUATION_SCHEMA,
             resealed_copy_of,
             "evaluated_at",
             f"{name}-resealed",
         )
-    for kind in ("evaluation", "feedback"):
-        folder = events_dir / kind / f"date={DAY0.date().isoformat()}"
+    for kind in EVENT_TYPES:
+        folder = events_dir / type_dir(kind) / f"date={DAY0.date().isoformat()}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f".{name}-inflight.parquet").write_bytes(b"PAR1 half written")
         (folder / f"{name}-sealing.parquet.tmp").write_bytes(b"PAR1 half written")

@@ -21,7 +21,13 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from api.eventlog.schema import EVALUATION_SCHEMA, FEEDBACK_SCHEMA  # noqa: E402
+from api.eventlog.layout import type_dir  # noqa: E402
+from api.eventlog.schema import (  # noqa: E402
+    EVALUATION,
+    EVALUATION_SCHEMA,
+    FEEDBACK,
+    FEEDBACK_SCHEMA,
+)
 
 DAY_US = 86_400_000_000
 START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
@@ -76,7 +82,7 @@ def write_lake(
         },
         schema=EVALUATION_SCHEMA,
     )
-    _write(table, events / "evaluation", tag, files)
+    _write(table, events / type_dir(EVALUATION), tag, files)
     pick = rng.integers(0, evaluations, feedback)
     m = feedback
     latency = rng.exponential(120.0, m)
@@ -98,7 +104,7 @@ def write_lake(
         },
         schema=FEEDBACK_SCHEMA,
     )
-    _write(fb, events / "feedback", tag, files)
+    _write(fb, events / type_dir(FEEDBACK), tag, files)
 
 
 def _write(table: pa.Table, root: Path, tag: str, files: int) -> None:

@@ -35,9 +35,11 @@ from tests.support.server import REPO, GunicornServer
 
 
 def lake_ids(events: Path, event_type: str) -> list[str]:
-    if not list((events / event_type).glob("date=*/*.parquet")):
+    if not list((events / f"event_type={event_type}").glob("date=*/*.parquet")):
         return []
-    query = f"SELECT evaluation_id FROM read_parquet('{events}/{event_type}/*/*.parquet')"
+    query = (
+        f"SELECT evaluation_id FROM read_parquet('{events}/event_type={event_type}/*/*.parquet')"
+    )
     return [row[0] for row in duckdb.sql(query).fetchall()]
 
 
@@ -395,8 +397,8 @@ def test_a_worker_killed_mid_requests_loses_nothing_acknowledged(tmp_path: Path)
 def expected_figures(events: Path) -> dict[tuple[str, str], tuple[int, int]]:
     """(environment, flag) -> (evaluations, evaluations with feedback), from the lake itself."""
     query = f"""
-        WITH e AS (SELECT * FROM read_parquet('{events}/evaluation/*/*.parquet')),
-             f AS (SELECT DISTINCT evaluation_id FROM read_parquet('{events}/feedback/*/*.parquet'))
+        WITH e AS (SELECT * FROM read_parquet('{events}/event_type=evaluation/*/*.parquet')),
+             f AS (SELECT DISTINCT evaluation_id FROM read_parquet('{events}/event_type=feedback/*/*.parquet'))
         SELECT e.environment_id, e.flag_key, count(*), count(f.evaluation_id)
         FROM e LEFT JOIN f USING (evaluation_id) GROUP BY ALL
     """
@@ -522,6 +524,6 @@ def test_the_month_boundary_resets_usage_and_counts_nothing_twice(settings: Sett
     rows = duckdb.sql(
         f"SELECT strftime(evaluated_at, '%Y-%m') AS month, count(*), count(DISTINCT evaluation_id),"
         f" count(*) FILTER (error_type IS NULL) "
-        f"FROM read_parquet('{events}/evaluation/*/*.parquet') GROUP BY month ORDER BY month"
+        f"FROM read_parquet('{events}/event_type=evaluation/*/*.parquet') GROUP BY month ORDER BY month"
     ).fetchall()
     assert rows == [("2031-01", 13, 13, 11), ("2031-02", 4, 4, 4)]

@@ -45,7 +45,7 @@ def usage(server: GunicornServer, tenant: Tenant) -> int:
 
 
 def evaluation_files(data_dir: Path) -> list[Path]:
-    return sorted((data_dir / "events").glob("evaluation/date=*/*.parquet"))
+    return sorted((data_dir / "events").glob("event_type=evaluation/date=*/*.parquet"))
 
 
 def test_a_body_shorter_than_its_content_length_is_not_served(
@@ -289,8 +289,6 @@ def lake_ids(server: GunicornServer) -> list[str]:
     files = evaluation_files(server.data_dir)
     if not files:
         return []
-    query = (
-        f"SELECT evaluation_id FROM read_parquet('{server.data_dir}/events/evaluation/*/*.parquet')"
-    )
+    query = f"SELECT evaluation_id FROM read_parquet('{server.data_dir}/events/event_type=evaluation/*/*.parquet')"
     with duckdb.connect() as con:  # not the module's default connection, alive until exit
         return [row[0] for row in con.sql(query).fetchall()]

@@ -109,7 +109,7 @@ def test_migration_three_builds_totals_and_histograms_from_arm_users() -> None:
                      latency_count, None))  # fmt: skip
     con.executemany(f"INSERT INTO arm_users VALUES ({', '.join('?' * 12)})", rows)
 
-    assert migrate(con) == [3]
+    assert migrate(con, up_to=3) == [3]
 
     totals = con.execute(
         "SELECT arm, users, users_with_feedback, failed_users FROM arm_totals ORDER BY arm"
