@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from api.controlplane.changes import Rollout, RolloutDecision, Schedule, Webhook
+from api.controlplane.changes import (
+    Rollout,
+    RolloutAction,
+    RolloutDecision,
+    RolloutPlan,
+    RolloutState,
+    Schedule,
+    Webhook,
+)
 from api.controlplane.model import ApiKey, Environment, FlagRecord, Organization, Segment
 from api.evaluation import rule_from_json, rule_to_json
 
@@ -84,6 +92,25 @@ def rollout(made: Rollout) -> Document:
     }
 
 
+def rollout_record(
+    environment_id: str, flag_key: str, document: Document, created_at: str
+) -> Rollout:
+    """The rollout a rollout document describes (a restore's way back); the document does not
+    show when the rollout was made, so the caller says."""
+    plan = RolloutPlan(
+        tuple(document["steps"]), document["stepMinutes"], tuple(document["guardrails"])
+    )
+    decisions = tuple(
+        RolloutDecision(d["at"], d["step"], d["percentage"], RolloutAction(d["action"]),
+                        d["reason"], d["statistics"])
+        for d in document["decisions"]
+    )  # fmt: skip
+    return Rollout(
+        environment_id, flag_key, plan, RolloutState(document["state"]), document["step"],
+        from_iso_time(document["stepStartedAt"]), created_at, decisions,
+    )  # fmt: skip
+
+
 def schedule(made: Schedule) -> Document:
     return {
         "id": made.id,
@@ -114,3 +141,8 @@ def iso_time(unix_seconds: float) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ``, the one timestamp format of the control plane."""
     moment = datetime.fromtimestamp(unix_seconds, UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def from_iso_time(text: str) -> float:
+    """The unix seconds of an ``iso_time``."""
+    return datetime.fromisoformat(text).timestamp()

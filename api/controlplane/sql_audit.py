@@ -7,11 +7,11 @@ environment's name and insights switch, an API key (its revocation taken back, o
 creation undone by revoking it), a segment (its members put back from ``segment_history``,
 which keeps them for every change since migration 0003, or its creation undone by deleting
 it), a schedule (its creation undone by cancelling it while it is pending, its cancellation
-by making it pending again while its time is ahead) and a webhook's creation (by deleting
-it). The rest is refused with ``ConflictError`` saying why: a deleted webhook (its secret is
-not kept in the log), a segment change recorded before its members were kept, rollouts
-(their inverse is a new start or stop), and the creation of an organization or environment
-(neither is ever deleted).
+by making it pending again while its time is ahead), a rollout (stopped or held: back as it
+was, its decisions included) and a webhook's creation (by deleting it). The rest is refused
+with ``ConflictError`` saying why: a deleted webhook (its secret is not kept in the log), a
+segment change recorded before its members were kept, and the creation of an organization or
+environment (neither is ever deleted).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from api.controlplane.changes import Actor, AuditRecord, Schedule, ScheduleState
 from api.controlplane.model import Environment, Organization, Plan, Segment
 from api.controlplane.sql_backend import Connection
 from api.controlplane.sql_history import audit_from_row
+from api.controlplane.sql_rollouts import split_index
 from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
 
 AUDIT_PAGE = 1000
@@ -30,23 +31,21 @@ AUDIT_PAGE = 1000
 RESTORABLE = (
     "flags, an organization's plan and limit, an environment's settings, an API key's creation"
     " or revocation, a segment's members or creation, a schedule's creation or cancellation,"
-    " and a webhook's creation"
+    " a rollout's stop or hold, and a webhook's creation"
 )
 """What ``restore`` can put back, as every refusal names it."""
 
 WHY_NOT = {
     "segment": "the members of segment changes made before this version were not kept;"
     " upload the segment again",
-    "rollout": "a rollout moves with its guardrails' decisions; start or stop it again (its"
-    " changes to the flag are flag records, and those can be restored)",
     "organization": "organizations are never deleted",
     "environment": "environments are never deleted",
     "webhook": "a webhook's secret is not kept in the log, so it cannot come back as it was;"
     " create a new webhook (it gets a new secret)",
 }
 """Why a record of that target kind cannot be restored: of a segment, one made before its
-members were kept; any record of a rollout; of a webhook, its deletion; of an organization or
-environment, its creation."""
+members were kept; of a webhook, its deletion; of an organization or environment, its
+creation."""
 
 
 def not_restorable(record: AuditRecord, kind: str) -> ConflictError:
@@ -96,6 +95,7 @@ class AuditMixin:
             "schedule": self._restore_schedule,
             "webhook": self._restore_webhook,
             "segment": self._restore_segment,
+            "rollout": self._restore_rollout,
         }
 
     def _restore_flag(
@@ -243,6 +243,43 @@ class AuditMixin:
         return self._write_segment(
             conn, segment, bytes(kept["members"]), actor=actor, action="restore",
             restored_from=record.id,
+        )  # fmt: skip
+
+    def _restore_rollout(
+        self, conn: Connection, record: AuditRecord, ident: str, actor: str
+    ) -> AuditRecord:
+        """Put the flag's rollout back as it was before that change, its decisions included:
+        a stopped rollout comes back, a held one runs again at its step. The flag itself is
+        left as it is (the rollout's moves of it are flag records, restored as such); when the
+        rollout runs, its next decision moves it. A restore that brought a rollout back is
+        undone by stopping it."""
+        environment_id, _, flag_key = ident.partition("/")
+        environment = self._require_environment(conn, environment_id)
+        flag = self._flag_in(conn, environment_id, flag_key)
+        if flag is None:
+            raise ConflictError(
+                ConflictReason.NOTHING_TO_RESTORE,
+                f"Flag '{flag_key}' no longer exists: its rollout cannot come back",
+            )
+        current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
+        if record.before is None:
+            if current is None:
+                raise ConflictError(
+                    ConflictReason.NOTHING_TO_RESTORE,
+                    f"Flag '{flag_key}' had no rollout before that change and has none now",
+                )
+            self._delete_rollout(conn, environment_id, flag_key)
+            restored = None
+        else:
+            split_index(flag)  # what the rollout moves must still be there
+            made = current.created_at if current is not None else self._now()
+            self._put_rollout(
+                conn, documents.rollout_record(environment_id, flag_key, record.before, made)
+            )
+            restored = documents.rollout(self._rollout_in(conn, environment_id, flag_key))
+        return self._audit(
+            conn, environment.organization_id, actor, "restore", record.target,
+            None if current is None else documents.rollout(current), restored, record.id,
         )  # fmt: skip
 
 

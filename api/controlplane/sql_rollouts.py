@@ -41,10 +41,17 @@ _NEXT_STATE = {
 def with_split_at(flag: FlagRecord, percentage: float, updated_at: str) -> FlagRecord:
     """``flag`` with its first percentage rule at ``percentage`` (ConflictError without one)."""
     rules = list(flag.rules)
-    for index, rule in enumerate(rules):
+    index = split_index(flag)
+    rules[index] = PercentageRule(percentage, rules[index].value)
+    return replace(flag, rules=tuple(rules), updated_at=updated_at)
+
+
+def split_index(flag: FlagRecord) -> int:
+    """Where the flag's first percentage rule is, the one a rollout moves (ConflictError
+    without one)."""
+    for index, rule in enumerate(flag.rules):
         if isinstance(rule, PercentageRule):
-            rules[index] = PercentageRule(percentage, rule.value)
-            return replace(flag, rules=tuple(rules), updated_at=updated_at)
+            return index
     raise ConflictError(
         ConflictReason.NO_PERCENTAGE_RULE,
         f"Flag '{flag.key}' has no PERCENTAGE rule: a guarded rollout moves the flag's first"
@@ -78,19 +85,10 @@ class RolloutsMixin:
                     Resource.FLAG, flag_key, f"Flag '{flag_key}' does not exist in this environment"
                 )
             moved = with_split_at(flag, plan.steps[0], self._now())
-            conn.execute(
-                "DELETE FROM rollouts WHERE environment_id = ? AND flag_key = ?",
-                (environment_id, flag_key),
-            )
-            conn.execute(
-                "DELETE FROM rollout_decisions WHERE environment_id = ? AND flag_key = ?",
-                (environment_id, flag_key),
-            )
-            conn.execute(
-                "INSERT INTO rollouts VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?)",
-                (environment_id, flag_key, msgspec.json.encode(list(plan.steps)).decode(),
-                 plan.step_minutes, msgspec.json.encode(list(plan.guardrails)).decode(),
-                 str(RolloutState.RUNNING), self._clock(), self._now()),
+            self._put_rollout(
+                conn,
+                Rollout(environment_id, flag_key, plan, RolloutState.RUNNING, 0, self._clock(),
+                        self._now(), ()),
             )  # fmt: skip
             self._write_flag(conn, moved, actor=actor, action="rollout.started")
             return self._rollout_in(conn, environment_id, flag_key)
@@ -114,15 +112,44 @@ class RolloutsMixin:
         with self._transaction(write=True) as conn:
             environment = self._require_environment(conn, environment_id)
             current = self._rollout_in(conn, environment_id, flag_key)
-            for table in ("rollouts", "rollout_decisions"):
-                conn.execute(
-                    f"DELETE FROM {table} WHERE environment_id = ? AND flag_key = ?",
-                    (environment_id, flag_key),
-                )
+            self._delete_rollout(conn, environment_id, flag_key)
             self._audit(
                 conn, environment.organization_id, actor, "rollout.stopped",
                 f"rollout:{environment_id}/{flag_key}", documents.rollout(current), None,
             )  # fmt: skip
+
+    def _put_rollout(self, conn: Connection, rollout: Rollout) -> None:
+        """Make ``rollout`` the flag's rollout, its decisions included, in place of any other
+        (a start: no decisions yet; a restore: those it had)."""
+        self._delete_rollout(conn, rollout.environment_id, rollout.flag_key)
+        plan = rollout.plan
+        conn.execute(
+            "INSERT INTO rollouts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rollout.environment_id, rollout.flag_key,
+             msgspec.json.encode(list(plan.steps)).decode(), plan.step_minutes,
+             msgspec.json.encode(list(plan.guardrails)).decode(), str(rollout.state),
+             rollout.step, rollout.step_started_at, rollout.created_at),
+        )  # fmt: skip
+        for made in rollout.decisions:
+            self._insert_decision(conn, rollout.environment_id, rollout.flag_key, made)
+
+    def _insert_decision(
+        self, conn: Connection, environment_id: str, flag_key: str, made: RolloutDecision
+    ) -> None:
+        statistics = made.statistics
+        conn.execute(
+            "INSERT INTO rollout_decisions (environment_id, flag_key, at, step, percentage,"
+            " action, reason, statistics) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (environment_id, flag_key, made.at, made.step, made.percentage, str(made.action),
+             made.reason, None if statistics is None else msgspec.json.encode(statistics).decode()),
+        )  # fmt: skip
+
+    def _delete_rollout(self, conn: Connection, environment_id: str, flag_key: str) -> None:
+        for table in ("rollouts", "rollout_decisions"):
+            conn.execute(
+                f"DELETE FROM {table} WHERE environment_id = ? AND flag_key = ?",
+                (environment_id, flag_key),
+            )
 
     def decide_rollout(
         self,
@@ -152,11 +179,9 @@ class RolloutsMixin:
                  self._clock() if next_step != step else current.step_started_at,
                  environment_id, flag_key),
             )  # fmt: skip
-            conn.execute(
-                "INSERT INTO rollout_decisions (environment_id, flag_key, at, step, percentage,"
-                " action, reason, statistics) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (environment_id, flag_key, self._now(), step, percentage, str(action), reason,
-                 None if statistics is None else msgspec.json.encode(statistics).decode()),
+            self._insert_decision(
+                conn, environment_id, flag_key,
+                RolloutDecision(self._now(), step, percentage, action, reason, statistics),
             )  # fmt: skip
             environment = self._require_environment(conn, environment_id)
             if action is RolloutAction.HELD:

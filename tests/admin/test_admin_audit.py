@@ -1,7 +1,7 @@
 """The audit log (contract section 10): one immutable record per change, whoever makes it,
 newest first; restore puts a flag back byte for byte, a segment's members back (or its
-creation undone), an API key's revocation or creation, a schedule's creation or cancellation
-and a webhook's creation undone, and is itself audited."""
+creation undone), an API key's revocation or creation, a schedule's creation or cancellation,
+a rollout's stop or hold and a webhook's creation undone, and is itself audited."""
 
 from __future__ import annotations
 
@@ -245,8 +245,28 @@ def test_targets_that_cannot_be_restored_answer_409_saying_why(
     assert answer.body["message"].endswith(
         "What can be restored: flags, an organization's plan and limit, an environment's"
         " settings, an API key's creation or revocation, a segment's members or creation, a"
-        " schedule's creation or cancellation, and a webhook's creation"
+        " schedule's creation or cancellation, a rollout's stop or hold, and a webhook's"
+        " creation"
     )
+
+
+def test_restoring_a_rollout_stop_brings_it_back_and_restoring_that_stops_it(
+    admin_api: AdminClient, org: dict, env: dict
+) -> None:
+    flag_path = f"/environments/{env['id']}/flags/checkout"
+    admin_api.put(flag_path, {"enabled": True, "rules": PERCENTAGE})
+    plan = {"steps": [5, 50, 100], "stepMinutes": 10, "guardrails": ["failureRate"]}
+    assert admin_api.put(f"{flag_path}/rollout", plan).status == 200
+    running = admin_api.get(f"{flag_path}/rollout").body
+    assert admin_api.delete(f"{flag_path}/rollout").status == 204
+
+    stop, restored = _restore(admin_api, org, "rollout.stopped")
+    _is_newest(admin_api, org, restored, stop)
+    assert admin_api.get(f"{flag_path}/rollout").body == running
+    assert (restored.body["before"], restored.body["after"]) == (None, running)
+    again = admin_api.post(f"/audit/{restored.body['id']}/restore")
+    assert again.status == 201 and again.body["after"] is None
+    assert admin_api.get(f"{flag_path}/rollout").status == 404
 
 
 def _segment_answer(admin_api: AdminClient, env: dict, user: str) -> str | None:

@@ -9,6 +9,7 @@ import time
 import msgspec
 import pytest
 
+from api.controlplane import documents
 from api.controlplane.cache import ConfigCache
 from api.controlplane.changes import (
     Actor,
@@ -246,7 +247,6 @@ def test_a_segment_change_whose_members_were_not_kept_cannot_be_restored(
 @pytest.mark.parametrize(
     ("action", "why"),
     [
-        ("rollout.stopped", "start or stop it again"),
         ("organization.created", "organizations are never deleted"),
         ("environment.created", "environments are never deleted"),
     ],
@@ -265,6 +265,44 @@ def test_what_cannot_be_restored_says_why_and_what_can(
     assert why in refused.value.message
     assert "What can be restored: flags," in refused.value.message
     assert store.config_version() == version
+
+
+def test_restoring_a_hold_runs_the_rollout_again_and_a_stop_brings_it_back(
+    store, organization, environment
+) -> None:
+    store.put_flag(environment.id, "f", True, False, [PercentageRule(0.0)])
+    store.start_rollout(environment.id, "f", RolloutPlan((10.0, 50.0, 100.0), 5, ("failureRate",)))
+    store.decide_rollout(environment.id, "f", 0, RolloutAction.ADVANCED, "fine", {"n": 1200})
+    running = store.get_rollout(environment.id, "f")
+    store.decide_rollout(environment.id, "f", 1, RolloutAction.HELD, "sample ratio", {"p": 1e-5})
+    flag_then = store.get_flag(environment.id, "f")
+
+    _, restore = _restore_newest(store, organization, "rollout.held")
+    # What GET shows is what it showed before the hold: its step, its one decision.
+    assert documents.rollout(store.get_rollout(environment.id, "f")) == documents.rollout(running)
+    assert (restore.before["state"], restore.after["state"]) == ("held", "running")
+    assert store.get_flag(environment.id, "f") == flag_then  # the flag is the flag's records'
+
+    store.stop_rollout(environment.id, "f")
+    assert store.get_rollout(environment.id, "f") is None
+    _, restore = _restore_newest(store, organization, "rollout.stopped")
+    back = store.get_rollout(environment.id, "f")
+    assert documents.rollout(back) == documents.rollout(running)
+    assert (back.state, back.step) == (RolloutState.RUNNING, 1)
+    assert (restore.before, restore.after["decisions"][0]["reason"]) == (None, "fine")
+    assert store.running_rollouts() == [back]
+
+    store.restore(restore.id)  # the restore undone: stopped again
+    assert store.get_rollout(environment.id, "f") is None
+    with pytest.raises(ConflictError) as refused:
+        store.restore(restore.id)
+    assert refused.value.reason is ConflictReason.NOTHING_TO_RESTORE
+
+    store.put_flag(environment.id, "f", True, False, [StaticRule()])
+    with pytest.raises(ConflictError) as refused:
+        _restore_newest(store, organization, "rollout.stopped")
+    assert refused.value.reason is ConflictReason.NO_PERCENTAGE_RULE
+    assert store.get_rollout(environment.id, "f") is None
 
 
 def test_rollout_steps_and_a_stale_decision(store, environment) -> None:
