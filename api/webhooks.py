@@ -28,6 +28,7 @@ import time
 import requests
 
 from api.controlplane.changes import USAGE_THRESHOLDS, Delivery
+from api.controlplane.model import hard_limit
 from api.host_lock import HostLock
 from api.metering.meter import month_label, month_of
 from api.services import Services
@@ -155,9 +156,18 @@ class WebhookDeliverer:
             used = services.meter.usage(org.id, month)
             for percent in USAGE_THRESHOLDS:
                 key = (org.id, month_label(month), percent)
-                if key in self._announced or used * 100 < percent * org.monthly_evaluation_limit:
+                if key in self._announced or used < threshold_count(
+                    org.monthly_evaluation_limit, percent
+                ):
                     continue
                 services.store.record_usage_threshold(
                     org.id, key[1], percent, used, org.monthly_evaluation_limit
                 )
                 self._announced.add(key)
+
+
+def threshold_count(limit: int, percent: int) -> int:
+    """The evaluations at which ``percent`` of ``limit`` is reached: ``ceil(percent x limit /
+    100)``, but never past the hard threshold, which usage cannot pass: 110 % of a limit that
+    is no multiple of 10 is reached when usage reaches ``floor(1.1 x limit)``."""
+    return min(-(-percent * limit // 100), hard_limit(limit))

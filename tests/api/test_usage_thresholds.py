@@ -48,3 +48,22 @@ def test_each_threshold_is_announced_once_a_month(admin, services) -> None:
     # Another deliverer (a restarted worker) announces nothing twice.
     WebhookDeliverer(services).announce_usage(force=True)
     assert [a["percent"] for a in announced(services)] == [80, 100, 110]
+
+
+def test_110_percent_is_announced_at_the_hard_threshold_of_any_limit(admin, services) -> None:
+    """1.1 x 1,234,567 is 1,358,023.7: usage stops at the hard threshold, 1,358,023."""
+    org = admin.tenant(plan="enterprise", limit=1_234_567)
+    admin.request(
+        "POST",
+        f"/organizations/{org.organization_id}/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "events": ["usage.threshold"]},
+        expect=201,
+    )
+    deliverer = WebhookDeliverer(services)
+    month = month_of(services.clock())
+    hard = 1_358_023
+    assert services.meter.consume(org.organization_id, month, hard + 5, hard) == hard
+    deliverer.announce_usage(force=True)
+    data = announced(services)
+    assert [a["percent"] for a in data] == [80, 100, 110]
+    assert data[2]["evaluations"] == hard
