@@ -10,6 +10,7 @@ from the histograms (``statistics.histogram``: within 0.5 %, bounds widened to s
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import duckdb
@@ -64,10 +65,15 @@ class ArmFigures:
 EMPTY_ARM = ArmFigures(0, 0, 0, LatencyHistogram(()))
 
 
-def compute_health(con: duckdb.DuckDBPyConnection) -> int:
+def compute_health(
+    con: duckdb.DuckDBPyConnection, without_split: Collection[tuple[str, str]] = ()
+) -> int:
     """Recompute ``flag_health`` for the dirty flag environments and add a row (arms null,
     decisions withheld) for each flag environment with metrics but none; returns the number
-    computed. One transaction: a failed run leaves the dirty marks for the next one."""
+    computed. ``without_split`` are the flags with no percentage rule now: one that lost its
+    rule gets the row without arms too, instead of the arms of a split it no longer has (no
+    new event of it is in an arm, so nothing marks it dirty). One transaction: a failed run
+    leaves the dirty marks for the next one."""
     con.execute("BEGIN TRANSACTION")
     try:
         run_script(con, "arm_summaries")
@@ -77,6 +83,7 @@ def compute_health(con: duckdb.DuckDBPyConnection) -> int:
             "(SELECT (environment_id, flag_key) FROM health_dirty)"
         )
         _insert_health_rows(con, computed)
+        _drop_arms_without_a_split(con, without_split)
         _add_flags_without_arms(con)
         con.execute("DELETE FROM health_dirty")
         con.execute("COMMIT")
@@ -196,6 +203,18 @@ def _arm_columns(arm: ArmFigures) -> list:
 def _comparison_columns(comparison: Comparison) -> list:
     low, high = comparison.ci if comparison.ci is not None else (None, None)
     return [comparison.difference, low, high, str(comparison.decision)]
+
+
+def _drop_arms_without_a_split(
+    con: duckdb.DuckDBPyConnection, without_split: Collection[tuple[str, str]]
+) -> None:
+    """Delete the rows with arms of the flag environments in ``without_split``."""
+    if without_split:
+        con.execute(
+            "DELETE FROM flag_health WHERE rollout_percentage IS NOT NULL"
+            " AND list_contains(?, [environment_id, flag_key])",
+            [sorted([environment, flag] for environment, flag in without_split)],
+        )
 
 
 def _add_flags_without_arms(con: duckdb.DuckDBPyConnection) -> None:

@@ -14,6 +14,7 @@ from pydantic import PrivateAttr
 
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.controlplane.store import ControlPlaneStore
+from api.evaluation import first_split
 from api.settings import S3Options
 from pipelines.lake import Lake, LakeFile, open_lake
 from warehouse.migrations import migrate
@@ -145,6 +146,20 @@ class ControlPlaneResource(dg.ConfigurableResource):
             yield store
         finally:
             store.close()
+
+    def flags_without_a_split(self) -> set[tuple[str, str]]:
+        """``(environment id, flag key)`` of every flag that has no percentage rule now: its
+        release health has no arms; empty without a control plane."""
+        with self.store() as store:
+            if store is None:
+                return set()
+            return {
+                (environment.id, flag.key)
+                for organization in store.list_organizations()
+                for environment in store.list_environments(organization.id)
+                for flag in store.list_flags(environment.id)
+                if first_split(flag.rules) < 0
+            }
 
     def environment_keys(self) -> list[tuple[str, str]]:
         """``(environment id, key)`` pairs of every organization; empty without a control plane."""

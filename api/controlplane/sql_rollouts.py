@@ -28,7 +28,7 @@ from api.controlplane.changes import (
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
-from api.evaluation import PercentageRule
+from api.evaluation import PercentageRule, first_split
 
 _NEXT_STATE = {
     RolloutAction.ADVANCED: RolloutState.RUNNING,
@@ -49,9 +49,9 @@ def with_split_at(flag: FlagRecord, percentage: float, updated_at: str) -> FlagR
 def split_index(flag: FlagRecord) -> int:
     """Where the flag's first percentage rule is, the one a rollout moves (ConflictError
     without one)."""
-    for index, rule in enumerate(flag.rules):
-        if isinstance(rule, PercentageRule):
-            return index
+    index = first_split(flag.rules)
+    if index >= 0:
+        return index
     raise ConflictError(
         ConflictReason.NO_PERCENTAGE_RULE,
         f"Flag '{flag.key}' has no PERCENTAGE rule: a guarded rollout moves the flag's first"

@@ -27,6 +27,7 @@ from api.evaluation.model import (
     RuleType,
     SegmentRule,
     StaticRule,
+    first_split,
     rule_from_json,
     rule_to_json,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "evaluate",
     "evaluate_codes",
     "evaluate_many",
+    "first_split",
     "rule_from_json",
     "rule_to_json",
 ]

@@ -219,13 +219,17 @@ class Flag:
         for index, rule in enumerate(self.rules):
             table[index] = RESULT_CODES[Result(rule.value, rule.type)]
         object.__setattr__(self, "code_table", bytes(table))
-        split = next(
-            (i for i, rule in enumerate(self.rules) if isinstance(rule, PercentageRule)), -1
-        )
+        split = first_split(self.rules)
         object.__setattr__(self, "split_rule", split)
         percentage = self.rules[split].percentage if split >= 0 else None  # type: ignore[union-attr]
         object.__setattr__(self, "split_percentage", percentage)
         object.__setattr__(self, "plan", _plan(self))
+
+
+def first_split(rules: Sequence[Rule]) -> int:
+    """The index of the first percentage rule, or -1: the randomized split that release
+    health compares and a guarded rollout moves."""
+    return next((i for i, rule in enumerate(rules) if isinstance(rule, PercentageRule)), -1)
 
 
 RULE_KINDS = {RuleType.STATIC: 0, RuleType.SEGMENT: 1, RuleType.PERCENTAGE: 2}

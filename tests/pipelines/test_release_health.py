@@ -182,6 +182,22 @@ def test_a_flag_without_a_percentage_rule_has_no_arms(client, admin, tenant, ser
     assert answer["latencyP95Ms"]["decision"] == "withheld"
 
 
+def test_a_flag_that_loses_its_percentage_rule_loses_its_arms(
+    client, admin, tenant, services
+) -> None:
+    """No event of it is in an arm any more, so only the control plane can say so."""
+    rollout(admin, tenant, 50)
+    evaluate_all(client, tenant, [f"user-{i}" for i in range(100)])
+    assert health(client, admin, services, tenant)["arms"]["treatment"]["users"] > 0
+
+    admin.flag(tenant.environment_id, FLAG, [{"type": "STATIC", "value": True}])
+    answer = health(client, admin, services, tenant)
+
+    assert answer["arms"] is None
+    assert answer["failureRate"]["decision"] == "withheld"
+    assert answer["coverage"]["decision"] == "withheld"
+
+
 def test_health_is_404_before_the_first_aggregation(admin, tenant) -> None:
     status = admin.request("GET", f"/environments/{tenant.environment_id}/flags/{FLAG}/health")
     assert status["status"] == 404
