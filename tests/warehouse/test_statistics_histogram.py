@@ -40,7 +40,8 @@ def test_duckdb_buckets_every_value_as_python_does() -> None:
 
 
 def test_every_value_lies_within_its_buckets_edges() -> None:
-    for value in _sample(2, 5_000):
+    just_above_the_zero_bucket = [0.01, 0.010001, 0.01002, 0.01004, 0.010049, 0.01005, 0.0101]
+    for value in [*_sample(2, 5_000), *just_above_the_zero_bucket]:
         bucket = bucket_of(value)
         assert lower_edge(bucket) <= value <= upper_edge(bucket)
     assert bucket_of(0.0) == ZERO_BUCKET and lower_edge(ZERO_BUCKET) == 0.0

@@ -11,7 +11,8 @@ with ``a = RELATIVE_ACCURACY``; its representative ``2 GAMMA**i / (GAMMA + 1)`` 
 ``a`` relative error of every value in it. So a percentile read from the histogram is within
 ``a`` (0.5 %) of the exact one: the order statistics it interpolates are each replaced by a
 value within ``a`` of them. Values at or below ``SMALLEST_MS`` share the bucket ``ZERO_BUCKET``
-(``[0, SMALLEST_MS]``), whose error is absolute (at most ``SMALLEST_MS``), not relative.
+(``[0, GAMMA**ZERO_BUCKET]``, just above ``SMALLEST_MS``), whose error is absolute (at most
+about ``SMALLEST_MS``), not relative.
 
 The p95's confidence bounds stay valid, not approximate: the lower bound is the *lower edge*
 of the bucket holding the lower order statistic and the upper bound the *upper edge* of the
@@ -74,9 +75,9 @@ def lower_edge(bucket: int) -> float:
 
 
 def upper_edge(bucket: int) -> float:
-    if bucket <= ZERO_BUCKET:
-        return SMALLEST_MS
-    return GAMMA**bucket * (1.0 + _EDGE_SLACK)
+    """The zero bucket's too is ``GAMMA**ZERO_BUCKET``: the values just above ``SMALLEST_MS``
+    (up to about 0.01005 ms) map to it as well."""
+    return GAMMA ** max(bucket, ZERO_BUCKET) * (1.0 + _EDGE_SLACK)
 
 
 def representative(bucket: int) -> float:
