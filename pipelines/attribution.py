@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -25,10 +26,19 @@ class FoldReport:
     deduplicated_feedback: int
 
 
-def fold_new_events(con: duckdb.DuckDBPyConnection, run_id: str | None) -> FoldReport:
-    """Fold every load batch past the watermarks, all or nothing."""
+RolloutStart = tuple[str, str, str, float]
+"""``(environment id, flag key, started at (ISO 8601), percentage now)`` of a running rollout."""
+
+
+def fold_new_events(
+    con: duckdb.DuckDBPyConnection, run_id: str | None, rollouts: Sequence[RolloutStart] = ()
+) -> FoldReport:
+    """Fold every load batch past the watermarks, all or nothing. The arms of a flag
+    environment whose running rollout (``rollouts``) started since the last fold are counted
+    afresh from its start (``warehouse/sql/arm_epochs.sql``)."""
     con.execute("BEGIN TRANSACTION")
     try:
+        _start_epochs(con, rollouts)
         eval_lo, fb_lo = _watermark(con, _EVALUATIONS_FOLDED), _watermark(con, _FEEDBACK_FOLDED)
         eval_hi = max(eval_lo, _latest_batch(con, EVALUATION))
         fb_hi = max(fb_lo, _latest_batch(con, FEEDBACK))
@@ -54,6 +64,16 @@ def fold_new_events(con: duckdb.DuckDBPyConnection, run_id: str | None) -> FoldR
         con.execute("ROLLBACK")
         raise
     return FoldReport((eval_lo, eval_hi), (fb_lo, fb_hi), winners, found, pending, total)
+
+
+def _start_epochs(con: duckdb.DuckDBPyConnection, rollouts: Sequence[RolloutStart]) -> None:
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE rollout_starts (environment_id VARCHAR, flag_key VARCHAR,"
+        " since TIMESTAMPTZ, rollout_percentage DOUBLE)"
+    )
+    if rollouts:
+        con.executemany("INSERT INTO rollout_starts VALUES (?, ?, ?, ?)", list(rollouts))
+    run_script(con, "arm_epochs")
 
 
 def _watermark(con: duckdb.DuckDBPyConnection, name: str) -> int:

@@ -161,6 +161,17 @@ class ControlPlaneResource(dg.ConfigurableResource):
                 if first_split(flag.rules) < 0
             }
 
+    def rollout_starts(self) -> list[tuple[str, str, str, float]]:
+        """``(environment id, flag key, started at, percentage)`` of every running rollout:
+        release health counts its users from that start (``pipelines.attribution``)."""
+        with self.store() as store:
+            if store is None:
+                return []
+            return [
+                (r.environment_id, r.flag_key, r.created_at, r.percentage)
+                for r in store.running_rollouts()
+            ]
+
     def environment_keys(self) -> list[tuple[str, str]]:
         """``(environment id, key)`` pairs of every organization; empty without a control plane."""
         with self.store() as store:

@@ -8,8 +8,9 @@ from pipelines.parts import InsightsAsset, InsightsResources, Metadata
 
 
 def _fold(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+    rollouts = resources.control_plane.rollout_starts()
     with resources.warehouse.connect() as con:
-        report = fold_new_events(con, context.run_id)
+        report = fold_new_events(con, context.run_id, rollouts)
     context.log.info(
         f"folded evaluation batches {report.evaluation_batches}, feedback batches "
         f"{report.feedback_batches}; {report.pending_count} feedback pending"

@@ -30,6 +30,7 @@ def _as_before_the_upgrade(working: Path) -> None:
     con = duckdb.connect(str(working))
     try:
         con.execute("UPDATE loaded_files SET path = replace(path, 'event_type=', '')")
+        con.execute("DROP TABLE arm_epochs")  # made by 0005
         con.execute("DELETE FROM schema_migrations WHERE version >= 4")
     finally:
         con.close()

@@ -198,6 +198,32 @@ def test_a_flag_that_loses_its_percentage_rule_loses_its_arms(
     assert answer["coverage"]["decision"] == "withheld"
 
 
+def test_a_rollout_started_again_is_judged_on_its_own_users_only(
+    client, admin, tenant, services
+) -> None:
+    """Rolled back at 50 %, started again at 50 %: the users of the first run (which failed)
+    are not the second run's, so it is not rolled back on their figures."""
+    admin.flag(
+        tenant.environment_id, FLAG, [{"type": "PERCENTAGE", "percentage": 0, "value": True}]
+    )
+    path = f"/environments/{tenant.environment_id}/flags/{FLAG}/rollout"
+    plan = {"steps": [50, 100], "stepMinutes": 60, "guardrails": ["failureRate"]}
+    admin.request("PUT", path, plan, expect=200)
+    simulate(client, tenant, [f"user-{i}" for i in range(3000)], {True: 0.3, False: 0.05}, seed=5)
+    first = health(client, admin, services, tenant)
+    assert first["failureRate"]["decision"] == "regression"
+    assert admin.request("GET", path, expect=200)["state"] == "rolledBack"
+
+    admin.request("PUT", path, plan, expect=200)  # the fix is out: start again
+    again = health(client, admin, services, tenant)
+
+    assert again["percentage"] == 50.0
+    assert again["arms"]["treatment"]["users"] == again["arms"]["control"]["users"] == 0
+    assert again["failureRate"]["decision"] == "withheld"
+    rollout = admin.request("GET", path, expect=200)
+    assert (rollout["state"], rollout["step"], rollout["decisions"]) == ("running", 0, [])
+
+
 def test_health_is_404_before_the_first_aggregation(admin, tenant) -> None:
     status = admin.request("GET", f"/environments/{tenant.environment_id}/flags/{FLAG}/health")
     assert status["status"] == 404

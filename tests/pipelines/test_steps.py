@@ -68,7 +68,7 @@ def _checked(result: dg.ExecuteInProcessResult) -> set[str]:
     }
 
 
-def _boom(con, run_id):
+def _boom(con, run_id, rollouts=()):
     raise RuntimeError("attribution exploded")
 
 

@@ -168,13 +168,18 @@ SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier,
 FROM (
     SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
            1 AS evaluations, 0 AS feedback_count, 0 AS failure_count, 0.0::DOUBLE AS latency_sum,
-           0 AS latency_count, evaluated_at AS last_evaluated_at
+           0 AS latency_count, evaluated_at AS last_evaluated_at, evaluated_at
     FROM evaluation_events
     WHERE load_batch > $eval_lo AND load_batch <= $eval_hi AND arm IS NOT NULL
     UNION ALL
     SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
-           0, feedback_count, failure_count, latency_sum, latency_count, NULL
+           0, feedback_count, failure_count, latency_sum, latency_count, NULL, evaluated_at
     FROM fb_delta WHERE arm IS NOT NULL
+) AS x
+WHERE NOT EXISTS (  -- evaluated before its flag environment's epoch (arm_epochs.sql)
+    SELECT 1 FROM arm_epochs AS e
+    WHERE e.environment_id = x.environment_id AND e.flag_key = x.flag_key
+      AND x.evaluated_at < e.since
 )
 GROUP BY environment_id, flag_key, rollout_percentage, arm, user_identifier;
 
