@@ -16,14 +16,19 @@ def announced(services) -> list[dict]:
     return [e["data"] for e in events if e["type"] == "usage.threshold"]
 
 
-def test_each_threshold_is_announced_once_a_month(admin, services) -> None:
-    free = admin.tenant(plan="free")  # 10,000 evaluations a month
+def subscribe(admin, organization_id: str) -> None:
+    """A webhook of the organization for usage.threshold (its deliveries are only queued)."""
     admin.request(
         "POST",
-        f"/organizations/{free.organization_id}/webhooks",
+        f"/organizations/{organization_id}/webhooks",
         {"url": "http://127.0.0.1:9/hook", "events": ["usage.threshold"]},
         expect=201,
     )
+
+
+def test_each_threshold_is_announced_once_a_month(admin, services) -> None:
+    free = admin.tenant(plan="free")  # 10,000 evaluations a month
+    subscribe(admin, free.organization_id)
     deliverer = WebhookDeliverer(services)
     month = month_of(services.clock())
     hard = 11_000
@@ -53,12 +58,7 @@ def test_each_threshold_is_announced_once_a_month(admin, services) -> None:
 def test_110_percent_is_announced_at_the_hard_threshold_of_any_limit(admin, services) -> None:
     """1.1 x 1,234,567 is 1,358,023.7: usage stops at the hard threshold, 1,358,023."""
     org = admin.tenant(plan="enterprise", limit=1_234_567)
-    admin.request(
-        "POST",
-        f"/organizations/{org.organization_id}/webhooks",
-        {"url": "http://127.0.0.1:9/hook", "events": ["usage.threshold"]},
-        expect=201,
-    )
+    subscribe(admin, org.organization_id)
     deliverer = WebhookDeliverer(services)
     month = month_of(services.clock())
     hard = 1_358_023
