@@ -14,8 +14,9 @@ The rules, in order (docs/rollouts.md):
 4. A regression on any watched guardrail rolls the percentage back to 0.
 5. Otherwise the step advances once its time has passed. Decisions withheld below the minimum
    sample do not stop it: the contract advances "when its time has passed and no guardrail
-   shows a regression", and the always-valid comparisons keep watching at the next step,
-   where a regression is called sooner because the arms are larger.
+   shows a regression". The next step is a comparison of its own (its percentage's epoch:
+   the withheld reads carry no evidence into it), whose larger arms reach the minimum
+   sooner.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ SRM_P_VALUE_THRESHOLD = 0.001
 
 SRM_PRIOR_CONCENTRATION = 100.0
 """Beta(k s, k (1 - s)) prior on the treatment's share under the alternative, ``s`` the rule's
-split. Lindon & Malek's default; its prior sd at a 50/50 split is 5 points of share, so it
+split. Our choice (docs/statistics.md); its prior sd at a 50/50 split is 5 points of share, so it
 finds the mismatches that matter (53/47 among 10,000 users gives p ~ 2e-7) while a healthy
 split never accumulates evidence."""
 
