@@ -129,6 +129,12 @@ class EvaluationIdIssuer:
             raise InvalidEvaluationId("malformed") from None
         if len(raw) != _HEAD.size + _MAC_BYTES or evaluation_id[_PREFIX_LENGTH:] != f"{index:04x}":
             raise InvalidEvaluationId("malformed")
+        # The decoder is lenient (it skips stray characters, takes "+/" for "-_" and ignores the
+        # last character's 4 spare bits): only the one spelling this service issues is an id,
+        # or feedback under another spelling would never meet its evaluation.
+        canonical = binascii.b2a_base64(raw, newline=False).translate(_URLSAFE)[:_PREFIX_LENGTH]
+        if canonical != evaluation_id[:_PREFIX_LENGTH].encode("ascii", "replace"):
+            raise InvalidEvaluationId("malformed")
         head, mac = raw[: _HEAD.size], raw[_HEAD.size :]
         version, environment, _nonce, count = _HEAD.unpack(head)
         expected = self._mac(head)

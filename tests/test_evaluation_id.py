@@ -51,3 +51,26 @@ def test_a_tampered_environment_is_refused(issuer: EvaluationIdIssuer) -> None:
     tampered = genuine[:3] + ("A" if genuine[3] != "A" else "B") + genuine[4:]
     with pytest.raises(InvalidEvaluationId):
         issuer.verify(tampered)
+
+
+def test_only_the_issued_spelling_of_an_id_is_accepted(issuer: EvaluationIdIssuer) -> None:
+    """Base64 has other spellings of the same bytes: the last character's 4 spare bits, "+/"
+    for "-_", stray characters a lenient decoder skips. Feedback under one of them would never
+    meet its evaluation in the warehouse, so each is refused."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    ids = [issuer.issue(ENV) for _ in range(200)]
+    spellings = 0
+    for genuine in ids:
+        for char in alphabet:
+            other = genuine[:41] + char + genuine[42:]
+            if other == genuine:
+                continue
+            spellings += 1
+            with pytest.raises(InvalidEvaluationId):
+                issuer.verify(other)
+        with_standard_alphabet = genuine[:42].translate(str.maketrans("-_", "+/")) + genuine[42:]
+        if with_standard_alphabet != genuine:
+            with pytest.raises(InvalidEvaluationId):
+                issuer.verify(with_standard_alphabet)
+        assert issuer.verify(genuine).environment_id == ENV
+    assert spellings == 200 * 63

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import string
+
 import pytest
 
 from api.eventlog import EventLogUnavailable
@@ -114,6 +116,20 @@ def test_invalid_feedback_is_400_naming_the_field(client, tenant, change, messag
         report(client, tenant, body).status_code,
         report(client, tenant, body).json,
     ) == bad_request(message)
+
+
+def test_another_spelling_of_an_issued_id_is_400(client, tenant) -> None:
+    """The same bytes with the last base64 character's spare bits set, or in base64's "+/"
+    alphabet, are not the id the evaluation was given: their feedback could never meet it."""
+    alphabet = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+    issued = evaluation_id(client, tenant)
+    spare_bits_set = issued[:41] + alphabet[alphabet.index(issued[41]) + 1] + issued[42:]
+    standard = issued[:42].replace("-", "+").replace("_", "/") + issued[42:]
+    for other in {spare_bits_set, standard} - {issued}:
+        answer = report(client, tenant, {"evaluationId": other, "result": True})
+        assert (answer.status_code, answer.json) == bad_request(
+            "Field 'evaluationId' was not issued by this service"
+        )
 
 
 def test_zero_latency_and_null_fields_are_valid(client, tenant) -> None:
