@@ -156,12 +156,60 @@ def test_invalid_latency_is_sent_as_null_and_error_type_truncated(accepting) -> 
     client = FlagsightClient("key", accepting.url)
     client.report(evaluation(1), True, latency_ms=float("nan"), error_type="x" * 300)
     client.report(evaluation(2), False, latency_ms=-1)
+    client.report(evaluation(3), True, latency_ms=True)  # an int to Python; the server refuses it
     assert client.flush(5)
     items = {
         item["evaluationId"]: item for body in accepting.bodies(BULK) for item in body["feedbacks"]
     }
     assert (items["id-1"]["latencyMs"], len(items["id-1"]["errorType"])) == (None, 256)
-    assert items["id-2"]["latencyMs"] is None
+    assert items["id-2"]["latencyMs"] is items["id-3"]["latencyMs"] is None
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [({"max_batch_size": 10}, TypeError), ({"max_batch": 501}, ValueError)],
+)
+def test_a_wrong_feedback_option_fails_at_construction(options, error) -> None:
+    """Not on the first report, where it could only be logged while every report is lost."""
+    with pytest.raises(error):
+        FlagsightClient("key", "http://127.0.0.1:9", **options)
+
+
+def test_retry_after_is_waited_for_even_past_the_longest_backoff() -> None:
+    answers = iter([(429, {"Retry-After": "1"}, b""), NO_CONTENT])
+    server = FakeServer(lambda path, body: next(answers))
+    try:
+        client = FlagsightClient("key", server.url, backoff_s=0.01, max_backoff_s=0.05)
+        client.report(evaluation(1), True)
+        started = time.monotonic()
+        assert client.flush(5)
+        assert time.monotonic() - started >= 1.0
+        assert client.batcher.stats.sent == 1
+    finally:
+        server.close()
+
+
+def test_an_unexpected_failure_of_a_send_is_retried_not_fatal(accepting, monkeypatch) -> None:
+    """A failure outside requests' own exceptions (an old urllib3, a bug) must not end the
+    sending thread: everything queued after it would be neither sent nor counted."""
+    from flagsight_sdk import batcher as batcher_module
+
+    real, calls = batcher_module.post_json, []
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise AttributeError("'HTTPResponse' object has no attribute 'read1'")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(batcher_module, "post_json", flaky)
+    client = FlagsightClient("key", accepting.url, backoff_s=0.01)
+    client.report(evaluation(1), True)
+    assert client.flush(5)
+    client.report(evaluation(2), True)
+    assert client.flush(5)
+    assert sent_ids(accepting) == ["id-1", "id-2"]
+    assert client.batcher.stats.retries == 1
 
 
 def test_outcome_context_manager_measures_latency_and_failures(accepting) -> None:

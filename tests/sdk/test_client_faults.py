@@ -93,6 +93,20 @@ def test_evaluate_bulk_is_false_for_everyone_within_the_timeout(fault) -> None:
     assert elapsed < TIMEOUT_S + MARGIN_S
 
 
+@pytest.mark.parametrize("users", [None, [["a"], ["b"]], 42])
+def test_evaluate_bulk_with_users_that_are_not_strings_answers_nothing_and_never_raises(
+    users, caplog
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="flagsight_sdk"):
+        assert FlagsightClient("key", "http://127.0.0.1:9").evaluate_bulk("f", users) == {}
+    assert "users for flag 'f' are not a list of strings" in caplog.text
+
+
+def test_evaluate_bulk_takes_a_single_string_as_one_user() -> None:
+    answers = FlagsightClient("key", "http://127.0.0.1:9", timeout_s=0.2).evaluate_bulk("f", "ab")
+    assert list(answers) == ["ab"]
+
+
 def test_server_down_is_false_at_once() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

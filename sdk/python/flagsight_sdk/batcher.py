@@ -11,13 +11,14 @@ logged, and passed to ``on_drop``.
 from __future__ import annotations
 
 import atexit
+import inspect
 import logging
 import os
 import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import requests
@@ -34,6 +35,11 @@ DROP_UNSENT_AT_EXIT = "unsent_at_exit"
 DROP_CLOSED = "closed"
 
 DropHandler = Callable[[str, int], None]
+
+
+def _check_max_batch(max_batch: object) -> None:
+    if not isinstance(max_batch, int) or not 1 <= max_batch <= MAX_BATCH:
+        raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
 
 
 @dataclass
@@ -68,8 +74,7 @@ class FeedbackBatcher:
         exit_timeout_s: float = 5.0,
         on_drop: DropHandler | None = None,
     ):
-        if not 1 <= max_batch <= MAX_BATCH:
-            raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
+        _check_max_batch(max_batch)
         self._session = session
         self._url = url
         self._headers = headers
@@ -85,6 +90,13 @@ class FeedbackBatcher:
         self._cv = threading.Condition()
         self._start()
         atexit.register(self._at_exit)
+
+    @staticmethod
+    def check_options(options: Mapping[str, object]) -> None:
+        """Raise the ``TypeError`` or ``ValueError`` the constructor would for ``options``
+        (its keyword arguments), without starting anything."""
+        inspect.signature(FeedbackBatcher).bind(None, "", {}, **options)
+        _check_max_batch(options.get("max_batch", MAX_BATCH))
 
     def _start(self) -> None:
         self._pid = os.getpid()
@@ -191,7 +203,8 @@ class FeedbackBatcher:
                     self._headers,
                     self._request_timeout_s,
                 )
-            except requests.RequestException as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure of one attempt is retried:
+                # the thread must outlive it, or nothing queued would ever be sent or counted
                 problem, retry_after = f"{type(exc).__name__}: {exc}", None
             else:
                 if answer.status == 204:
@@ -219,8 +232,8 @@ class FeedbackBatcher:
         if attempt + 1 >= self._max_attempts:
             return False
         delay = min(self._max_backoff_s, self._backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
-        if retry_after is not None:
-            delay = min(self._max_backoff_s, max(delay, retry_after))
+        if retry_after is not None:  # the server's word, even past max_backoff_s
+            delay = max(delay, retry_after)
         end = time.monotonic() + delay
         with self._cv:
             while (now := time.monotonic()) < end:

@@ -61,6 +61,7 @@ class FlagsightClient:
         self._headers = {"Authorization": f"ApiKey {api_key}", "User-Agent": SDK_NAME}
         self._timeout_s = timeout_s
         self._session = session or new_session()
+        FeedbackBatcher.check_options(feedback)  # now: on the first report it could only be logged
         self._feedback_options = feedback
         self._batcher: FeedbackBatcher | None = None
         self._batcher_lock = threading.Lock()
@@ -84,7 +85,13 @@ class FlagsightClient:
 
         A request that fails answers False for its users; the others keep their answers.
         """
-        distinct = list(dict.fromkeys(users))
+        if isinstance(users, str):  # one user, not one per character
+            users = [users]
+        try:
+            distinct = list(dict.fromkeys(users))
+        except Exception as exc:  # noqa: BLE001 - the fail-safe rule, for the argument too
+            log.warning("flagsight: users for flag %r are not a list of strings (%s)", flag, exc)
+            return {}
         answers: dict[str, Evaluation] = {}
         for start in range(0, len(distinct), BULK_MAX_USERS):
             answers.update(self._evaluate_chunk(flag, distinct[start : start + BULK_MAX_USERS]))
@@ -249,7 +256,10 @@ def _feedback_item(
         )
         return None
     if latency_ms is not None and (
-        not isinstance(latency_ms, int | float) or not math.isfinite(latency_ms) or latency_ms < 0
+        isinstance(latency_ms, bool)  # an int to Python, refused by the server
+        or not isinstance(latency_ms, int | float)
+        or not math.isfinite(latency_ms)
+        or latency_ms < 0
     ):
         log.warning("flagsight: latency %r is not a finite number >= 0; sent as null", latency_ms)
         latency_ms = None
