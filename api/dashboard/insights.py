@@ -127,7 +127,10 @@ def arm_charts(
     return {
         "caption": caption,
         "failure": line_chart(
-            series("failure_rate"), title="Failure rate by arm", unit=" %", markers=changes
+            series("failure_rate"),
+            title="Failure rate by arm, per evaluation with feedback",
+            unit=" %",
+            markers=changes,
         ),
         "evaluations": line_chart(
             series("evaluations"), title="Evaluations by arm", markers=changes
@@ -136,8 +139,9 @@ def arm_charts(
 
 
 def _label(iso: str) -> str:
-    """``MM-DD HH:MM`` of an ISO time (UTC)."""
-    return iso[5:16].replace("T", " ")
+    """``YYYY-MM-DD HH:MM`` of an ISO time (UTC): the charts order their points by label, so
+    the year stays in (without it, a range across New Year drew January before December)."""
+    return iso[:16].replace("T", " ")
 
 
 def charts(series: list[dict[str, Any]]) -> dict[str, Any]:
@@ -233,7 +237,7 @@ def flag_changes(
 
 
 def markers(changes: list[AuditRecord], grain: str) -> dict[str, str]:
-    """Chart labels (``MM-DD HH:MM`` of the window) at which the flag changed, and what."""
+    """Chart labels (``YYYY-MM-DD HH:MM`` of the window) at which the flag changed, and what."""
     found: dict[str, str] = {}
     for record in changes:
         at = datetime.fromisoformat(record.at.replace("Z", "+00:00")).astimezone(UTC)

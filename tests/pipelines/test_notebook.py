@@ -53,6 +53,8 @@ def test_notebook_runs_top_to_bottom(lake_settings, monkeypatch):
         (None, "ghost-flag", "ghost-flag: no arms to compare"),
         # only the environment chosen: its busiest flag there
         ("env_00000000000000bb", None, "checkout at 50.0 %"),
+        # the environment by its key, as a person knows it
+        ("production", "checkout", "checkout at 50.0 %"),
     ],
 )
 def test_notebook_with_part_of_the_choice_or_a_flag_without_arms(
