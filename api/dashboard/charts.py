@@ -186,9 +186,12 @@ def line_chart(
     label_every = max(1, len(labels) // 4)
     for index, label in enumerate(labels):
         if index % label_every == 0:
+            # The first label starts at its point and the last ends there: centred, a
+            # "YYYY-MM-DD HH:MM" at either edge of the plot ran out of the picture.
+            anchor = "start" if index == 0 else "end" if index == len(labels) - 1 else "middle"
             parts.append(
                 f'<text class="axis" x="{MARGIN_LEFT + step * index:.1f}" '
-                f'y="{HEIGHT - MARGIN_BOTTOM + 26}" text-anchor="middle">{escape(label)}</text>'
+                f'y="{HEIGHT - MARGIN_BOTTOM + 26}" text-anchor="{anchor}">{escape(label)}</text>'
             )
     parts.append("</svg>")
     return Markup("".join(parts))
