@@ -14,7 +14,6 @@ cheaper than HMAC-SHA256 on the evaluate path.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import hmac
@@ -35,6 +34,7 @@ ENV_ID_PREFIX = "env_"
 _ENVIRONMENTS_KEPT = 4096
 """Environment ids decoded once each, up to this many (then the memo starts over)."""
 _URLSAFE = bytes.maketrans(b"+/", b"-_")
+_STANDARD = bytes.maketrans(b"-_", b"+/")
 
 
 def bulk_ids(prefix: str, count: int) -> list[str]:
@@ -122,18 +122,18 @@ class EvaluationIdIssuer:
         """The id's environment; raises ``InvalidEvaluationId`` if this service did not issue it."""
         if not isinstance(evaluation_id, str) or len(evaluation_id) != ID_LENGTH:
             raise InvalidEvaluationId("malformed")
+        prefix = evaluation_id[:_PREFIX_LENGTH].encode("ascii", "replace")
         try:
-            raw = base64.urlsafe_b64decode(evaluation_id[:_PREFIX_LENGTH] + "==")
+            raw = binascii.a2b_base64(prefix.translate(_STANDARD) + b"==")
             index = int(evaluation_id[_PREFIX_LENGTH:], 16)
         except (binascii.Error, ValueError):
             raise InvalidEvaluationId("malformed") from None
         if len(raw) != _HEAD.size + _MAC_BYTES or evaluation_id[_PREFIX_LENGTH:] != f"{index:04x}":
             raise InvalidEvaluationId("malformed")
-        # The decoder is lenient (it skips stray characters, takes "+/" for "-_" and ignores the
-        # last character's 4 spare bits): only the one spelling this service issues is an id,
-        # or feedback under another spelling would never meet its evaluation.
-        canonical = binascii.b2a_base64(raw, newline=False).translate(_URLSAFE)[:_PREFIX_LENGTH]
-        if canonical != evaluation_id[:_PREFIX_LENGTH].encode("ascii", "replace"):
+        # The decoder is lenient (it skips stray characters, takes "+/" as well as "-_" and
+        # ignores the last character's 4 spare bits): only the one spelling this service
+        # issues is an id, or feedback under another spelling would never meet its evaluation.
+        if binascii.b2a_base64(raw, newline=False).translate(_URLSAFE)[:_PREFIX_LENGTH] != prefix:
             raise InvalidEvaluationId("malformed")
         head, mac = raw[: _HEAD.size], raw[_HEAD.size :]
         version, environment, _nonce, count = _HEAD.unpack(head)
