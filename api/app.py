@@ -8,6 +8,7 @@ import falcon.asgi
 from api.admin.routes import add_admin_routes
 from api.dashboard.routes import add_dashboard_routes
 from api.errors import serialize_error
+from api.front import EvaluateFront
 from api.observability.tallies import RequestTallyMiddleware, TimedRequest
 from api.openapi.document import OpenApiResource
 from api.resources.evaluate import BulkEvaluateResource, EvaluateResource
@@ -18,7 +19,8 @@ from api.resources.usage import UsageResource
 from api.services import Services
 
 
-def create_app(services: Services) -> falcon.asgi.App:
+def create_app(services: Services, evaluate: EvaluateResource | None = None) -> falcon.asgi.App:
+    """The Falcon app alone; ``evaluate`` is the single evaluate's resource when it is shared."""
     app = falcon.asgi.App(
         cors_enable=False,
         middleware=[RequestTallyMiddleware(services.tallies)],
@@ -27,7 +29,7 @@ def create_app(services: Services) -> falcon.asgi.App:
     app.set_error_serializer(serialize_error)
     app.req_options.strip_url_path_trailing_slash = True
 
-    app.add_route("/v1/evaluate", EvaluateResource(services))
+    app.add_route("/v1/evaluate", evaluate or EvaluateResource(services))
     app.add_route("/v1/evaluate/bulk", BulkEvaluateResource(services))
     app.add_route("/v1/feedback/report", FeedbackResource(services))
     app.add_route("/v1/feedback/bulk", BulkFeedbackResource(services))
@@ -41,3 +43,10 @@ def create_app(services: Services) -> falcon.asgi.App:
     app.add_route("/metrics", MetricsResource(services))
     app.add_route("/openapi.json", OpenApiResource())
     return app
+
+
+def create_asgi_app(services: Services) -> EvaluateFront:
+    """The app a server runs: the Falcon app behind ``api.front``, which answers a valid
+    single evaluate itself through the route's own resource (one quota cache, one month)."""
+    evaluate = EvaluateResource(services)
+    return EvaluateFront(create_app(services, evaluate), evaluate, services)

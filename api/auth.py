@@ -24,10 +24,21 @@ def authenticate_api_key(req: falcon.asgi.Request, config: ConfigCache) -> KeyCo
 
 def authenticate_caller(req: falcon.asgi.Request, config: ConfigCache) -> Caller:
     """``authenticate_api_key``, with what the key's requests read from the config."""
-    header = req.get_header("Authorization")
-    if not header or not header.startswith(_SCHEME):
-        raise Unauthorized()
-    caller = config.caller(header[len(_SCHEME) :].strip())
+    caller = caller_of(req.get_header("Authorization"), config)
     if caller is None:
         raise Unauthorized()
     return caller
+
+
+def caller_of(authorization: str | None, config: ConfigCache) -> Caller | None:
+    """The caller an ``Authorization`` field value names, or None if it names no valid key."""
+    api_key = api_key_of(authorization)
+    return None if api_key is None else config.caller(api_key)
+
+
+def api_key_of(authorization: str | None) -> str | None:
+    """The API key an ``Authorization`` field value carries, None without the ``ApiKey``
+    scheme: the one reading of the field, for Falcon's requests and for ``api.front``'s."""
+    if not authorization or not authorization.startswith(_SCHEME):
+        return None
+    return authorization[len(_SCHEME) :].strip()

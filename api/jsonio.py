@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 
 @lru_cache(maxsize=256)
-def _is_json(content_type: str | None) -> bool:
+def is_json(content_type: str | None) -> bool:
     """Memoised: clients send the same one or two content types on every request."""
     if not content_type:
         return False
@@ -49,7 +49,7 @@ def truncated(req: falcon.asgi.Request, raw: bytes) -> bool:
 
 async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
     """The raw JSON body; 415 if it is not JSON, 413 if over ``limit``, 400 if cut short."""
-    if not _is_json(req.content_type):
+    if not is_json(req.content_type):
         raise UnsupportedMediaType()
     length = req.content_length
     if length is not None and length > limit:

@@ -21,7 +21,7 @@ from typing import Any
 
 import falcon.testing
 
-from api.app import create_app
+from api.app import create_asgi_app
 from api.lifecycle import start_services, stop_services
 from api.settings import Settings
 from api.wiring import build_services
@@ -116,7 +116,7 @@ def main() -> None:
         settings = Settings(data_dir=Path(tmp) / "data", admin_token=ADMIN_TOKEN)
         services = build_services(settings)
         threads = start_services(services)
-        app = create_app(services)
+        app = create_asgi_app(services)
         api_key = _tenant(falcon.testing.TestClient(app))
         services.config.refresh()
         apps = {"flagsight": app, "tight": reference_app.tight_app, "media": reference_app.app}

@@ -9,7 +9,7 @@ from pathlib import Path
 import falcon.testing
 import pytest
 
-from api.app import create_app
+from api.app import create_asgi_app
 from api.engines.postgres import PostgresCluster
 from api.engines.seaweedfs import SeaweedFS
 from api.lifecycle import start_services, stop_services
@@ -43,7 +43,7 @@ def services(settings: Settings) -> Iterator[Services]:
 
 @pytest.fixture
 def client(services: Services) -> falcon.testing.TestClient:
-    return falcon.testing.TestClient(create_app(services))
+    return falcon.testing.TestClient(create_asgi_app(services))
 
 
 @pytest.fixture

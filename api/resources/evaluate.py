@@ -10,7 +10,7 @@ import falcon.asgi
 import msgspec
 
 from api.auth import authenticate_api_key, authenticate_caller
-from api.controlplane.cache import EnvironmentConfig
+from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.errors import BadRequest, Unauthorized
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
@@ -25,7 +25,7 @@ from api.jsonio import (
     typed_error,
 )
 from api.resources.answers import encode_bulk_response, encode_single_response
-from api.resources.quota import QuotaHeaders
+from api.resources.quota import QuotaFields, QuotaHeaders
 from api.services import Services
 from api.serving import EvaluationServer
 
@@ -62,7 +62,8 @@ def validate_evaluate(body: object) -> tuple[str, str, str | None]:
 
 
 _EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
-_decode_evaluate = _EVALUATE_BODY.decode
+decode_evaluate = _EVALUATE_BODY.decode
+"""A valid EvaluateRequest body's fields; raises one of ``MALFORMED`` for any other body."""
 
 
 class EvaluateResource:
@@ -76,12 +77,25 @@ class EvaluateResource:
         caller = authenticate_caller(req, self._services.config)
         raw = await read_body(req, self._limit)
         try:  # ``decode_typed``, written out
-            body = _decode_evaluate(raw)
+            body = decode_evaluate(raw)
         except MALFORMED as exc:
             raise typed_error(raw, exc, validate_evaluate) from None
         environment = caller.environment
         if environment is None:  # a key whose environment is gone is not valid
             raise Unauthorized()
+        resp.data, quota = self.answer(caller, environment, body)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.set_header("RateLimit-Policy", quota.policy)
+        resp.set_header("RateLimit", quota.limit)
+
+    def answer(
+        self, caller: Caller, environment: EnvironmentConfig, body: EvaluateBody
+    ) -> tuple[bytes, QuotaFields]:
+        """Serve a valid request: the answer's body, and its ``RateLimit`` fields.
+
+        The one place a single evaluate is served, whether Falcon routed the request here
+        or ``api.front`` answered it before Falcon.
+        """
         outcome, prefix = self._server.serve_one(
             caller,
             environment,
@@ -90,9 +104,9 @@ class EvaluateResource:
             sdk=body.sdk,
             source=SOURCE_EVALUATE,
         )
-        resp.data = encode_single_response(outcome, prefix)
-        resp.content_type = falcon.MEDIA_JSON
-        self._quota.apply(resp, caller.key.organization_id)
+        return encode_single_response(outcome, prefix), self._quota.fields(
+            caller.key.organization_id
+        )
 
 
 class BulkEvaluateResource:

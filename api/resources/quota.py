@@ -21,6 +21,8 @@ draft asks clients not to take it as a promise either way.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import falcon.asgi
 
 from api.metering.meter import month_of, seconds_until_next_month
@@ -29,51 +31,74 @@ from api.services import Services
 POLICY = "monthly"
 
 
+class QuotaFields(NamedTuple):
+    """One organization's fields for one second, as Falcon sets them and as ASGI sends them."""
+
+    second: int
+    policy: str
+    limit: str
+    remaining: int
+    hard_limit: int
+    reset_s: int
+    policy_header: tuple[bytes, bytes]
+    """``RateLimit-Policy`` as an ASGI answer carries it (``api.front``'s answers)."""
+    limit_header: tuple[bytes, bytes]
+
+
+def quota_fields(second: int, hard_limit: int, remaining: int, reset_s: int) -> QuotaFields:
+    policy = f'"{POLICY}";q={hard_limit}'
+    limit = f'"{POLICY}";r={remaining};t={reset_s}'
+    return QuotaFields(
+        second,
+        policy,
+        limit,
+        remaining,
+        hard_limit,
+        reset_s,
+        (b"ratelimit-policy", policy.encode("ascii")),
+        (b"ratelimit", limit.encode("ascii")),
+    )
+
+
 class QuotaHeaders:
     """Sets ``RateLimit-Policy`` and ``RateLimit`` on an answer, from a per-second cache."""
 
     def __init__(self, services: Services):
         self._services = services
-        self._cache: dict[str, tuple[int, str, str, int]] = {}
+        self._cache: dict[str, QuotaFields] = {}
 
     def apply(self, resp: falcon.asgi.Response, organization_id: str) -> None:
-        now = self._services.clock()  # ``_entry``, written out: this runs on every evaluate answer
-        entry = self._cache.get(organization_id)
-        if entry is None or entry[0] != int(now):
-            entry = self._cache[organization_id] = self._fields(organization_id, now)
-        resp.set_header("RateLimit-Policy", entry[1])
-        resp.set_header("RateLimit", entry[2])
+        fields = self.fields(organization_id)
+        resp.set_header("RateLimit-Policy", fields.policy)
+        resp.set_header("RateLimit", fields.limit)
 
-    def remaining(self, organization_id: str) -> int:
-        """Evaluations left before the hard threshold, as of at most a second ago: cheap
-        enough for every request (a meter in PostgreSQL pays a round trip per read)."""
-        return self._entry(organization_id)[3]
-
-    def spent(self, organization_id: str, evaluations: int) -> None:
-        """Take this worker's own evaluations off the cached ``remaining`` at once, so that
-        what this worker itself served is never missed; others' show within a second."""
-        entry = self._cache.get(organization_id)
-        if entry is not None and evaluations:
-            remaining = max(0, entry[3] - evaluations)
-            limit = f'"{POLICY}";r={remaining};t={entry[2].rsplit("=", 1)[1]}'
-            self._cache[organization_id] = (entry[0], entry[1], limit, remaining)
-
-    def _entry(self, organization_id: str) -> tuple[int, str, str, int]:
+    def fields(self, organization_id: str) -> QuotaFields:
+        """The organization's fields as of at most a second ago (for answers not made by
+        ``apply``); on every evaluate answer, so cached per second."""
         now = self._services.clock()
         entry = self._cache.get(organization_id)
         if entry is None or entry[0] != int(now):
             entry = self._cache[organization_id] = self._fields(organization_id, now)
         return entry
 
-    def _fields(self, organization_id: str, now: float) -> tuple[int, str, str, int]:
+    def remaining(self, organization_id: str) -> int:
+        """Evaluations left before the hard threshold, as of at most a second ago: cheap
+        enough for every request (a meter in PostgreSQL pays a round trip per read)."""
+        return self.fields(organization_id).remaining
+
+    def spent(self, organization_id: str, evaluations: int) -> None:
+        """Take this worker's own evaluations off the cached ``remaining`` at once, so that
+        what this worker itself served is never missed; others' show within a second."""
+        entry = self._cache.get(organization_id)
+        if entry is not None and evaluations:
+            remaining = max(0, entry.remaining - evaluations)
+            self._cache[organization_id] = quota_fields(
+                entry.second, entry.hard_limit, remaining, entry.reset_s
+            )
+
+    def _fields(self, organization_id: str, now: float) -> QuotaFields:
         organization = self._services.config.organization(organization_id)
         hard_limit = organization.hard_limit if organization is not None else 0
         used = self._services.meter.usage(organization_id, month_of(now))
         remaining = max(0, hard_limit - used)
-        reset = seconds_until_next_month(now)
-        return (
-            int(now),
-            f'"{POLICY}";q={hard_limit}',
-            f'"{POLICY}";r={remaining};t={reset}',
-            remaining,
-        )
+        return quota_fields(int(now), hard_limit, remaining, seconds_until_next_month(now))

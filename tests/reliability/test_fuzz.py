@@ -121,6 +121,8 @@ def aim_body(body: dict[str, Any], world: World) -> None:
     for rule in body.get("rules") or []:
         if isinstance(rule, dict) and rule.get("type") == "SEGMENT":
             rule["segment"] = world.ids["segmentKey"]
+    if isinstance(body.get("flag"), dict):  # a schedule's flag: the same rules, one level down
+        aim_body(body["flag"], world)
 
 
 def credentials(case: Any, world: World) -> dict[str, str]:

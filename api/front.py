@@ -1,0 +1,161 @@
+"""The ASGI front of the app: a valid single evaluate is answered before Falcon sees it.
+
+``POST /v1/evaluate`` is the hot path, and on it Falcon's own request handling (the request
+and response objects, routing, the middleware chain, the answer's header encoding) costs more
+than flagsight's whole evaluation work (``docs/benchmarks.md``, issue 16). The front reads
+what a valid request needs straight from the ASGI scope and the first body event, and hands
+everything else to Falcon untouched: any other path or method, a missing, repeated or unknown
+``Authorization``, a body that is not JSON, without a ``Content-Length``, over the limit, cut
+short, sent in several pieces or not a valid EvaluateRequest, a key whose environment is gone,
+a repeated header field. Those requests reach Falcon with the body event the front read
+replayed, so their answers (every 4xx and its wording) stay Falcon's.
+
+What the front answers, it answers as the Falcon route would: the same serving
+(``EvaluateResource.answer``), the same body, the same header fields in the same order, the
+same request tally. ``tests/api/test_front.py`` holds the two paths to that, answer for
+answer, and the whole suite's ``client`` goes through the front.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, TypeVar
+
+import falcon.asgi
+import msgspec
+
+from api.auth import api_key_of
+from api.errors import error_body
+from api.jsonio import MALFORMED, is_json
+from api.resources.evaluate import EvaluateResource, decode_evaluate
+from api.services import Services
+
+log = logging.getLogger("flagsight.front")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+T = TypeVar("T")
+
+PATH = "/v1/evaluate"
+ROUTE = PATH
+"""The route template the request tally counts these answers under, as Falcon's would."""
+
+MEMO_MAX = 1_024
+"""Distinct ``Content-Type`` and ``Authorization`` values remembered (a client sends the same
+ones on every request); past this many, the memo starts again."""
+
+_CONTENT_TYPE = (b"content-type", b"application/json")
+_INTERNAL_ERROR = msgspec.json.encode(error_body(500, None))
+_INTERNAL_ERROR_HEADERS = [
+    _CONTENT_TYPE,
+    (b"vary", b"Accept"),
+    (b"content-length", str(len(_INTERNAL_ERROR)).encode("ascii")),
+]
+
+
+class EvaluateFront:
+    """ASGI app: ``POST /v1/evaluate`` answered here when valid, all else by ``app``."""
+
+    def __init__(self, app: falcon.asgi.App, resource: EvaluateResource, services: Services):
+        self.app = app
+        """The Falcon app behind the front (for its routes, middleware and tests)."""
+        self._app: ASGIApp = app
+        self._resource = resource
+        self._config = services.config
+        self._tallies = services.tallies
+        self._limit = services.settings.body_limits.single
+        self._json: dict[bytes, bool] = {}
+        """``Content-Type`` value -> whether it is JSON (``is_json``)."""
+        self._api_keys: dict[bytes, str | None] = {}
+        """``Authorization`` value -> the API key it carries, None if it is not ``ApiKey``'s."""
+        self._lengths: dict[int, tuple[bytes, bytes]] = {}
+        """Answer length -> its ``content-length`` field (a handful of distinct lengths)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        fields = scope["headers"]
+        if type(fields) is not list:  # any iterable of pairs, in ASGI (falcon.testing's are
+            # iterators): read once here, and kept for Falcon as a list of tuples
+            fields = scope["headers"] = [tuple(pair) for pair in fields]
+        headers = dict(fields)
+        content_length = headers.get(b"content-length")
+        content_type = headers.get(b"content-type")
+        authorization = headers.get(b"authorization")
+        if (
+            len(headers) != len(fields)  # a repeated field: Falcon's rules for combining it
+            or content_length is None
+            or not content_length.isdigit()
+            or content_type is None
+            or authorization is None
+        ):
+            await self._app(scope, receive, send)
+            return
+        length = int(content_length)
+        json = self._json.get(content_type)
+        if json is None:
+            json = self._remember(self._json, content_type, is_json(content_type.decode("latin-1")))
+        api_key = self._api_keys.get(authorization, False)
+        if api_key is False:
+            api_key = self._remember(
+                self._api_keys, authorization, api_key_of(authorization.decode("latin-1"))
+            )
+        caller = None if api_key is None else self._config.caller(api_key)
+        environment = None if caller is None else caller.environment
+        if not json or length > self._limit or environment is None:
+            await self._app(scope, receive, send)  # 415, 413, 401 (after the body if the key
+            return  # is valid but its environment gone: Falcon's order)
+        event = await receive()
+        raw = event.get("body", b"")
+        if event["type"] != "http.request" or event.get("more_body") or len(raw) != length:
+            await self._app(scope, _replay(event, receive), send)
+            return
+        try:
+            body = decode_evaluate(raw)
+        except MALFORMED:
+            await self._app(scope, _replay(event, receive), send)
+            return
+        try:
+            data, quota = self._resource.answer(caller, environment, body)
+        except Exception:  # what Falcon does with an unhandled error: log it, answer 500
+            log.exception("evaluate failed", extra={"route": ROUTE})
+            self._tallies.count_request(ROUTE, 500, time.perf_counter() - started)
+            await send(
+                {"type": "http.response.start", "status": 500, "headers": _INTERNAL_ERROR_HEADERS}
+            )
+            await send({"type": "http.response.body", "body": _INTERNAL_ERROR})
+            return
+        size = self._lengths.get(len(data))
+        if size is None:
+            size = self._lengths[len(data)] = (b"content-length", str(len(data)).encode("ascii"))
+        answer_headers = [_CONTENT_TYPE, quota.policy_header, quota.limit_header, size]
+        self._tallies.count_request(ROUTE, 200, time.perf_counter() - started)  # as Falcon's
+        # middleware does: before the answer is sent
+        await send({"type": "http.response.start", "status": 200, "headers": answer_headers})
+        await send({"type": "http.response.body", "body": data})
+
+    @staticmethod
+    def _remember(memo: dict, key: bytes, value: T) -> T:
+        if len(memo) >= MEMO_MAX:
+            memo.clear()
+        memo[key] = value
+        return value
+
+
+def _replay(event: Message, receive: Receive) -> Receive:
+    """``receive`` with ``event``, already taken from it, given back first."""
+    taken: list[Message] = [event]
+
+    async def replayed() -> Message:
+        if taken:
+            return taken.pop()
+        return await receive()
+
+    return replayed
