@@ -5,6 +5,12 @@
   first one: a client that connects and sends nothing, or sends its headers a byte at a time,
   holds a descriptor for ever. Here a connection whose first request head is not complete
   ``header_timeout_s`` after it opened is closed (``docs/operations.md``, "Slow clients").
+* **Response header fields validated and encoded once.** gunicorn checks every field of every
+  answer with two regular expressions and encodes it again, about 0.6 µs a field; flagsight's
+  evaluate answers carry four, all but the length and the ``RateLimit`` count the same from
+  one answer to the next. ``ResponseFields`` remembers each (name, value) pair it has checked,
+  with its encoded line, so a repeated field costs one dictionary lookup. What is sent and
+  what is refused stay gunicorn's (a new pair goes through gunicorn's own check first).
 * **The contract's error body** on the errors gunicorn answers itself, before the app sees
   the request (414 request line too long, 431 too many or too large header fields, 400 a
   request it cannot parse): the same JSON the app gives. Two of gunicorn's statuses are
@@ -12,22 +18,111 @@
   for a transfer coding gunicorn does not implement, and 408, not 500, when a body announced
   by ``Content-Length`` never starts to arrive.
 
-The seam: gunicorn's worker makes each connection's protocol through the module-level name
-``gunicorn.workers.gasgi.ASGIProtocol``; the worker binds that name to ``FlagsightProtocol``
-in its own process when it starts. ``tests/reliability/test_slow_clients.py`` fails if a
-gunicorn upgrade moves the seam.
+The seams: gunicorn's worker makes each connection's protocol through the module-level name
+``gunicorn.workers.gasgi.ASGIProtocol``, and each answer's fields are checked by the
+module-level ``gunicorn.asgi.protocol._scan_response_headers``; the worker binds both names
+to its own in its own process when it starts. ``tests/reliability/test_slow_clients.py``
+fails if a gunicorn upgrade moves the first, ``tests/api/test_http_worker.py`` the second.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import gunicorn.asgi.protocol as gprotocol
 import gunicorn.workers.gasgi as gasgi
 import msgspec
 from gunicorn.asgi.protocol import ASGIProtocol
 
 from api.errors import error_body
 from api.settings import Settings
+
+FIELDS_KEPT = 4_096
+"""Distinct response fields remembered; past this many (the ``RateLimit`` count and the
+length vary), the memo starts again."""
+
+CONTENT_LENGTH, TRANSFER_ENCODING, DATE, SERVER, CONNECTION = 1, 2, 4, 8, 16
+"""What a field is, for framing and for the fields gunicorn adds when an answer lacks them."""
+_KINDS = {b"date": DATE, b"server": SERVER, b"connection": CONNECTION}
+
+
+class NotRemembered(Exception):
+    """A field the memo does not take (a ``str`` name or value): gunicorn's own path serves."""
+
+
+class ResponseFields:
+    """Response header fields gunicorn has checked: (name, value) -> (encoded line, kind)."""
+
+    def __init__(self, scan=gprotocol._scan_response_headers):  # noqa: ANN001 - gunicorn's
+        self._scan = scan
+        self._known: dict[tuple[bytes, bytes], tuple[bytes, int]] = {}
+
+    def field(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int]:
+        """The field's line and kind; raises as gunicorn does for a field it refuses, and
+        ``NotRemembered`` (or ``TypeError``, for a list) for one to leave to gunicorn."""
+        known = self._known.get(pair)
+        if known is None:
+            known = self._learn(pair)
+        return known
+
+    def _learn(self, pair: tuple[bytes, bytes]) -> tuple[bytes, int]:
+        name, value = pair
+        if type(name) is not bytes or type(value) is not bytes:
+            raise NotRemembered
+        has_length, _, has_coding = self._scan([pair])  # gunicorn's check: raises if refused
+        lowered = name.lower()
+        kind = _KINDS.get(lowered, 0)
+        if has_length:
+            kind = CONTENT_LENGTH
+        elif has_coding:
+            kind = TRANSFER_ENCODING
+        known = (name + b": " + value + b"\r\n", kind)
+        if len(self._known) >= FIELDS_KEPT:
+            self._known.clear()
+        self._known[pair] = known
+        return known
+
+    def scan(self, headers: list) -> tuple[bool, object, bool]:  # noqa: ANN001
+        """``gunicorn.asgi.protocol._scan_response_headers``, from the memo."""
+        field = self.field
+        has_length = has_coding = False
+        length = None
+        try:
+            for pair in headers:
+                kind = field(pair)[1]
+                if kind == CONTENT_LENGTH:
+                    has_length, length = True, pair[1]
+                elif kind == TRANSFER_ENCODING:
+                    has_coding = True
+        except (NotRemembered, TypeError):
+            return self._scan(headers)
+        return has_length, length, has_coding
+
+    def head(self, status_line: bytes, headers: list, close: bool) -> bytes | None:  # noqa: ANN001
+        """The status line and fields as ``ASGIProtocol._send_response_start`` joins them
+        (with the ``Server``, ``Date`` and ``Connection: close`` it adds when missing), or
+        None for gunicorn to build them."""
+        parts = [status_line]
+        kinds = 0
+        field = self.field
+        try:
+            for pair in headers:
+                line, kind = field(pair)
+                parts.append(line)
+                kinds |= kind
+        except (NotRemembered, TypeError):
+            return None
+        if not kinds & SERVER:
+            parts.append(gprotocol._CACHED_SERVER_HEADER)
+        if not kinds & DATE:
+            parts.append(gprotocol._get_cached_date_header())
+        if close and not kinds & CONNECTION:
+            parts.append(b"Connection: close\r\n")
+        parts.append(b"\r\n")
+        return b"".join(parts)
+
+
+RESPONSE_FIELDS = ResponseFields()
 
 
 class FlagsightProtocol(ASGIProtocol):
@@ -60,6 +155,21 @@ class FlagsightProtocol(ASGIProtocol):
             self._head_timer.cancel()
             self._head_timer = None
         super().connection_lost(exc)
+
+    def _send_response_start(
+        self,
+        status: int,
+        headers: list,
+        request: object,
+        close: bool = False,
+    ) -> None:
+        head = RESPONSE_FIELDS.head(
+            gprotocol._get_cached_status_line(request.version, status), headers, close
+        )
+        if head is None:
+            super()._send_response_start(status, headers, request, close)
+        else:
+            self._response_buffer = head
 
     def _send_error_response(self, status: int, message: str, extra_headers: tuple = ()) -> None:
         """gunicorn's own refusals, in the contract's JSON instead of plain text.
@@ -94,5 +204,11 @@ class FlagsightWorker(gasgi.ASGIWorker):
 
     def init_process(self) -> None:
         FlagsightProtocol.header_timeout_s = Settings.from_env().header_timeout_s
-        gasgi.ASGIProtocol = FlagsightProtocol  # the seam described in the module docstring
+        install_seams()
         super().init_process()
+
+
+def install_seams() -> None:
+    """Bind gunicorn's names to flagsight's (the seams in the module docstring), in this process."""
+    gasgi.ASGIProtocol = FlagsightProtocol
+    gprotocol._scan_response_headers = RESPONSE_FIELDS.scan

@@ -1,0 +1,124 @@
+"""``api.http_worker``'s memo of response fields: what gunicorn would send and refuse, from a
+dictionary; and the seams it is bound through, which a gunicorn upgrade could move."""
+
+from __future__ import annotations
+
+import types
+
+import gunicorn.asgi.protocol as gprotocol
+import gunicorn.workers.gasgi as gasgi
+import pytest
+from gunicorn.asgi.protocol import ASGIProtocol
+
+from api.http_worker import FlagsightProtocol, ResponseFields, install_seams
+
+ORIGINAL_SCAN = gprotocol._scan_response_headers
+EVALUATE = [
+    (b"content-type", b"application/json"),
+    (b"ratelimit-policy", b'"monthly";q=1100000'),
+    (b"ratelimit", b'"monthly";r=1099958;t=604800'),
+    (b"content-length", b"112"),
+]
+ANSWERS = {
+    "evaluate": EVALUATE,
+    "no length": EVALUATE[:3],
+    "chunked": [(b"content-type", b"text/plain"), (b"transfer-encoding", b"chunked")],
+    "own date, server, connection": [
+        (b"Date", b"Thu, 26 Nov 2026 03:00:00 GMT"),
+        (b"server", b"flagsight"),
+        (b"Connection", b"close"),
+        (b"Content-Length", b"0"),
+    ],
+    "str fields": [("content-type", "application/json"), ("content-length", "2")],
+    "list pairs": [[b"content-type", b"application/json"], [b"content-length", b"2"]],
+    "mixed": [(b"x-a", b"1"), ("x-b", "2"), (b"content-length", b"2")],
+    "empty": [],
+}
+
+
+def gunicorns_head(status: int, headers: list, close: bool) -> bytes:
+    """What gunicorn's own ``_send_response_start`` buffers for the answer."""
+    plain = types.SimpleNamespace()
+    ASGIProtocol._send_response_start(
+        plain, status, headers, types.SimpleNamespace(version=(1, 1)), close
+    )
+    return plain._response_buffer
+
+
+def flagsights_head(status: int, headers: list, close: bool) -> bytes:
+    protocol = FlagsightProtocol.__new__(FlagsightProtocol)
+    protocol._send_response_start(status, headers, types.SimpleNamespace(version=(1, 1)), close)
+    return protocol._response_buffer
+
+
+@pytest.mark.parametrize("headers", ANSWERS.values(), ids=ANSWERS)
+@pytest.mark.parametrize("close", [False, True])
+def test_the_memo_scans_and_writes_as_gunicorn(headers: list, close: bool) -> None:
+    fields = ResponseFields()
+    for _ in range(2):  # learning the fields, then from the memo
+        assert fields.scan(headers) == ORIGINAL_SCAN(headers)
+        assert flagsights_head(200, headers, close) == gunicorns_head(200, headers, close)
+        assert fields.head(b"HTTP/1.1 204 No Content\r\n", headers, close) in (
+            None,
+            gunicorns_head(204, headers, close),
+        )
+
+
+@pytest.mark.parametrize(
+    ("field", "refusal"),
+    [
+        ((b"x-echo", b"a\r\nSet-Cookie: b"), gprotocol.InvalidResponseHeader),
+        ((b"x echo", b"a"), gprotocol.InvalidResponseHeaderName),
+        ((b"x-echo", b"a\x00"), gprotocol.InvalidResponseHeader),
+    ],
+)
+def test_a_field_gunicorn_refuses_is_refused_every_time(field: tuple, refusal: type) -> None:
+    fields = ResponseFields()
+    headers = [EVALUATE[0], field]
+    with pytest.raises(refusal):
+        ORIGINAL_SCAN(headers)
+    for _ in range(2):  # never remembered as valid
+        with pytest.raises(refusal):
+            fields.scan(headers)
+        with pytest.raises(refusal):
+            fields.head(b"HTTP/1.1 200 OK\r\n", headers, False)
+
+
+def test_the_memo_is_bounded(monkeypatch) -> None:
+    monkeypatch.setattr("api.http_worker.FIELDS_KEPT", 8)
+    fields = ResponseFields()
+    for length in range(100):
+        headers = [(b"content-length", str(length).encode())]
+        assert fields.scan(headers) == (True, str(length).encode(), False)
+    assert len(fields._known) <= 8
+
+
+def test_the_seams_are_where_gunicorn_looks(monkeypatch) -> None:
+    monkeypatch.setattr(gasgi, "ASGIProtocol", gasgi.ASGIProtocol)
+    monkeypatch.setattr(gprotocol, "_scan_response_headers", ORIGINAL_SCAN)
+    install_seams()
+    assert gasgi.ASGIProtocol is FlagsightProtocol
+    assert gprotocol._scan_response_headers.__self__.__class__ is ResponseFields
+    # gunicorn's answer path looks the scan up by its module-level name at each answer, and
+    # its worker makes protocols through its module-level ``ASGIProtocol``
+    send = next(
+        const
+        for const in ASGIProtocol._handle_http_request.__code__.co_consts
+        if isinstance(const, types.CodeType) and const.co_name == "send"
+    )
+    assert "_scan_response_headers" in send.co_names
+    assert "_send_response_start" in send.co_names
+    assert any(
+        "ASGIProtocol" in code.co_names for code in _nested_code(vars(gasgi.ASGIWorker).values())
+    )
+
+
+def _nested_code(functions) -> list[types.CodeType]:
+    """Every code object of ``functions``, their lambdas and inner functions included."""
+    found = []
+    pending = [f.__code__ for f in functions if hasattr(f, "__code__")]
+    while pending:
+        code = pending.pop()
+        found.append(code)
+        pending += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return found
