@@ -39,7 +39,7 @@ from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
 from bench.signal_scenario import time_to_signal
 from bench.workload import prepare
 
-FULL = Plan(duration_s=10, rounds=3, warmup_s=3)
+FULL = Plan(duration_s=10, rounds=5, warmup_s=3)
 SMOKE = Plan(duration_s=1, rounds=1, warmup_s=1)
 
 
