@@ -7,8 +7,10 @@ what a valid request needs straight from the ASGI scope and the first body event
 everything else to Falcon untouched: any other path or method, a missing, repeated or unknown
 ``Authorization``, a body that is not JSON, without a ``Content-Length``, over the limit, cut
 short, sent in several pieces or not a valid EvaluateRequest, a key whose environment is gone,
-a repeated header field. Those requests reach Falcon with the body event the front read
-replayed, so their answers (every 4xx and its wording) stay Falcon's.
+a repeated header field. Those requests reach Falcon untouched (with the body event given
+back when the front had read it), so their answers (every 4xx and its wording) stay Falcon's.
+So does an error while serving: the front hands the exception to the Falcon route, which
+raises it where its responder would, and Falcon's error handlers answer, log and count it.
 
 What the front answers, it answers as the Falcon route would: the same serving
 (``EvaluateResource.answer``), the same body, the same header fields in the same order, the
@@ -18,21 +20,16 @@ answer, and the whole suite's ``client`` goes through the front.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, TypeVar
 
 import falcon.asgi
-import msgspec
 
 from api.auth import api_key_of
-from api.errors import error_body
 from api.jsonio import MALFORMED, is_json
-from api.resources.evaluate import EvaluateResource, decode_evaluate
+from api.resources.evaluate import FRONT_FAILURE, EvaluateResource, decode_evaluate
 from api.services import Services
-
-log = logging.getLogger("flagsight.front")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -48,14 +45,12 @@ ROUTE = PATH
 MEMO_MAX = 1_024
 """Distinct ``Content-Type`` and ``Authorization`` values remembered (a client sends the same
 ones on every request); past this many, the memo starts again."""
+MEMO_VALUE_MAX = 256
+"""Longer values are read every time (an API key field is about 55 bytes): the memo stays
+small whatever clients send."""
+
 
 _CONTENT_TYPE = (b"content-type", b"application/json")
-_INTERNAL_ERROR = msgspec.json.encode(error_body(500, None))
-_INTERNAL_ERROR_HEADERS = [
-    _CONTENT_TYPE,
-    (b"vary", b"Accept"),
-    (b"content-length", str(len(_INTERNAL_ERROR)).encode("ascii")),
-]
 
 
 class EvaluateFront:
@@ -80,7 +75,6 @@ class EvaluateFront:
         if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
             await self._app(scope, receive, send)
             return
-        started = time.perf_counter()
         fields = scope["headers"]
         if type(fields) is not list:  # any iterable of pairs, in ASGI (falcon.testing's are
             # iterators): read once here, and kept for Falcon as a list of tuples
@@ -107,12 +101,11 @@ class EvaluateFront:
             api_key = self._remember(
                 self._api_keys, authorization, api_key_of(authorization.decode("latin-1"))
             )
-        caller = None if api_key is None else self._config.caller(api_key)
-        environment = None if caller is None else caller.environment
-        if not json or length > self._limit or environment is None:
-            await self._app(scope, receive, send)  # 415, 413, 401 (after the body if the key
-            return  # is valid but its environment gone: Falcon's order)
+        if not json or length > self._limit or api_key is None:
+            await self._app(scope, receive, send)  # 415, 413, 401: Falcon's, in its order
+            return
         event = await receive()
+        started = time.perf_counter()  # when Falcon's request would start: with the body
         raw = event.get("body", b"")
         if event["type"] != "http.request" or event.get("more_body") or len(raw) != length:
             await self._app(scope, _replay(event, receive), send)
@@ -123,14 +116,15 @@ class EvaluateFront:
             await self._app(scope, _replay(event, receive), send)
             return
         try:
+            caller = self._config.caller(api_key)  # after the body, as in Falcon's responder
+            environment = None if caller is None else caller.environment
+            if environment is None:  # 401
+                await self._app(scope, _replay(event, receive), send)
+                return
             data, quota = self._resource.answer(caller, environment, body)
-        except Exception:  # what Falcon does with an unhandled error: log it, answer 500
-            log.exception("evaluate failed", extra={"route": ROUTE})
-            self._tallies.count_request(ROUTE, 500, time.perf_counter() - started)
-            await send(
-                {"type": "http.response.start", "status": 500, "headers": _INTERNAL_ERROR_HEADERS}
-            )
-            await send({"type": "http.response.body", "body": _INTERNAL_ERROR})
+        except Exception as exc:  # Falcon's error handling answers, as if its route had raised
+            scope[FRONT_FAILURE] = exc
+            await self._app(scope, _replay(event, receive), send)
             return
         size = self._lengths.get(len(data))
         if size is None:
@@ -143,9 +137,10 @@ class EvaluateFront:
 
     @staticmethod
     def _remember(memo: dict, key: bytes, value: T) -> T:
-        if len(memo) >= MEMO_MAX:
-            memo.clear()
-        memo[key] = value
+        if len(key) <= MEMO_VALUE_MAX:
+            if len(memo) >= MEMO_MAX:
+                memo.clear()
+            memo[key] = value
         return value
 
 

@@ -51,7 +51,13 @@ class NotRemembered(Exception):
 
 
 class ResponseFields:
-    """Response header fields gunicorn has checked: (name, value) -> (encoded line, kind)."""
+    """Response header fields gunicorn has checked: (name, value) -> (encoded line, kind).
+
+    Only lists of fields are taken (gunicorn's own path serves any other iterable), and a
+    field is learnt only as a pair of ``bytes``. A lookup matches by equality, so a
+    ``memoryview`` value equal to a remembered ``bytes`` one is written as those bytes, where
+    gunicorn's own path would fail on it; ASGI allows only byte strings there.
+    """
 
     def __init__(self, scan=gprotocol._scan_response_headers):  # noqa: ANN001 - gunicorn's
         self._scan = scan
@@ -84,6 +90,8 @@ class ResponseFields:
 
     def scan(self, headers: list) -> tuple[bool, object, bool]:  # noqa: ANN001
         """``gunicorn.asgi.protocol._scan_response_headers``, from the memo."""
+        if type(headers) is not list:  # a one-shot iterable: gunicorn's own pass, once
+            return self._scan(headers)
         field = self.field
         has_length = has_coding = False
         length = None
@@ -102,6 +110,8 @@ class ResponseFields:
         """The status line and fields as ``ASGIProtocol._send_response_start`` joins them
         (with the ``Server``, ``Date`` and ``Connection: close`` it adds when missing), or
         None for gunicorn to build them."""
+        if type(headers) is not list:
+            return None
         parts = [status_line]
         kinds = 0
         field = self.field

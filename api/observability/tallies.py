@@ -124,8 +124,9 @@ class TimedRequest(falcon.asgi.Request):
 
 
 class RequestTallyMiddleware:
-    """Counts every answer by route template and status, and the time it took. The app's
-    requests must be ``TimedRequest``s (``falcon.asgi.App(request_type=TimedRequest)``)."""
+    """Counts every answer Falcon makes by route template and status, and the time it took
+    (``api.front`` counts the answers it makes itself in the same way). The app's requests
+    must be ``TimedRequest``s (``falcon.asgi.App(request_type=TimedRequest)``)."""
 
     def __init__(self, tallies: Tallies):
         self._tallies = tallies

@@ -33,6 +33,8 @@ FLAG_KEY_MAX = 128
 USER_IDENTIFIER_MAX = 1024
 SDK_MAX = 256
 BULK_MAX_USERS = 10_000
+FRONT_FAILURE = "flagsight.front.failure"
+"""Scope key under which ``api.front`` hands Falcon what serving raised (``on_post`` raises it)."""
 
 
 def key_environment(services: Services, key: KeyContext) -> EnvironmentConfig:
@@ -74,6 +76,9 @@ class EvaluateResource:
         self._limit = services.settings.body_limits.single
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        failure = req.scope.get(FRONT_FAILURE)
+        if failure is not None:  # serving failed in ``api.front``: Falcon answers the error
+            raise failure
         caller = authenticate_caller(req, self._services.config)
         raw = await read_body(req, self._limit)
         try:  # ``decode_typed``, written out

@@ -18,6 +18,7 @@ import msgspec
 import pytest
 
 from api.app import create_asgi_app
+from api.errors import ServiceUnavailable
 from api.metering.meter import month_of
 from tests.support.admin import Admin, Tenant
 
@@ -279,16 +280,41 @@ def test_past_the_hard_threshold_the_front_answers_the_plan_limit(services, admi
     assert usage(services, tenant) == 2
 
 
-def test_an_unhandled_error_is_a_500_from_either(setup, monkeypatch, caplog) -> None:
+@pytest.mark.parametrize(
+    ("failure", "status"),
+    [
+        (RuntimeError("broken for the test"), 500),
+        (ServiceUnavailable("down for the test", retry_after_s=7), 503),
+    ],
+    ids=["unhandled", "an HTTP error"],
+)
+def test_an_error_while_serving_is_answered_by_falcon(
+    setup, monkeypatch, caplog, failure: Exception, status: int
+) -> None:
     services, tenant, front, falcon_app = setup
 
     def broken(*args, **kwargs):
-        raise RuntimeError("broken for the test")
+        raise failure
 
     monkeypatch.setattr(front._resource._server, "serve_one", broken)
-    by_falcon = call(falcon_app.app, Ask(), tenant.api_key)
-    by_front = call(front, Ask(), tenant.api_key)
-    assert by_falcon.status == 500
+    by_falcon, by_front, handed_on = both(setup, Ask())
+    assert by_falcon.status == status
+    assert handed_on
     same(services, by_falcon, by_front)
-    assert services.tallies._pending[-1][:2] == ("/v1/evaluate", 500)
-    assert "broken for the test" in caplog.text
+    assert services.tallies._pending[-1][:2] == ("/v1/evaluate", status)
+    if status == 500:  # logged by Falcon, as every unhandled error
+        logged = [r for r in caplog.records if r.name == "falcon" and r.exc_info]
+        assert [r.exc_info[1] for r in logged] == [failure, failure]
+    else:
+        assert (b"retry-after", b"7") in by_front.headers
+
+
+def test_long_header_values_are_not_remembered(setup) -> None:
+    services, tenant, front, falcon_app = setup
+    junk = b"ApiKey " + b"k" * 300
+    by_falcon, by_front, handed_on = both(setup, Ask(headers=fields(junk)))
+    assert by_front.status == 401 and handed_on
+    same(services, by_falcon, by_front)
+    assert junk not in front._api_keys
+    call(front, Ask(), tenant.api_key)
+    assert f"ApiKey {tenant.api_key}".encode() in front._api_keys

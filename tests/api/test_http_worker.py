@@ -122,3 +122,12 @@ def _nested_code(functions) -> list[types.CodeType]:
         found.append(code)
         pending += [c for c in code.co_consts if isinstance(c, types.CodeType)]
     return found
+
+
+def test_a_one_shot_iterable_of_fields_is_left_to_gunicorn() -> None:
+    fields = ResponseFields()
+    refused = [(b"x-a", b"1"), ("x-b", "a\r\nb")]
+    with pytest.raises(gprotocol.InvalidResponseHeader):
+        fields.scan(iter(refused))
+    assert fields.scan(iter(EVALUATE)) == ORIGINAL_SCAN(EVALUATE)
+    assert fields.head(b"HTTP/1.1 200 OK\r\n", iter(EVALUATE), False) is None

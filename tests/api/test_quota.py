@@ -12,7 +12,7 @@ from pathlib import Path
 import falcon.testing
 import pytest
 
-from api.app import create_app
+from api.app import create_asgi_app
 from api.lifecycle import start_services, stop_services
 from api.settings import Settings
 from api.wiring import build_services
@@ -43,7 +43,7 @@ def clocked(tmp_path: Path, clock: Clock) -> Iterator[falcon.testing.TestClient]
     settings = Settings(data_dir=tmp_path / "data", admin_token=ADMIN_TOKEN)
     services = build_services(settings, clock=clock)
     housekeeping = start_services(services)
-    yield falcon.testing.TestClient(create_app(services))
+    yield falcon.testing.TestClient(create_asgi_app(services))
     stop_services(services, housekeeping)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import falcon.testing
 import pytest
 
-from api.app import create_app
+from api.app import create_asgi_app
 from api.controlplane.postgres_store import PostgresControlPlaneStore
 from api.engines.postgres import PostgresCluster
 from api.lifecycle import start_services, stop_services
@@ -41,7 +41,7 @@ class Host:
         )
         self.services = build_services(settings)
         self._threads = start_services(self.services)
-        self.client = falcon.testing.TestClient(create_app(self.services))
+        self.client = falcon.testing.TestClient(create_asgi_app(self.services))
         self.admin = Admin(in_process(self.client), TOKEN)
 
     def call(self, method: str, path: str, body: Any = None) -> falcon.testing.Result:

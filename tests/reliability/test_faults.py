@@ -22,7 +22,7 @@ import falcon.testing
 import pytest
 import requests
 
-from api.app import create_app
+from api.app import create_asgi_app
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.lifecycle import start_services, stop_services
 from api.services import Services
@@ -274,7 +274,7 @@ def test_a_control_plane_locked_past_the_busy_timeout_answers_503_not_500(
     services.store = SqliteControlPlaneStore(settings.control_plane_path, busy_timeout_s=0.2)
     housekeeping = start_services(services)
     try:
-        client = falcon.testing.TestClient(create_app(services))
+        client = falcon.testing.TestClient(create_asgi_app(services))
         admin = Admin(in_process(client), ADMIN_TOKEN)
         tenant = admin.tenant()
         admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
@@ -483,7 +483,7 @@ def test_the_month_boundary_resets_usage_and_counts_nothing_twice(settings: Sett
     services = build_services(settings, clock=clock)
     housekeeping = start_services(services)
     try:
-        client = falcon.testing.TestClient(create_app(services))
+        client = falcon.testing.TestClient(create_asgi_app(services))
         admin = Admin(in_process(client), ADMIN_TOKEN)
         tenant = admin.tenant(plan="enterprise", limit=10)  # hard threshold 11
         admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
