@@ -13,10 +13,8 @@ _SCHEME = "ApiKey "
 
 def authenticate_api_key(req: falcon.asgi.Request, config: ConfigCache) -> KeyContext:
     """The caller's key context, or 401 with the spec's body; checked before any body is read."""
-    header = req.get_header("Authorization")
-    if not header or not header.startswith(_SCHEME):
-        raise Unauthorized()
-    context = config.authenticate(header[len(_SCHEME) :].strip())
+    api_key = api_key_of(req.get_header("Authorization"))
+    context = None if api_key is None else config.authenticate(api_key)
     if context is None:
         raise Unauthorized()
     return context
@@ -24,16 +22,11 @@ def authenticate_api_key(req: falcon.asgi.Request, config: ConfigCache) -> KeyCo
 
 def authenticate_caller(req: falcon.asgi.Request, config: ConfigCache) -> Caller:
     """``authenticate_api_key``, with what the key's requests read from the config."""
-    caller = caller_of(req.get_header("Authorization"), config)
+    api_key = api_key_of(req.get_header("Authorization"))
+    caller = None if api_key is None else config.caller(api_key)
     if caller is None:
         raise Unauthorized()
     return caller
-
-
-def caller_of(authorization: str | None, config: ConfigCache) -> Caller | None:
-    """The caller an ``Authorization`` field value names, or None if it names no valid key."""
-    api_key = api_key_of(authorization)
-    return None if api_key is None else config.caller(api_key)
 
 
 def api_key_of(authorization: str | None) -> str | None:
