@@ -201,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         "noise": (
             f"Load average (1 min) {load_before[0]:.2f} at the start, {load_after[0]:.2f} at the "
             "end; the machine's 2 cores also run wrk, so absolute figures move with other load. "
-            "Ratios compare runs made back to back; the single-evaluate table lists each round."
+            f"wrk runs on {_wrk_placement()} (`bench/wrk.py`, `WRK_CPU`: left to the scheduler, "
+            "the placement of wrk's threads and the workers moved a server's req/s between two "
+            "levels from run to run). Ratios compare runs made back to back; the single-evaluate "
+            "table lists each round."
         ),
         "results": results,
     }
@@ -209,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     path = write_report(report, args.out, docs)
     log(f"report: {path} ({report['wall_s']:.0f} s)")
     return 0
+
+
+def _wrk_placement() -> str:
+    from bench.wrk import pinned_cpu
+
+    cpu = pinned_cpu()
+    return f"core {cpu} only" if cpu else "the cores the scheduler chooses"
 
 
 if __name__ == "__main__":

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 LUA_DIR = Path(__file__).with_name("lua")
+WRK_CPU = os.environ.get("BENCH_WRK_CPU", "0")
+"""The core wrk runs on (``taskset``); empty: wherever the scheduler puts its threads.
+
+On this project's 2-core machine, with wrk's two threads left to the scheduler, the same
+server's throughput at 16 connections moved between two levels from run to run (the tight
+reference: 17.7k to 25.1k req/s, p99 1.3 ms or 4 ms), depending on where the scheduler had put
+wrk's threads and the workers; a round's ratio then said more about that placement than about
+the servers. With wrk on one core the tight reference's five runs stayed within 20.9k-21.9k
+req/s (``docs/benchmarks.md``, Noise). Every contender of a run is measured the same way.
+"""
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,13 @@ class WrkResult:
         }
 
 
+def pinned_cpu() -> str | None:
+    """``WRK_CPU`` where it can be honoured (more than one core, ``taskset`` installed)."""
+    if WRK_CPU and (os.cpu_count() or 1) > 1 and shutil.which("taskset"):
+        return WRK_CPU
+    return None
+
+
 def run_wrk(
     url: str,
     script: str,
@@ -62,6 +80,9 @@ def run_wrk(
         "wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(duration_s))}s", f"--timeout={timeout_s:g}s",
         "-s", str(LUA_DIR / script), url, "--", *args,
     ]  # fmt: skip
+    cpu = pinned_cpu()
+    if cpu:
+        command = ["taskset", "-c", cpu, *command]
     env = {**os.environ, "BENCH_LUA_DIR": str(LUA_DIR)}
     out = subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=duration_s + 60, check=False
