@@ -1,8 +1,7 @@
 """``SegmentedEventLog``: the production event log, one instance per worker process.
 
-Hot path: an ``append_*`` call encodes its events as one frame and copies it into this
-process's active segment (``api.eventlog.segments``: a shared mapping of the file) before
-returning. The page cache survives the process being killed,
+Hot path: an ``append_*`` call encodes its events as one frame and ``write``\\s it to this
+process's active segment before returning. The page cache survives the process being killed,
 so a returned call means the events will be sealed by someone, even if this worker dies.
 
 Background threads (started in the worker, after fork):

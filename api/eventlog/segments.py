@@ -7,23 +7,12 @@ kernel drops the lock when its holder dies, however it dies.
 A segment is created under a pending name (``.<stem>.wal.new``, which orphan scans ignore),
 locked, and only then renamed to ``<stem>.wal``; otherwise a scanner could lock, seal and
 delete the fresh empty file in the instant between its creation and its owner's lock.
-
-Appends copy each frame into a window of the file mapped shared (``WINDOW_BYTES``), not
-through ``write``: the copy is in the page cache as soon as it is made, so it survives the
-process being killed exactly as a written frame does, and ``fsync`` makes both durable alike.
-Under load the system call per request cost more than the rest of the append (issue 16,
-``docs/benchmarks.md``). Each window is reserved on disk (``posix_fallocate``) before it is
-mapped, so a full disk shows as ``ENOSPC`` from the reservation, never as a fault while
-copying. A frame larger than half a window is written with ``pwrite``. Closing a segment
-truncates it to what was appended; a segment whose writer was killed keeps zeros after its
-last frame, where readers stop as at any torn tail (``api.eventlog.frames``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import mmap
 import os
 import re
 import socket
@@ -34,17 +23,12 @@ from pathlib import Path
 
 SUFFIX = ".wal"
 PENDING_SUFFIX = ".wal.new"
-_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC  # read too: for the map
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
 _CREATE_ATTEMPTS = 5
-WINDOW_BYTES = 1 << 20
-"""How much of a segment is mapped, and reserved on disk, at a time. A worker's resident
-memory grows by at most this much for its segment."""
-_WRITE_THROUGH = WINDOW_BYTES // 2
-"""Frames larger than this are written with ``pwrite`` (a bulk request's), not copied."""
 
 
 class ShortWrite(OSError):
-    """``pwrite`` stored only part of a frame (disk full mid-write): the segment is torn."""
+    """``write`` stored only part of a frame (disk full mid-write): the segment is torn."""
 
 
 class Segment:
@@ -62,45 +46,14 @@ class Segment:
         self._synced = 0
         self._closed = False
         self._io_lock = threading.Lock()
-        self._map: mmap.mmap | None = None
-        self._window_at = 0
-        """The file offset the mapped window starts at."""
-        self._window_end = 0
-        """The file offset it ends at: a frame ending past it needs the next window."""
 
     @property
     def stem(self) -> str:
         return self.path.name.removesuffix(SUFFIX)
 
     def append(self, frame: bytes | bytearray) -> None:
-        """Copy a whole frame after the last one: into the mapped window, with no system
-        call, unless it needs the next window (reserved first) or is too large for one."""
-        start = self.written
-        end = start + len(frame)
-        if end > self._window_end and not self._next_window(start, end):
-            self._write_through(frame)
-            return
-        at = self._window_at
-        self._map[start - at : end - at] = frame  # type: ignore[index]
-        self.written = end
-        if self.first_write_at is None:
-            self.first_write_at = time.monotonic()
-
-    def _next_window(self, start: int, end: int) -> bool:
-        """Map the window the frame ``start..end`` fits in, reserving its blocks first (the
-        one place a full disk shows); False if the frame is for ``pwrite``."""
-        if end - start > _WRITE_THROUGH:
-            return False
-        at = start - start % mmap.ALLOCATIONGRANULARITY
-        os.posix_fallocate(self.fd, at, WINDOW_BYTES)
-        window = mmap.mmap(self.fd, WINDOW_BYTES, offset=at)
-        if self._map is not None:
-            self._map.close()
-        self._map, self._window_at, self._window_end = window, at, at + WINDOW_BYTES
-        return True
-
-    def _write_through(self, frame: bytes | bytearray) -> None:
-        n = os.pwrite(self.fd, frame, self.written)
+        """One ``write`` of a whole frame; O_APPEND puts it at the end even after a fork."""
+        n = os.write(self.fd, frame)
         self.written += n
         if self.first_write_at is None:
             self.first_write_at = time.monotonic()
@@ -117,16 +70,10 @@ class Segment:
             self._synced = written
 
     def close(self) -> None:
-        """Unmap, cut the reserved tail off and close the descriptor, which releases the
-        flock: from now on it is an orphan, holding exactly the frames appended."""
+        """Close the descriptor, which releases the flock: from now on it is an orphan."""
         with self._io_lock:
             if not self._closed:
                 self._closed = True
-                if self._map is not None:
-                    self._map.close()
-                    self._map = None
-                    with contextlib.suppress(OSError):  # zeros left are read as a torn tail
-                        os.ftruncate(self.fd, self.written)
                 os.close(self.fd)
 
 

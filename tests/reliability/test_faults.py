@@ -192,7 +192,7 @@ def test_unwritable_event_log_refuses_feedback_with_503_and_heals(
     acked = [evaluate(f"u{i}").json["evaluationId"] for i in range(5)]
     assert {report(i).status_code for i in acked} == {204}
     wal = str(services.settings.wal_dir)
-    real_open, real_reserve = os.open, os.posix_fallocate
+    real_open, real_write = os.open, os.write
 
     def in_wal(fd: int) -> bool:
         try:
@@ -205,15 +205,14 @@ def test_unwritable_event_log_refuses_feedback_with_503_and_heals(
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, flags, *args, **kwargs)
 
-    def refuse_room(fd: int, offset: int, length: int) -> None:
+    def refuse_write(fd: int, data: Any) -> int:
         if in_wal(fd):
             raise PermissionError(errno.EACCES, "Permission denied")
-        real_reserve(fd, offset, length)
+        return real_write(fd, data)
 
-    services.event_log.rotate()  # a fresh segment: its first frame needs room on the disk
     with monkeypatch.context() as patch:
         patch.setattr(os, "open", refuse_open)
-        patch.setattr(os, "posix_fallocate", refuse_room)
+        patch.setattr(os, "write", refuse_write)
         refused = report(acked[0])
         still = evaluate("during")
     assert refused.status_code == 503 and refused.json["status"] == 503

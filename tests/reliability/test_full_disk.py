@@ -38,9 +38,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(disk: Path) -> Path:
-    """Write zeros until the filesystem refuses: not a byte left (again, if called again)."""
+    """Write zeros until the filesystem refuses: not a byte left."""
     filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
     try:
         while True:
             os.write(fd, bytes(1 << 16))
@@ -108,11 +108,7 @@ def test_evaluate_answers_on_a_full_disk_no_worker_dies_and_it_heals(small_disk:
         assert worker_deaths(server) == deaths + 1  # the one we killed, and no other
         metrics = requests.get(f"{server.url}/metrics", timeout=10)
         assert metrics.status_code == 200
-        for _ in range(3):  # rotations and the dead worker's sealed segment give back
-            fill(small_disk)  # the room their windows had reserved: take it again
-            ready = requests.get(f"{server.url}/readyz", timeout=10)  # feedback would 503
-            if ready.status_code == 503:
-                break
+        ready = requests.get(f"{server.url}/readyz", timeout=10)  # feedback would answer 503
         assert ready.status_code == 503 and "free" in ready.json()["checks"]["eventLog"]
 
         filler.unlink()  # room again: the log heals without a restart
