@@ -38,6 +38,7 @@ from bench.report import write_report
 from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
 from bench.signal_scenario import time_to_signal
 from bench.workload import prepare
+from bench.wrk import pinned_cpu
 
 FULL = Plan(duration_s=10, rounds=5, warmup_s=3)
 SMOKE = Plan(duration_s=1, rounds=1, warmup_s=1)
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         "noise": (
             f"Load average (1 min) {load_before[0]:.2f} at the start, {load_after[0]:.2f} at the "
             "end; the machine's 2 cores also run wrk, so absolute figures move with other load. "
-            f"wrk runs on {_wrk_placement()} (`bench/wrk.py`, `WRK_CPU`: left to the scheduler, "
+            f"wrk runs on {_wrk_placement()} (`BENCH_WRK_CPU`, `bench/wrk.py`: left to the scheduler, "
             "the placement of wrk's threads and the workers moved a server's req/s between two "
             "levels from run to run). Ratios compare runs made back to back; the single-evaluate "
             "table lists each round."
@@ -215,8 +216,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _wrk_placement() -> str:
-    from bench.wrk import pinned_cpu
-
     cpu = pinned_cpu()
     return f"core {cpu} only" if cpu else "the cores the scheduler chooses"
 

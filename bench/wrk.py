@@ -15,10 +15,11 @@ WRK_CPU = os.environ.get("BENCH_WRK_CPU", "0")
 
 On this project's 2-core machine, with wrk's two threads left to the scheduler, the same
 server's throughput at 16 connections moved between two levels from run to run (the tight
-reference: 17.7k to 25.1k req/s, p99 1.3 ms or 4 ms), depending on where the scheduler had put
-wrk's threads and the workers; a round's ratio then said more about that placement than about
-the servers. With wrk on one core the tight reference's five runs stayed within 20.9k-21.9k
-req/s (``docs/benchmarks.md``, Noise). Every contender of a run is measured the same way.
+reference: 17.7k-20.6k req/s with p99 about 4 ms, or 23.4k-25.3k with p99 1.3-2.5 ms),
+depending on where the scheduler had put wrk's threads and the workers; a round's ratio then
+said more about that placement than about the servers. With wrk on one core the tight
+reference's five runs stayed within 20.9k-21.9k req/s (``bench/history.md``, "Two levels of
+one machine"). Every contender of a run is measured the same way.
 """
 
 
