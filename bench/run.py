@@ -202,10 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         "noise": (
             f"Load average (1 min) {load_before[0]:.2f} at the start, {load_after[0]:.2f} at the "
             "end; the machine's 2 cores also run wrk, so absolute figures move with other load. "
-            f"wrk runs on {_wrk_placement()} (`BENCH_WRK_CPU`, `bench/wrk.py`: left to the scheduler, "
-            "the placement of wrk's threads and the workers moved a server's req/s between two "
-            "levels from run to run). Ratios compare runs made back to back; the single-evaluate "
-            "table lists each round."
+            f"wrk runs on {_wrk_placement()} (`BENCH_WRK_CPU`, `bench/wrk.py`: left to the "
+            "scheduler, the placement of wrk's threads and the workers moved a server's req/s "
+            "between two levels from run to run). Ratios compare runs made back to back; the "
+            "single-evaluate table lists each round."
         ),
         "results": results,
     }
