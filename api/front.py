@@ -2,20 +2,25 @@
 
 ``POST /v1/evaluate`` is the hot path, and on it Falcon's own request handling (the request
 and response objects, routing, the middleware chain, the answer's header encoding) costs more
-than flagsight's whole evaluation work (``docs/benchmarks.md``, issue 16). The front reads
-what a valid request needs straight from the ASGI scope and the first body event, and hands
-everything else to Falcon untouched: any other path or method, a missing, repeated or unknown
-``Authorization``, a body that is not JSON, without a ``Content-Length``, over the limit, cut
-short, sent in several pieces or not a valid EvaluateRequest, a key whose environment is gone,
-a repeated header field. Those requests reach Falcon untouched (with the body event given
-back when the front had read it), so their answers (every 4xx and its wording) stay Falcon's.
-So does an error while serving: the front hands the exception to the Falcon route, which
-raises it where its responder would, and Falcon's error handlers answer, log and count it.
+than flagsight's whole evaluation work (``docs/benchmarks.md``, issue 16). So does gunicorn's
+ASGI call itself: the worker (``api.http_worker``) first offers a request whose whole body
+has arrived to ``answer_now``, in the connection's task, and only the requests it leaves
+reach the ASGI call below. Both doors share one check of the header fields and one serving.
+The front reads what a valid request needs straight from the ASGI scope and the first body
+event (or the worker's request), and hands everything else to Falcon untouched: any other
+path or method, a missing, repeated or unknown ``Authorization``, a body that is not JSON,
+without a ``Content-Length``, over the limit, cut short, sent in several pieces or not a valid
+EvaluateRequest, a key whose environment is gone, a repeated header field. Those requests
+reach Falcon untouched (with the body event given back when the front had read it), so their
+answers (every 4xx and its wording) stay Falcon's. So does an error while serving: the front
+hands the exception to the Falcon route, which raises it where its responder would, and
+Falcon's error handlers answer, log and count it.
 
 What the front answers, it answers as the Falcon route would: the same serving
 (``EvaluateResource.answer``), the same body, the same header fields in the same order, the
-same request tally. ``tests/api/test_front.py`` holds the two paths to that, answer for
-answer, and the whole suite's ``client`` goes through the front.
+same request tally. ``tests/api/test_front.py`` holds the front's two doors and Falcon to
+that, answer for answer, and the whole suite's ``client`` goes through the front's ASGI door;
+``tests/integration/test_worker_answers_at_once.py`` holds the worker's door under gunicorn.
 """
 
 from __future__ import annotations
@@ -72,13 +77,61 @@ class EvaluateFront:
         """Answer length -> its ``content-length`` field (a handful of distinct lengths)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+        if (
+            scope["type"] != "http"
+            or scope["path"] != PATH
+            or scope["method"] != "POST"
+            or FRONT_FAILURE in scope  # serving failed in ``answer_now``: Falcon answers it
+        ):
             await self._app(scope, receive, send)
             return
         fields = scope["headers"]
         if type(fields) is not list:  # any iterable of pairs, in ASGI (falcon.testing's are
             # iterators): read once here, and kept for Falcon as a list of tuples
             fields = scope["headers"] = [tuple(pair) for pair in fields]
+        taken = self._takes(fields)
+        if taken is None:
+            await self._app(scope, receive, send)  # 415, 413, 401: Falcon's, in its order
+            return
+        api_key, length = taken
+        event = await receive()
+        started = time.perf_counter()  # when Falcon's request would start: with the body
+        raw = event.get("body", b"")
+        if event["type"] != "http.request" or event.get("more_body") or len(raw) != length:
+            await self._app(scope, _replay(event, receive), send)
+            return
+        try:
+            answered = self._answer(api_key, raw, started)
+        except Exception as exc:  # Falcon's error handling answers, as if its route had raised
+            scope[FRONT_FAILURE] = exc
+            await self._app(scope, _replay(event, receive), send)
+            return
+        if answered is None:
+            await self._app(scope, _replay(event, receive), send)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": answered[0]})
+        await send({"type": "http.response.body", "body": answered[1]})
+
+    def answer_now(
+        self, method: str, path: str, fields: list, raw: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """The 200 answer's header fields and body for a request whose whole body is ``raw``,
+        or None for a request to hand to the ASGI app (``__call__``) as it came.
+
+        For the worker (``api.http_worker``), which calls it before it would start the app.
+        An exception means serving failed: the caller hands the request on with the
+        exception in ``scope[FRONT_FAILURE]``, for Falcon to answer as ``__call__`` does.
+        """
+        started = time.perf_counter()
+        if method != "POST" or path != PATH:
+            return None
+        taken = self._takes(fields)
+        if taken is None or taken[1] != len(raw):
+            return None
+        return self._answer(taken[0], raw, started)
+
+    def _takes(self, fields: list) -> tuple[str, int] | None:
+        """The API key and body length of a request whose header fields the front serves."""
         headers = dict(fields)
         content_length = headers.get(b"content-length")
         content_type = headers.get(b"content-type")
@@ -90,8 +143,7 @@ class EvaluateFront:
             or content_type is None
             or authorization is None
         ):
-            await self._app(scope, receive, send)
-            return
+            return None
         length = int(content_length)
         json = self._json.get(content_type)
         if json is None:
@@ -102,38 +154,29 @@ class EvaluateFront:
                 self._api_keys, authorization, api_key_of(authorization.decode("latin-1"))
             )
         if not json or length > self._limit or api_key is None:
-            await self._app(scope, receive, send)  # 415, 413, 401: Falcon's, in its order
-            return
-        event = await receive()
-        started = time.perf_counter()  # when Falcon's request would start: with the body
-        raw = event.get("body", b"")
-        if event["type"] != "http.request" or event.get("more_body") or len(raw) != length:
-            await self._app(scope, _replay(event, receive), send)
-            return
+            return None
+        return api_key, length
+
+    def _answer(
+        self, api_key: str, raw: bytes, started: float
+    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+        """Serve a valid request with this key and body, counted in the request tally; None
+        for one Falcon answers (a body that is not a valid EvaluateRequest, an unknown key)."""
         try:
             body = decode_evaluate(raw)
         except MALFORMED:
-            await self._app(scope, _replay(event, receive), send)
-            return
-        try:
-            caller = self._config.caller(api_key)  # after the body, as in Falcon's responder
-            environment = None if caller is None else caller.environment
-            if environment is None:  # 401
-                await self._app(scope, _replay(event, receive), send)
-                return
-            data, quota = self._resource.answer(caller, environment, body)
-        except Exception as exc:  # Falcon's error handling answers, as if its route had raised
-            scope[FRONT_FAILURE] = exc
-            await self._app(scope, _replay(event, receive), send)
-            return
+            return None
+        caller = self._config.caller(api_key)  # after the body, as in Falcon's responder
+        environment = None if caller is None else caller.environment
+        if environment is None:  # 401
+            return None
+        data, quota = self._resource.answer(caller, environment, body)
         size = self._lengths.get(len(data))
         if size is None:
             size = self._lengths[len(data)] = (b"content-length", str(len(data)).encode("ascii"))
-        answer_headers = [_CONTENT_TYPE, quota.policy_header, quota.limit_header, size]
         self._tallies.count_request(ROUTE, 200, time.perf_counter() - started)  # as Falcon's
         # middleware does: before the answer is sent
-        await send({"type": "http.response.start", "status": 200, "headers": answer_headers})
-        await send({"type": "http.response.body", "body": data})
+        return [_CONTENT_TYPE, quota.policy_header, quota.limit_header, size], data
 
     @staticmethod
     def _remember(memo: dict, key: bytes, value: T) -> T:

@@ -11,6 +11,16 @@
   one answer to the next. ``ResponseFields`` remembers each (name, value) pair it has checked,
   with its encoded line, so a repeated field costs one dictionary lookup. What is sent and
   what is refused stay gunicorn's (a new pair goes through gunicorn's own check first).
+* **An answer at once.** gunicorn starts every request's app call in a task of its own, with
+  a future, an ASGI scope and ``send`` and ``receive`` callables, and the connection's task
+  waits for it: about 20 µs of server CPU per request on this machine, more than flagsight's
+  whole evaluation work (``docs/benchmarks.md``). An app with an ``answer_now(method, path,
+  header fields, body)`` method (``api.front.EvaluateFront``) is asked first, in the
+  connection's task, when the request's whole body has arrived in one piece: it returns the
+  200 answer's fields and body, which go out as gunicorn's ``send`` would write them, or None
+  for gunicorn's path. When it raises, the request takes gunicorn's path with the exception
+  in ``scope[FRONT_FAILURE]``, for the app to answer as a failure of its own. Hooks
+  (``pre_request``, ``post_request``) and the access log keep gunicorn's path.
 * **The contract's error body** on the errors gunicorn answers itself, before the app sees
   the request (414 request line too long, 431 too many or too large header fields, 400 a
   request it cannot parse): the same JSON the app gives. Two of gunicorn's statuses are
@@ -23,6 +33,9 @@ The seams: gunicorn's worker makes each connection's protocol through the module
 module-level ``gunicorn.asgi.protocol._scan_response_headers``; the worker binds both names
 to its own in its own process when it starts. ``tests/reliability/test_slow_clients.py``
 fails if a gunicorn upgrade moves the first, ``tests/api/test_http_worker.py`` the second.
+The answer at once overrides ``ASGIProtocol._serve_http_request`` (one HTTP/1 request, the
+keep-alive decision returned) and reads the request's ``BodyReceiver``;
+``tests/integration/test_worker_answers_at_once.py`` fails if an upgrade changes either.
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ import msgspec
 from gunicorn.asgi.protocol import ASGIProtocol
 
 from api.errors import error_body
+from api.resources.evaluate import FRONT_FAILURE
 from api.settings import Settings
 
 FIELDS_KEPT = 4_096
@@ -140,6 +154,8 @@ class FlagsightProtocol(ASGIProtocol):
 
     header_timeout_s: float = 10.0
     _head_timer: asyncio.TimerHandle | None = None
+    _front_failure: Exception | None = None
+    """Serving failed in ``answer_now``: the exception, for the request's scope."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -180,6 +196,56 @@ class FlagsightProtocol(ASGIProtocol):
             super()._send_response_start(status, headers, request, close)
         else:
             self._response_buffer = head
+
+    async def _serve_http_request(
+        self, request: object, sockname: object, peername: object
+    ) -> bool:
+        """A request the app answers at once (``answer_now``) is answered here, in the
+        connection's own task; any other goes through gunicorn's path (the app called in a
+        task of its own). Returns whether the connection stays open, as gunicorn's does."""
+        receiver = self._body_receiver
+        answer_now = getattr(self.app, "answer_now", None)
+        if (
+            answer_now is None
+            or receiver is None
+            or not receiver._complete  # the whole body is here, in one piece
+            or len(receiver._chunks) != 1
+            or self._pre_request is not None  # hooks and the access log see gunicorn's path
+            or self._post_request is not None
+            or self.log.access_log_enabled
+        ):
+            return await super()._serve_http_request(request, sockname, peername)
+        try:
+            answered = answer_now(
+                request.method, request.path, request.headers_bytes, receiver._chunks[0]
+            )
+        except Exception as exc:  # the app answers the failure, in gunicorn's path
+            self._front_failure = exc
+            return await super()._serve_http_request(request, sockname, peername)
+        if answered is None:
+            return await super()._serve_http_request(request, sockname, peername)
+        receiver._chunks.clear()  # the body is taken, as the app's ``receive`` takes it
+        receiver._buffered = 0
+        receiver._body_finished = True
+        self._maybe_resume_reading()
+        close = self._will_close(request, False)
+        if not self._closed:  # a client gone: the answer is dropped, as gunicorn's ``send`` does
+            headers, body = answered
+            self._response_buffer = None
+            self._send_response_start(200, headers, request, close=close)
+            self._send_body(body, False, True, len(body))
+            flow_control = self._flow_control
+            if flow_control is not None and flow_control.write_paused:
+                await flow_control.drain()  # a client that does not read: wait, as gunicorn does
+        return not close
+
+    def _build_http_scope(self, request: object, sockname: object, peername: object) -> dict:
+        scope = super()._build_http_scope(request, sockname, peername)
+        failure = self._front_failure
+        if failure is not None:
+            self._front_failure = None
+            scope[FRONT_FAILURE] = failure
+        return scope
 
     def _send_error_response(self, status: int, message: str, extra_headers: tuple = ()) -> None:
         """gunicorn's own refusals, in the contract's JSON instead of plain text.

@@ -20,6 +20,7 @@ import pytest
 from api.app import create_asgi_app
 from api.errors import ServiceUnavailable
 from api.metering.meter import month_of
+from api.resources.evaluate import FRONT_FAILURE
 from tests.support.admin import Admin, Tenant
 
 NOW = 1_800_000_000.5
@@ -60,15 +61,19 @@ class CountingApp:
         await self.app(scope, receive, send)
 
 
-def call(app, ask: Ask, api_key: str) -> Answer:
-    headers = ask.headers
-    if headers is None:
-        headers = [
-            (b"host", b"localhost"),
-            (b"authorization", b"ApiKey " + api_key.encode()),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(ask.body)).encode()),
-        ]
+def default_headers(ask: Ask, api_key: str) -> list[tuple[bytes, bytes]]:
+    """The key's ``Authorization``, JSON and the body's length."""
+    return [
+        (b"host", b"localhost"),
+        (b"authorization", b"ApiKey " + api_key.encode()),
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(ask.body)).encode()),
+    ]
+
+
+def call(app, ask: Ask, api_key: str, failure: Exception | None = None) -> Answer:
+    """``failure``: the request comes as the worker hands on one ``answer_now`` failed on."""
+    headers = ask.headers if ask.headers is not None else default_headers(ask, api_key)
     chunks = ask.chunks if ask.chunks is not None else [ask.body]
     events = [
         {"type": "http.request", "body": chunk, "more_body": index < len(chunks) - 1}
@@ -88,6 +93,8 @@ def call(app, ask: Ask, api_key: str) -> Answer:
         "client": ("127.0.0.1", 40000),
         "server": ("127.0.0.1", 8000),
     }
+    if failure is not None:
+        scope[FRONT_FAILURE] = failure
     sent: list[dict] = []
 
     async def receive() -> dict:
@@ -186,9 +193,11 @@ ANSWERED_BY_THE_FRONT = {
 
 
 def with_key(ask: Ask, api_key: str) -> Ask:
-    if ask.headers is not None:
-        ask.headers = [(n, v.replace(b"{key}", api_key.encode())) for n, v in ask.headers]
-    return ask
+    """A copy of ``ask`` (shared by every test it is a parameter of) with the tenant's key."""
+    if ask.headers is None:
+        return ask
+    headers = [(n, v.replace(b"{key}", api_key.encode())) for n, v in ask.headers]
+    return dataclasses.replace(ask, headers=headers)
 
 
 @pytest.mark.parametrize("ask", ANSWERED_BY_THE_FRONT.values(), ids=ANSWERED_BY_THE_FRONT)
@@ -318,3 +327,62 @@ def test_long_header_values_are_not_remembered(setup) -> None:
     assert junk not in front._api_keys
     call(front, Ask(), tenant.api_key)
     assert f"ApiKey {tenant.api_key}".encode() in front._api_keys
+
+
+def call_now(front, ask: Ask, api_key: str) -> Answer | None:
+    """The request as the worker hands a whole one to ``answer_now`` (``api.http_worker``)."""
+    ask = with_key(ask, api_key)
+    headers = ask.headers if ask.headers is not None else default_headers(ask, api_key)
+    answered = front.answer_now(ask.method, ask.path, headers + ask.extra, ask.body)
+    return None if answered is None else Answer(200, answered[0], answered[1])
+
+
+@pytest.mark.parametrize("ask", ANSWERED_BY_THE_FRONT.values(), ids=ANSWERED_BY_THE_FRONT)
+def test_answer_now_answers_a_whole_request_as_the_asgi_front_does(setup, ask: Ask) -> None:
+    services, tenant, front, falcon_app = setup
+    by_asgi = call(front, with_key(ask, tenant.api_key), tenant.api_key)
+    before = usage(services, tenant)
+    by_now = call_now(front, ask, tenant.api_key)
+    assert by_now is not None
+    assert usage(services, tenant) - before == 1
+    assert services.tallies._pending[-1][:2] == ("/v1/evaluate", 200)
+    same(services, by_asgi, by_now)
+    assert falcon_app.calls == 0
+
+
+ONE_PIECE_HANDED_ON = {
+    name: ask for name, (ask, _) in HANDED_TO_FALCON.items() if ask.chunks is None
+}
+
+
+@pytest.mark.parametrize("ask", ONE_PIECE_HANDED_ON.values(), ids=list(ONE_PIECE_HANDED_ON))
+def test_answer_now_leaves_every_other_request_to_the_asgi_app(setup, ask: Ask) -> None:
+    services, tenant, front, falcon_app = setup
+    before, pending = usage(services, tenant), len(services.tallies._pending)
+    assert call_now(front, ask, tenant.api_key) is None
+    assert (usage(services, tenant), len(services.tallies._pending)) == (before, pending)
+
+
+def test_answer_now_raises_an_error_while_serving(setup, monkeypatch) -> None:
+    services, tenant, front, falcon_app = setup
+    failure = RuntimeError("broken for the test")
+
+    def broken(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(front._resource._server, "serve_one", broken)
+    with pytest.raises(RuntimeError) as raised:
+        call_now(front, Ask(), tenant.api_key)
+    assert raised.value is failure
+
+
+def test_the_asgi_front_hands_a_failure_from_answer_now_to_falcon(setup, caplog) -> None:
+    """The worker calls the app with the failure in the scope: Falcon answers it, unserved."""
+    services, tenant, front, falcon_app = setup
+    failure = RuntimeError("broken for the test")
+    before = usage(services, tenant)
+    answered = call(front, Ask(), tenant.api_key, failure)
+    assert answered.status == 500 and falcon_app.calls == 1
+    assert usage(services, tenant) == before
+    assert services.tallies._pending[-1][:2] == ("/v1/evaluate", 500)
+    assert [r.exc_info[1] for r in caplog.records if r.exc_info] == [failure]

@@ -1,0 +1,202 @@
+"""The worker answers a whole request the app can answer at once (``answer_now``) in the
+connection's own task, and hands every other to the app through gunicorn's path; against
+real gunicorn, over raw sockets, so framing, keep-alive and pipelining are the real ones.
+
+The first tests run a small app that says which door each answer came through
+(``tests.support.answer_now_app``); the last runs ``flagsight serve`` and holds its answers
+through the two doors to each other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from api.engines.ports import free_port
+from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.server import REPO, GunicornServer
+
+
+@pytest.fixture(scope="module")
+def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """gunicorn with flagsight's worker class and configuration over the test app: its port."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("doors") / "gunicorn.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--config", str(REPO / "api" / "gunicorn_conf.py"),
+             "--bind", f"127.0.0.1:{port}", "--workers", "1",
+             "tests.support.answer_now_app:app"],
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if requests.post(f"http://127.0.0.1:{port}/now", data=b"x", timeout=1).ok:
+                break
+        except requests.RequestException:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(log.read_text()[-3000:])
+        time.sleep(0.1)
+    yield port
+    proc.kill()
+    proc.wait(10)
+
+
+def request(path: str, body: bytes, *, version: str = "1.1", extra: str = "") -> bytes:
+    head = (
+        f"POST {path} HTTP/{version}\r\nHost: x\r\nContent-Type: text/plain\r\n{extra}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def read_answers(sock: socket.socket, count: int) -> list[tuple[bytes, dict[bytes, bytes], bytes]]:
+    """``count`` answers: each status line, header fields (lower-cased names) and body."""
+    answers, data = [], b""
+    while len(answers) < count:
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed after {len(answers)} answers"
+            data += chunk
+        head, data = data.split(b"\r\n\r\n", 1)
+        status, *lines = head.split(b"\r\n")
+        fields = {n.lower(): v for n, v in (line.split(b": ", 1) for line in lines)}
+        length = int(fields[b"content-length"])
+        while len(data) < length:
+            data += sock.recv(65536)
+        answers.append((status, fields, data[:length]))
+        data = data[length:]
+    return answers
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    sock.settimeout(5)
+    return sock.recv(1) == b""
+
+
+def test_a_whole_request_is_answered_at_once_and_the_connection_stays_open(doors: int) -> None:
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        for body in (b"one", b"two"):
+            sock.sendall(request("/now", body))
+            ((status, fields, answer),) = read_answers(sock, 1)
+            assert (status, answer) == (b"HTTP/1.1 200 OK", b"now:" + body)
+            assert b"connection" not in fields and b"date" in fields and b"server" in fields
+
+
+def test_a_body_that_comes_later_goes_through_the_app(doors: int) -> None:
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        whole = request("/now", b"late body")
+        head, body = whole.split(b"\r\n\r\n", 1)
+        sock.sendall(head + b"\r\n\r\n")
+        time.sleep(0.3)  # the worker has the head and starts the request without the body
+        sock.sendall(body)
+        ((status, _, answer),) = read_answers(sock, 1)
+        assert (status, answer) == (b"HTTP/1.1 200 OK", b"asgi:late body")
+
+
+def test_pipelined_requests_are_answered_in_order_through_either_door(doors: int) -> None:
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        sock.sendall(request("/now", b"1") + request("/other", b"2") + request("/now", b"3"))
+        answers = [answer for _, _, answer in read_answers(sock, 3)]
+        assert answers == [b"now:1", b"asgi:2", b"now:3"]
+        sock.sendall(request("/now", b"4"))  # nothing of the bodies was left behind
+        assert [answer for _, _, answer in read_answers(sock, 1)] == [b"now:4"]
+
+
+@pytest.mark.parametrize(
+    ("version", "extra"),
+    [("1.1", "Connection: close\r\n"), ("1.0", "")],
+    ids=["Connection: close", "HTTP/1.0"],
+)
+def test_a_request_that_closes_is_answered_at_once_then_closed(
+    doors: int, version: str, extra: str
+) -> None:
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        sock.sendall(request("/now", b"last", version=version, extra=extra))
+        ((_, fields, answer),) = read_answers(sock, 1)
+        assert answer == b"now:last"
+        assert fields[b"connection"] == b"close"
+        assert closed_by_server(sock)
+
+
+def test_a_failure_in_answer_now_is_handed_to_the_app(doors: int) -> None:
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        sock.sendall(request("/fail", b"x") + request("/now", b"after"))
+        (status, _, answer), (_, _, after) = read_answers(sock, 2)
+        assert (status, answer) == (b"HTTP/1.1 500 Internal Server Error",
+                                    b"failed:broken for the test")  # fmt: skip
+        assert after == b"now:after"
+
+
+EVALUATION_ID = re.compile(rb'"evaluationId":"[A-Za-z0-9_-]+"')
+
+
+@pytest.fixture(scope="module")
+def flagsight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GunicornServer, Tenant]]:
+    from tests.conftest import ADMIN_TOKEN
+
+    data: Path = tmp_path_factory.mktemp("flagsight") / "data"
+    server = GunicornServer(data, admin_token=ADMIN_TOKEN, workers=1).start()
+    admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
+    tenant = admin.tenant(plan="enterprise", limit=1_000)
+    admin.flag(tenant.environment_id, "on", [{"type": "STATIC", "value": True}])
+    admin.flag(tenant.environment_id, "half", [{"type": "PERCENTAGE", "percentage": 50}])
+    server.wait_config_everywhere()
+    yield server, tenant
+    server.kill()
+
+
+def usage(server: GunicornServer, tenant: Tenant) -> int:
+    admin = Admin(requests_caller(server.url), server.admin_token)
+    path = f"/organizations/{tenant.organization_id}/usage"
+    return admin.request("GET", path, expect=200)["evaluations"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"flagKey":"on","userIdentifier":"u-1"}',
+        b'{"flagKey":"half","userIdentifier":"u-7","sdk":"py/1.0"}',
+        b'{"flagKey":"nope","userIdentifier":"u-1"}',
+    ],
+    ids=["static", "percentage", "no such flag"],
+)
+def test_flagsight_answers_an_evaluate_the_same_through_both_doors(
+    flagsight: tuple[GunicornServer, Tenant], body: bytes
+) -> None:
+    server, tenant = flagsight
+    whole = (
+        b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: ApiKey %s\r\nContent-Length: %d\r\n\r\n%s"
+        % (tenant.api_key.encode(), len(body), body)
+    )
+    head, _ = whole.split(b"\r\n\r\n", 1)
+    before = usage(server, tenant)
+    answers = []
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(whole)  # at once, in the worker
+        answers += read_answers(sock, 1)
+        sock.sendall(head + b"\r\n\r\n")  # the body later: the front, through the ASGI call
+        time.sleep(0.3)
+        sock.sendall(body)
+        answers += read_answers(sock, 1)
+    (at_once_status, at_once, at_once_body), (later_status, later, later_body) = answers
+    assert at_once_status == later_status == b"HTTP/1.1 200 OK"
+    assert list(at_once) == list(later)  # the same fields, in the same order
+    for name in (b"content-type", b"ratelimit-policy", b"content-length", b"server"):
+        assert at_once[name] == later[name]
+    assert usage(server, tenant) - before == 2  # both metered
+    assert EVALUATION_ID.sub(b"", at_once_body) == EVALUATION_ID.sub(b"", later_body)
+    assert json.loads(at_once_body)["evaluationId"] != json.loads(later_body)["evaluationId"]

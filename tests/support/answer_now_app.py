@@ -1,0 +1,42 @@
+"""An ASGI app with ``answer_now``, for the worker's own tests (``api.http_worker``): it says
+which door each answer came through, so a test can tell the worker's path from gunicorn's.
+
+``POST /now`` is answered by ``answer_now`` (its body echoed after ``now:``), ``POST /fail``
+makes ``answer_now`` raise, and anything else is left to the ASGI call, which answers
+``asgi:`` and the body it received, or ``failed:`` and the failure the worker handed over.
+"""
+
+from __future__ import annotations
+
+from api.resources.evaluate import FRONT_FAILURE
+
+
+class AnswerNowApp:
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI's
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            event = await receive()
+            body += event.get("body", b"")
+            if not event.get("more_body"):
+                break
+        failure = scope.get(FRONT_FAILURE)
+        answer = b"asgi:" + body if failure is None else b"failed:" + str(failure).encode()
+        await send({"type": "http.response.start", "status": 500 if failure else 200,
+                    "headers": fields(answer)})  # fmt: skip
+        await send({"type": "http.response.body", "body": answer})
+
+    def answer_now(self, method: str, path: str, headers: list, raw: bytes):  # noqa: ANN201
+        if method != "POST" or path not in ("/now", "/fail"):
+            return None
+        if path == "/fail":
+            raise RuntimeError("broken for the test")
+        return fields(b"now:" + raw), b"now:" + raw
+
+
+def fields(answer: bytes) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", b"text/plain"), (b"content-length", b"%d" % len(answer))]
+
+
+app = AnswerNowApp()
