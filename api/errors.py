@@ -14,6 +14,11 @@ from typing import Any
 import falcon
 import msgspec
 
+FRONT_FAILURE = "flagsight.front.failure"
+"""ASGI scope key under which what serving raised before Falcon (in ``api.front``, or in the
+worker's call of its ``answer_now``) is handed to Falcon's evaluate route, which raises it for
+Falcon's error handlers to answer, log and count."""
+
 UNAUTHORIZED_MESSAGE = "Missing or invalid Authorization header"
 INSIGHTS_DISABLED_MESSAGE = "Insights feature is not enabled for this environment"
 

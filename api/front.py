@@ -32,8 +32,10 @@ from typing import Any, TypeVar
 import falcon.asgi
 
 from api.auth import api_key_of
+from api.errors import FRONT_FAILURE
 from api.jsonio import MALFORMED, is_json
-from api.resources.evaluate import FRONT_FAILURE, EvaluateResource, decode_evaluate
+from api.resources.evaluate import EvaluateResource, decode_evaluate
+from api.resources.quota import QuotaFields
 from api.services import Services
 
 Scope = MutableMapping[str, Any]
@@ -101,16 +103,17 @@ class EvaluateFront:
             await self._app(scope, _replay(event, receive), send)
             return
         try:
-            answered = self._answer(api_key, raw, started)
+            served = self._serve(api_key, raw)
         except Exception as exc:  # Falcon's error handling answers, as if its route had raised
             scope[FRONT_FAILURE] = exc
             await self._app(scope, _replay(event, receive), send)
             return
-        if answered is None:
+        if served is None:
             await self._app(scope, _replay(event, receive), send)
             return
-        await send({"type": "http.response.start", "status": 200, "headers": answered[0]})
-        await send({"type": "http.response.body", "body": answered[1]})
+        headers, data = self._answer(*served, started)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
 
     def answer_now(
         self, method: str, path: str, fields: list, raw: bytes
@@ -128,7 +131,8 @@ class EvaluateFront:
         taken = self._takes(fields)
         if taken is None or taken[1] != len(raw):
             return None
-        return self._answer(taken[0], raw, started)
+        served = self._serve(taken[0], raw)
+        return None if served is None else self._answer(*served, started)
 
     def _takes(self, fields: list) -> tuple[str, int] | None:
         """The API key and body length of a request whose header fields the front serves."""
@@ -157,11 +161,10 @@ class EvaluateFront:
             return None
         return api_key, length
 
-    def _answer(
-        self, api_key: str, raw: bytes, started: float
-    ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
-        """Serve a valid request with this key and body, counted in the request tally; None
-        for one Falcon answers (a body that is not a valid EvaluateRequest, an unknown key)."""
+    def _serve(self, api_key: str, raw: bytes) -> tuple[bytes, QuotaFields] | None:
+        """Serve a valid request with this key and body: the answer's body and ``RateLimit``
+        fields; None for one Falcon answers (a body that is not a valid EvaluateRequest, an
+        unknown key). Whatever serving raises, the caller hands to Falcon."""
         try:
             body = decode_evaluate(raw)
         except MALFORMED:
@@ -170,7 +173,12 @@ class EvaluateFront:
         environment = None if caller is None else caller.environment
         if environment is None:  # 401
             return None
-        data, quota = self._resource.answer(caller, environment, body)
+        return self._resource.answer(caller, environment, body)
+
+    def _answer(
+        self, data: bytes, quota: QuotaFields, started: float
+    ) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """The served answer's header fields and body, counted in the request tally."""
         size = self._lengths.get(len(data))
         if size is None:
             size = self._lengths[len(data)] = (b"content-length", str(len(data)).encode("ascii"))

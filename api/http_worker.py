@@ -47,8 +47,7 @@ import gunicorn.workers.gasgi as gasgi
 import msgspec
 from gunicorn.asgi.protocol import ASGIProtocol
 
-from api.errors import error_body
-from api.resources.evaluate import FRONT_FAILURE
+from api.errors import FRONT_FAILURE, error_body
 from api.settings import Settings
 
 FIELDS_KEPT = 4_096
@@ -124,16 +123,40 @@ class ResponseFields:
         """The status line and fields as ``ASGIProtocol._send_response_start`` joins them
         (with the ``Server``, ``Date`` and ``Connection: close`` it adds when missing), or
         None for gunicorn to build them."""
+        joined = self._join(status_line, headers, close)
+        return None if joined is None else joined[0]
+
+    def framed_head(
+        self, status_line: bytes, headers: list, body_length: int, close: bool
+    ) -> bytes | None:
+        """``head``, for an answer whose whole body is ``body_length`` bytes: None unless the
+        fields frame exactly that body (one ``Content-Length`` of that value, no
+        ``Transfer-Encoding``), so nothing gunicorn would have to fix is written."""
+        joined = self._join(status_line, headers, close)
+        if joined is None or joined[1] & TRANSFER_ENCODING or joined[2] is None:
+            return None
+        if not joined[2].isdigit() or int(joined[2]) != body_length:
+            return None
+        return joined[0]
+
+    def _join(
+        self, status_line: bytes, headers: list, close: bool
+    ) -> tuple[bytes, int, bytes | None] | None:
+        """The head, the kinds of field in it, and the ``Content-Length`` value if there is
+        exactly one; None for a field the memo does not take. Raises for a refused one."""
         if type(headers) is not list:
             return None
         parts = [status_line]
         kinds = 0
+        lengths: list[bytes] = []
         field = self.field
         try:
             for pair in headers:
                 line, kind = field(pair)
                 parts.append(line)
                 kinds |= kind
+                if kind == CONTENT_LENGTH:
+                    lengths.append(pair[1])
         except (NotRemembered, TypeError):
             return None
         if not kinds & SERVER:
@@ -143,7 +166,7 @@ class ResponseFields:
         if close and not kinds & CONNECTION:
             parts.append(b"Connection: close\r\n")
         parts.append(b"\r\n")
-        return b"".join(parts)
+        return b"".join(parts), kinds, lengths[0] if len(lengths) == 1 else None
 
 
 RESPONSE_FIELDS = ResponseFields()
@@ -210,6 +233,8 @@ class FlagsightProtocol(ASGIProtocol):
             or receiver is None
             or not receiver._complete  # the whole body is here, in one piece
             or len(receiver._chunks) != 1
+            or receiver._closed  # a client gone: the app is told, in gunicorn's path
+            or self._closed
             or self._pre_request is not None  # hooks and the access log see gunicorn's path
             or self._post_request is not None
             or self.log.access_log_enabled
@@ -221,7 +246,10 @@ class FlagsightProtocol(ASGIProtocol):
             )
         except Exception as exc:  # the app answers the failure, in gunicorn's path
             self._front_failure = exc
-            return await super()._serve_http_request(request, sockname, peername)
+            try:
+                return await super()._serve_http_request(request, sockname, peername)
+            finally:
+                self._front_failure = None
         if answered is None:
             return await super()._serve_http_request(request, sockname, peername)
         receiver._chunks.clear()  # the body is taken, as the app's ``receive`` takes it
@@ -229,14 +257,23 @@ class FlagsightProtocol(ASGIProtocol):
         receiver._body_finished = True
         self._maybe_resume_reading()
         close = self._will_close(request, False)
-        if not self._closed:  # a client gone: the answer is dropped, as gunicorn's ``send`` does
-            headers, body = answered
-            self._response_buffer = None
-            self._send_response_start(200, headers, request, close=close)
-            self._send_body(body, False, True, len(body))
-            flow_control = self._flow_control
-            if flow_control is not None and flow_control.write_paused:
-                await flow_control.drain()  # a client that does not read: wait, as gunicorn does
+        headers, body = answered
+        status_line = gprotocol._get_cached_status_line(request.version, 200)
+        try:
+            head = RESPONSE_FIELDS.framed_head(status_line, headers, len(body), close)
+            if head is None:
+                raise ValueError("answer_now's fields do not frame its body")
+        except Exception:  # as gunicorn answers an app whose answer it cannot send
+            self.log.exception("Error in ASGI application")
+            self._send_error_response(500, "Internal Server Error")
+            return False
+        self._response_buffer = head
+        self._send_body(body, False, True, len(body))
+        flow_control = self._flow_control
+        if flow_control is not None and flow_control.write_paused:
+            await flow_control.drain()  # a client that does not read: wait, as gunicorn does
+        if self._http1_buffered():  # a pipelined request waits: let other connections in
+            await asyncio.sleep(0)
         return not close
 
     def _build_http_scope(self, request: object, sockname: object, peername: object) -> dict:

@@ -12,7 +12,7 @@ import msgspec
 from api.auth import authenticate_api_key, authenticate_caller
 from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.errors import BadRequest, Unauthorized
+from api.errors import FRONT_FAILURE, BadRequest, Unauthorized
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
 from api.jsonio import (
     MALFORMED,
@@ -33,8 +33,6 @@ FLAG_KEY_MAX = 128
 USER_IDENTIFIER_MAX = 1024
 SDK_MAX = 256
 BULK_MAX_USERS = 10_000
-FRONT_FAILURE = "flagsight.front.failure"
-"""Scope key under which ``api.front`` hands Falcon what serving raised (``on_post`` raises it)."""
 
 
 def key_environment(services: Services, key: KeyContext) -> EnvironmentConfig:

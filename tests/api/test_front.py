@@ -18,9 +18,8 @@ import msgspec
 import pytest
 
 from api.app import create_asgi_app
-from api.errors import ServiceUnavailable
+from api.errors import FRONT_FAILURE, ServiceUnavailable
 from api.metering.meter import month_of
-from api.resources.evaluate import FRONT_FAILURE
 from tests.support.admin import Admin, Tenant
 
 NOW = 1_800_000_000.5

@@ -131,3 +131,23 @@ def test_a_one_shot_iterable_of_fields_is_left_to_gunicorn() -> None:
         fields.scan(iter(refused))
     assert fields.scan(iter(EVALUATE)) == ORIGINAL_SCAN(EVALUATE)
     assert fields.head(b"HTTP/1.1 200 OK\r\n", iter(EVALUATE), False) is None
+
+
+FRAMED = {
+    "framed": (EVALUATE, 112, True),
+    "another length": (EVALUATE, 111, False),
+    "no length": (EVALUATE[:3], 112, False),
+    "two lengths": ([*EVALUATE, (b"content-length", b"112")], 112, False),
+    "chunked too": ([*EVALUATE, (b"transfer-encoding", b"chunked")], 112, False),
+    "not a number": ([*EVALUATE[:3], (b"content-length", b"+112")], 112, False),
+    "str fields": ([("content-type", "application/json"), ("content-length", "2")], 2, False),
+}
+
+
+@pytest.mark.parametrize(("headers", "length", "framed"), FRAMED.values(), ids=FRAMED)
+def test_an_answer_at_once_is_written_only_when_its_fields_frame_its_body(
+    headers: list, length: int, framed: bool
+) -> None:
+    status_line = b"HTTP/1.1 200 OK\r\n"
+    head = ResponseFields().framed_head(status_line, headers, length, False)
+    assert head == (gunicorns_head(200, headers, False) if framed else None)

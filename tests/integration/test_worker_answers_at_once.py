@@ -9,8 +9,11 @@ through the two doors to each other.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,39 +22,47 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
 from api.engines.ports import free_port
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.server import REPO, GunicornServer
 
 
-@pytest.fixture(scope="module")
-def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """gunicorn with flagsight's worker class and configuration over the test app: its port."""
+def start_gunicorn(log: Path, *options: str) -> tuple[subprocess.Popen[bytes], int]:
+    """gunicorn with flagsight's worker class and configuration over the test app, one
+    worker: the master and its port, once the port takes connections (no request made)."""
     port = free_port()
-    log = tmp_path_factory.mktemp("doors") / "gunicorn.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--config", str(REPO / "api" / "gunicorn_conf.py"),
-             "--bind", f"127.0.0.1:{port}", "--workers", "1",
+             "--bind", f"127.0.0.1:{port}", "--workers", "1", *options,
              "tests.support.answer_now_app:app"],
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     deadline = time.monotonic() + 30
     while True:
         try:
-            if requests.post(f"http://127.0.0.1:{port}/now", data=b"x", timeout=1).ok:
-                break
-        except requests.RequestException:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+            stop(proc)
             raise RuntimeError(log.read_text()[-3000:])
         time.sleep(0.1)
-    yield port
-    proc.kill()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    proc, port = start_gunicorn(tmp_path_factory.mktemp("doors") / "gunicorn.log")
+    yield port
+    stop(proc)
 
 
 def request(path: str, body: bytes, *, version: str = "1.1", extra: str = "") -> bytes:
@@ -75,7 +86,9 @@ def read_answers(sock: socket.socket, count: int) -> list[tuple[bytes, dict[byte
         fields = {n.lower(): v for n, v in (line.split(b": ", 1) for line in lines)}
         length = int(fields[b"content-length"])
         while len(data) < length:
-            data += sock.recv(65536)
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed within an answer"
+            data += chunk
         answers.append((status, fields, data[:length]))
         data = data[length:]
     return answers
@@ -131,13 +144,69 @@ def test_a_request_that_closes_is_answered_at_once_then_closed(
         assert closed_by_server(sock)
 
 
-def test_a_failure_in_answer_now_is_handed_to_the_app(doors: int) -> None:
+def test_a_failure_in_answer_now_is_handed_to_the_app_with_that_request_only(doors: int) -> None:
     with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
-        sock.sendall(request("/fail", b"x") + request("/now", b"after"))
-        (status, _, answer), (_, _, after) = read_answers(sock, 2)
+        sock.sendall(request("/fail", b"x") + request("/other", b"after") + request("/now", b"3"))
+        (status, _, answer), *after = read_answers(sock, 3)
         assert (status, answer) == (b"HTTP/1.1 500 Internal Server Error",
                                     b"failed:broken for the test")  # fmt: skip
-        assert after == b"now:after"
+        assert [answer for _, _, answer in after] == [b"asgi:after", b"now:3"]
+
+
+def test_an_answer_its_fields_do_not_frame_is_a_500_and_a_closed_connection(doors: int) -> None:
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        sock.sendall(request("/unframed", b"x"))
+        ((status, fields, answer),) = read_answers(sock, 1)
+        assert status == b"HTTP/1.1 500 Internal Server Error"
+        assert fields[b"connection"] == b"close"
+        assert json.loads(answer)["status"] == 500  # the contract's error body
+        assert closed_by_server(sock)
+
+
+def test_a_long_pipeline_is_answered_whole_and_in_order(doors: int) -> None:
+    bodies = [b"%d" % i for i in range(300)]
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        sock.sendall(b"".join(request("/now", body) for body in bodies))
+        assert [answer for _, _, answer in read_answers(sock, 300)] == [
+            b"now:" + body for body in bodies
+        ]
+
+
+def test_a_body_sent_at_once_despite_expect_100_continue_gets_no_interim_answer(
+    doors: int,
+) -> None:
+    with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
+        sock.sendall(request("/now", b"eager", extra="Expect: 100-continue\r\n"))
+        ((status, _, answer),) = read_answers(sock, 1)
+        assert (status, answer) == (b"HTTP/1.1 200 OK", b"now:eager")
+
+
+def test_the_answer_that_reaches_max_requests_closes_the_connection(tmp_path: Path) -> None:
+    proc, port = start_gunicorn(tmp_path / "gunicorn.log", "--max-requests", "2")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(request("/now", b"1") + request("/now", b"2"))
+            (_, first, _), (_, second, answer) = read_answers(sock, 2)
+            assert b"connection" not in first
+            assert (second[b"connection"], answer) == (b"close", b"now:2")
+            assert closed_by_server(sock)
+    finally:
+        stop(proc)
+
+
+def test_the_app_gunicorn_loads_for_flagsight_answers_at_once(tmp_path: Path) -> None:
+    """What ``flagsight serve`` loads (``api.gunicorn_conf.FLAGSIGHT_APP``) offers the worker
+    ``answer_now``: the door the tests above hold is the one its evaluates take."""
+    check = (
+        "import importlib; from api.gunicorn_conf import FLAGSIGHT_APP; "
+        "module, _, name = FLAGSIGHT_APP.partition(':'); "
+        "app = getattr(importlib.import_module(module), name); "
+        "print(callable(getattr(app, 'answer_now', None)))"
+    )
+    env = {**os.environ, "FLAGSIGHT_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run([sys.executable, "-c", check], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1:] == ["True"], done.stderr[-3000:]
 
 
 EVALUATION_ID = re.compile(rb'"evaluationId":"[A-Za-z0-9_-]+"')
