@@ -13,7 +13,7 @@ own ``flagsight serve`` from a temporary ``git worktree`` with its native module
 the tight reference. Every round measures all of them back to back in a shuffled order, each
 run from an idle machine to an idle machine (its sealing included, as ``make bench`` does).
 Printed per round and at the end: req/s, the ratio to the tight reference of the same round,
-and the servers' CPU per request (the steadier figure).
+and the servers' CPU per request (the steadier figure); at the end also wrk's p99.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class Measured:
 
     requests_per_s: list[float] = field(default_factory=list)
     cpu_us: list[float] = field(default_factory=list)
+    p99_ms: list[float] = field(default_factory=list)
 
 
 def checkout(revision: str, into: Path) -> Path:
@@ -87,6 +88,7 @@ def measure_round(
             raise RuntimeError(f"{contender.label}: wrk saw errors {result.errors}")
         measured[contender.label].requests_per_s.append(result.requests_per_s)
         measured[contender.label].cpu_us.append(cpu / result.requests * 1e6)
+        measured[contender.label].p99_ms.append(result.p99_ms)
 
 
 def ratios(of: Measured, reference: Measured) -> list[float]:
@@ -106,14 +108,16 @@ def round_line(number: int, measured: dict[str, Measured]) -> str:
 def summary(measured: dict[str, Measured]) -> list[str]:
     """One line per contender: medians over the rounds, and each round's ratio."""
     reference = measured[REFERENCE]
-    lines = ["| server | req/s (median) | vs tight reference (median; rounds) | CPU µs/req (median) |",
-             "|---|---|---|---|"]  # fmt: skip
+    lines = ["| server | req/s (median) | vs tight reference (median; rounds) | CPU µs/req (median) "
+             "| p99 ms (median) |",
+             "|---|---|---|---|---|"]  # fmt: skip
     for label, m in measured.items():
         each = ratios(m, reference)
         rounds = ", ".join(f"{r:.3f}" for r in each)
         lines.append(
             f"| {label} | {statistics.median(m.requests_per_s):,.0f} | "
-            f"{statistics.median(each):.3f} ({rounds}) | {statistics.median(m.cpu_us):.1f} |"
+            f"{statistics.median(each):.3f} ({rounds}) | {statistics.median(m.cpu_us):.1f} | "
+            f"{statistics.median(m.p99_ms):.2f} |"
         )
     return lines
 
