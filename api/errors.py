@@ -19,6 +19,17 @@ FRONT_FAILURE = "flagsight.front.failure"
 worker's call of its ``answer_now``) is handed to Falcon's evaluate route, which raises it for
 Falcon's error handlers to answer, log and count."""
 
+
+class HandedOn(Exception):  # noqa: N818 - not an error of its own: it carries one
+    """Serving raised ``failure`` in ``answer_now``: the worker hands the request to the ASGI
+    app with it in ``scope[FRONT_FAILURE]``. Anything else ``answer_now`` raises is a fault
+    of the answer itself, which the worker answers as gunicorn answers a failing app."""
+
+    def __init__(self, failure: Exception):
+        super().__init__(failure)
+        self.failure = failure
+
+
 UNAUTHORIZED_MESSAGE = "Missing or invalid Authorization header"
 INSIGHTS_DISABLED_MESSAGE = "Insights feature is not enabled for this environment"
 

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import falcon.asgi
 
 from api.auth import api_key_of
-from api.errors import FRONT_FAILURE
+from api.errors import FRONT_FAILURE, HandedOn
 from api.jsonio import MALFORMED, is_json
 from api.resources.evaluate import EvaluateResource, decode_evaluate
 from api.resources.quota import QuotaFields
@@ -122,8 +122,8 @@ class EvaluateFront:
         or None for a request to hand to the ASGI app (``__call__``) as it came.
 
         For the worker (``api.http_worker``), which calls it before it would start the app.
-        An exception means serving failed: the caller hands the request on with the
-        exception in ``scope[FRONT_FAILURE]``, for Falcon to answer as ``__call__`` does.
+        What serving raises comes wrapped in ``HandedOn``: the worker hands the request on
+        with it in ``scope[FRONT_FAILURE]``, for Falcon to answer as ``__call__`` does.
         """
         started = time.perf_counter()
         if method != "POST" or path != PATH:
@@ -131,7 +131,10 @@ class EvaluateFront:
         taken = self._takes(fields)
         if taken is None or taken[1] != len(raw):
             return None
-        served = self._serve(taken[0], raw)
+        try:
+            served = self._serve(taken[0], raw)
+        except Exception as exc:
+            raise HandedOn(exc) from exc
         return None if served is None else self._answer(*served, started)
 
     def _takes(self, fields: list) -> tuple[str, int] | None:

@@ -16,11 +16,18 @@
   waits for it: about 20 µs of server CPU per request on this machine, more than flagsight's
   whole evaluation work (``docs/benchmarks.md``). An app with an ``answer_now(method, path,
   header fields, body)`` method (``api.front.EvaluateFront``) is asked first, in the
-  connection's task, when the request's whole body has arrived in one piece: it returns the
-  200 answer's fields and body, which go out as gunicorn's ``send`` would write them, or None
-  for gunicorn's path. When it raises, the request takes gunicorn's path with the exception
-  in ``scope[FRONT_FAILURE]``, for the app to answer as a failure of its own. Hooks
-  (``pre_request``, ``post_request``) and the access log keep gunicorn's path.
+  connection's task, when the request's whole body has arrived in one piece and its client is
+  still there. It returns None (gunicorn's path, untouched), or the 200 answer as a list of
+  ``(bytes, bytes)`` fields and a ``bytes`` body that they frame (one ``Content-Length``),
+  which goes out as gunicorn's ``send`` would write it; or it raises ``HandedOn`` with what
+  serving raised, and the request takes gunicorn's path with that in
+  ``scope[FRONT_FAILURE]``, for the app to answer as a failure of its own. Anything else it
+  raises, and an answer that is not as above, is answered as gunicorn answers an app that
+  fails: logged, a 500, the connection closed. While a pipelined request waits behind the
+  answer, the task gives the event loop a turn, as gunicorn's path does for every request,
+  so one pipelining client cannot hold the worker. Hooks (``pre_request``, ``post_request``,
+  including gunicorn's default ``pre_request`` at log level debug) and the access log keep
+  gunicorn's path.
 * **The contract's error body** on the errors gunicorn answers itself, before the app sees
   the request (414 request line too long, 431 too many or too large header fields, 400 a
   request it cannot parse): the same JSON the app gives. Two of gunicorn's statuses are
@@ -34,8 +41,11 @@ module-level ``gunicorn.asgi.protocol._scan_response_headers``; the worker binds
 to its own in its own process when it starts. ``tests/reliability/test_slow_clients.py``
 fails if a gunicorn upgrade moves the first, ``tests/api/test_http_worker.py`` the second.
 The answer at once overrides ``ASGIProtocol._serve_http_request`` (one HTTP/1 request, the
-keep-alive decision returned) and reads the request's ``BodyReceiver``;
-``tests/integration/test_worker_answers_at_once.py`` fails if an upgrade changes either.
+keep-alive decision returned) and ``_build_http_scope``, reads the request's ``BodyReceiver``
+and the parser's ``remaining()``, and writes through the protocol's own ``_will_close``,
+``_send_body``, ``_flow_control``, ``_maybe_resume_reading`` and ``_send_error_response``;
+``tests/integration/test_worker_answers_at_once.py`` (real gunicorn) and
+``tests/api/test_http_worker.py`` fail if an upgrade changes what these do for it.
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ import gunicorn.workers.gasgi as gasgi
 import msgspec
 from gunicorn.asgi.protocol import ASGIProtocol
 
-from api.errors import FRONT_FAILURE, error_body
+from api.errors import FRONT_FAILURE, HandedOn, error_body
 from api.settings import Settings
 
 FIELDS_KEPT = 4_096
@@ -173,7 +183,8 @@ RESPONSE_FIELDS = ResponseFields()
 
 
 class FlagsightProtocol(ASGIProtocol):
-    """One connection: gunicorn's HTTP/1 protocol with a request-head timer."""
+    """One connection: gunicorn's HTTP/1 protocol with a request-head timer, memoised answer
+    heads and the answer at once (the module docstring)."""
 
     header_timeout_s: float = 10.0
     _head_timer: asyncio.TimerHandle | None = None
@@ -244,12 +255,14 @@ class FlagsightProtocol(ASGIProtocol):
             answered = answer_now(
                 request.method, request.path, request.headers_bytes, receiver._chunks[0]
             )
-        except Exception as exc:  # the app answers the failure, in gunicorn's path
-            self._front_failure = exc
+        except HandedOn as handed_on:  # the app answers the failure, in gunicorn's path
+            self._front_failure = handed_on.failure
             try:
                 return await super()._serve_http_request(request, sockname, peername)
             finally:
                 self._front_failure = None
+        except Exception:
+            return self._failed()
         if answered is None:
             return await super()._serve_http_request(request, sockname, peername)
         receiver._chunks.clear()  # the body is taken, as the app's ``receive`` takes it
@@ -257,24 +270,33 @@ class FlagsightProtocol(ASGIProtocol):
         receiver._body_finished = True
         self._maybe_resume_reading()
         close = self._will_close(request, False)
-        headers, body = answered
         status_line = gprotocol._get_cached_status_line(request.version, 200)
         try:
-            head = RESPONSE_FIELDS.framed_head(status_line, headers, len(body), close)
+            headers, body = answered
+            head = None
+            if type(body) is bytes:
+                head = RESPONSE_FIELDS.framed_head(status_line, headers, len(body), close)
             if head is None:
-                raise ValueError("answer_now's fields do not frame its body")
-        except Exception:  # as gunicorn answers an app whose answer it cannot send
-            self.log.exception("Error in ASGI application")
-            self._send_error_response(500, "Internal Server Error")
-            return False
+                raise ValueError("answer_now's answer is not bytes framed by its fields")
+        except Exception:
+            return self._failed()
         self._response_buffer = head
         self._send_body(body, False, True, len(body))
         flow_control = self._flow_control
         if flow_control is not None and flow_control.write_paused:
             await flow_control.drain()  # a client that does not read: wait, as gunicorn does
-        if self._http1_buffered():  # a pipelined request waits: let other connections in
-            await asyncio.sleep(0)
+        parser = self._callback_parser
+        if parser is not None and parser.remaining():  # a pipelined request waits: let
+            await asyncio.sleep(0)  # the event loop serve other connections first
         return not close
+
+    def _failed(self) -> bool:
+        """``answer_now`` raised, or gave an answer that cannot be sent as it is: answered as
+        gunicorn answers an app that fails before its answer starts (logged, a 500, the
+        connection closed). Returns the keep-alive decision: closed."""
+        self.log.exception("Error in ASGI application")
+        self._send_error_response(500, "Internal Server Error")
+        return False
 
     def _build_http_scope(self, request: object, sockname: object, peername: object) -> dict:
         scope = super()._build_http_scope(request, sockname, peername)

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from api.app import create_asgi_app
-from api.errors import FRONT_FAILURE, ServiceUnavailable
+from api.errors import FRONT_FAILURE, HandedOn, ServiceUnavailable
 from api.metering.meter import month_of
 from tests.support.admin import Admin, Tenant
 
@@ -340,10 +340,11 @@ def call_now(front, ask: Ask, api_key: str) -> Answer | None:
 def test_answer_now_answers_a_whole_request_as_the_asgi_front_does(setup, ask: Ask) -> None:
     services, tenant, front, falcon_app = setup
     by_asgi = call(front, with_key(ask, tenant.api_key), tenant.api_key)
-    before = usage(services, tenant)
+    before, pending = usage(services, tenant), len(services.tallies._pending)
     by_now = call_now(front, ask, tenant.api_key)
     assert by_now is not None
     assert usage(services, tenant) - before == 1
+    assert len(services.tallies._pending) == pending + 1
     assert services.tallies._pending[-1][:2] == ("/v1/evaluate", 200)
     same(services, by_asgi, by_now)
     assert falcon_app.calls == 0
@@ -362,17 +363,19 @@ def test_answer_now_leaves_every_other_request_to_the_asgi_app(setup, ask: Ask) 
     assert (usage(services, tenant), len(services.tallies._pending)) == (before, pending)
 
 
-def test_answer_now_raises_an_error_while_serving(setup, monkeypatch) -> None:
+def test_answer_now_hands_an_error_while_serving_on(setup, monkeypatch) -> None:
     services, tenant, front, falcon_app = setup
     failure = RuntimeError("broken for the test")
+    pending = len(services.tallies._pending)
 
     def broken(*args, **kwargs):
         raise failure
 
     monkeypatch.setattr(front._resource._server, "serve_one", broken)
-    with pytest.raises(RuntimeError) as raised:
+    with pytest.raises(HandedOn) as raised:
         call_now(front, Ask(), tenant.api_key)
-    assert raised.value is failure
+    assert raised.value.failure is failure
+    assert len(services.tallies._pending) == pending  # Falcon counts the answer it gives
 
 
 def test_the_asgi_front_hands_a_failure_from_answer_now_to_falcon(setup, caplog) -> None:

@@ -3,6 +3,9 @@ dictionary; and the seams it is bound through, which a gunicorn upgrade could mo
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import sys
 import types
 
 import gunicorn.asgi.protocol as gprotocol
@@ -151,3 +154,68 @@ def test_an_answer_at_once_is_written_only_when_its_fields_frame_its_body(
     status_line = b"HTTP/1.1 200 OK\r\n"
     head = ResponseFields().framed_head(status_line, headers, length, False)
     assert head == (gunicorns_head(200, headers, False) if framed else None)
+
+
+class StubApp:
+    """An app that answers everything at once, counting what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def answer_now(self, method: str, path: str, headers: list, raw: bytes):  # noqa: ANN201
+        self.asked += 1
+        return [(b"content-length", b"2")], b"ok"
+
+
+def at_once(closed: bool = False, pipelined: bytes = b"") -> tuple[FlagsightProtocol, list]:
+    """A connection with one whole request received; what it writes goes to the list."""
+    protocol = FlagsightProtocol.__new__(FlagsightProtocol)
+    written: list[bytes] = []
+    protocol.app = StubApp()
+    protocol._body_receiver = types.SimpleNamespace(
+        _complete=True, _chunks=collections.deque([b"{}"]), _buffered=2, _closed=closed,
+        _body_finished=False,
+    )  # fmt: skip
+    protocol._callback_parser = types.SimpleNamespace(remaining=lambda: pipelined)
+    protocol._closed = False
+    protocol._pre_request = protocol._post_request = protocol._flow_control = None
+    protocol._write_paused = protocol._reading_paused = False
+    protocol._keepalive = 2
+    protocol.log = types.SimpleNamespace(access_log_enabled=False)
+    protocol.worker = types.SimpleNamespace(alive=True, nr=0, max_requests=sys.maxsize)
+    protocol.transport = types.SimpleNamespace(write=written.append)
+    return protocol, written
+
+
+REQUEST = types.SimpleNamespace(
+    method="POST", path="/", headers_bytes=[], version=(1, 1), should_close=lambda: False
+)
+
+
+@pytest.mark.parametrize(("pipelined", "yields"), [(b"", 0), (b"POST / HTTP/1.1\r\n", 1)])
+def test_an_answer_at_once_lets_other_connections_in_while_a_pipelined_request_waits(
+    monkeypatch, pipelined: bytes, yields: int
+) -> None:
+    protocol, written = at_once(pipelined=pipelined)
+    turns: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        turns.append(delay)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    assert asyncio.run(protocol._serve_http_request(REQUEST, None, None)) is True
+    assert protocol.app.asked == 1 and written[0].endswith(b"\r\n\r\nok")
+    assert turns == [0] * yields
+
+
+def test_a_client_already_gone_is_left_to_gunicorns_path(monkeypatch) -> None:
+    protocol, written = at_once(closed=True)
+    handed: list[object] = []
+
+    async def gunicorns(self, request: object, sockname: object, peername: object) -> bool:
+        handed.append(request)
+        return False
+
+    monkeypatch.setattr(ASGIProtocol, "_serve_http_request", gunicorns)
+    assert asyncio.run(protocol._serve_http_request(REQUEST, None, None)) is False
+    assert (protocol.app.asked, handed, written) == (0, [REQUEST], [])

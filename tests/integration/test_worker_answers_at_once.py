@@ -25,6 +25,7 @@ import pytest
 
 from api.engines.ports import free_port
 from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.answer_now_app import MARK
 from tests.support.server import REPO, GunicornServer
 
 
@@ -153,9 +154,12 @@ def test_a_failure_in_answer_now_is_handed_to_the_app_with_that_request_only(doo
         assert [answer for _, _, answer in after] == [b"asgi:after", b"now:3"]
 
 
-def test_an_answer_its_fields_do_not_frame_is_a_500_and_a_closed_connection(doors: int) -> None:
+@pytest.mark.parametrize("path", ["/unframed", "/broken"])
+def test_an_answer_that_cannot_be_sent_is_a_500_and_a_closed_connection(
+    doors: int, path: str
+) -> None:
     with socket.create_connection(("127.0.0.1", doors), timeout=10) as sock:
-        sock.sendall(request("/unframed", b"x"))
+        sock.sendall(request(path, b"x"))
         ((status, fields, answer),) = read_answers(sock, 1)
         assert status == b"HTTP/1.1 500 Internal Server Error"
         assert fields[b"connection"] == b"close"
@@ -214,17 +218,37 @@ EVALUATION_ID = re.compile(rb'"evaluationId":"[A-Za-z0-9_-]+"')
 
 @pytest.fixture(scope="module")
 def flagsight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GunicornServer, Tenant]]:
+    """flagsight's app under its gunicorn configuration, its at-once answers marked
+    (``tests.support.marked_flagsight_app``), with a tenant and two flags."""
     from tests.conftest import ADMIN_TOKEN
 
     data: Path = tmp_path_factory.mktemp("flagsight") / "data"
-    server = GunicornServer(data, admin_token=ADMIN_TOKEN, workers=1).start()
-    admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
-    tenant = admin.tenant(plan="enterprise", limit=1_000)
-    admin.flag(tenant.environment_id, "on", [{"type": "STATIC", "value": True}])
-    admin.flag(tenant.environment_id, "half", [{"type": "PERCENTAGE", "percentage": 50}])
-    server.wait_config_everywhere()
-    yield server, tenant
-    server.kill()
+    server = GunicornServer(data, admin_token=ADMIN_TOKEN, workers=1)
+    env = {**os.environ, "FLAGSIGHT_DATA_DIR": str(data), "FLAGSIGHT_ADMIN_TOKEN": ADMIN_TOKEN}
+    with (data.parent / "gunicorn.log").open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--config", str(REPO / "api" / "gunicorn_conf.py"),
+             "--bind", f"127.0.0.1:{server.port}", "--workers", "1",
+             "tests.support.marked_flagsight_app:app"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                tenant = admin.tenant(plan="enterprise", limit=1_000)
+                break
+            except Exception:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        admin.flag(tenant.environment_id, "on", [{"type": "STATIC", "value": True}])
+        admin.flag(tenant.environment_id, "half", [{"type": "PERCENTAGE", "percentage": 50}])
+        server.wait_config_everywhere()
+        yield server, tenant
+    finally:
+        stop(proc)
 
 
 def usage(server: GunicornServer, tenant: Tenant) -> int:
@@ -263,6 +287,8 @@ def test_flagsight_answers_an_evaluate_the_same_through_both_doors(
         answers += read_answers(sock, 1)
     (at_once_status, at_once, at_once_body), (later_status, later, later_body) = answers
     assert at_once_status == later_status == b"HTTP/1.1 200 OK"
+    assert at_once.pop(MARK[0]) == MARK[1]  # the whole request took the worker's door
+    assert MARK[0] not in later  # the late body, the ASGI call's
     assert list(at_once) == list(later)  # the same fields, in the same order
     for name in (b"content-type", b"ratelimit-policy", b"content-length", b"server"):
         assert at_once[name] == later[name]

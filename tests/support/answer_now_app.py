@@ -2,14 +2,18 @@
 which door each answer came through, so a test can tell the worker's path from gunicorn's.
 
 ``POST /now`` is answered by ``answer_now`` (its body echoed after ``now:``), ``POST /fail``
-makes ``answer_now`` raise, ``POST /unframed`` makes it return a ``Content-Length`` that is not
-its body's, and anything else is left to the ASGI call, which answers
+makes it hand a serving failure on (``HandedOn``), ``POST /broken`` makes it raise anything
+else, ``POST /unframed`` makes it return a ``Content-Length`` that is not its body's, and
+anything else is left to the ASGI call, which answers
 ``asgi:`` and the body it received, or ``failed:`` and the failure the worker handed over.
 """
 
 from __future__ import annotations
 
-from api.errors import FRONT_FAILURE
+from api.errors import FRONT_FAILURE, HandedOn
+
+MARK = (b"x-test-door", b"at-once")
+"""The header field ``tests.support.marked_flagsight_app`` adds to flagsight's at-once answers."""
 
 
 class AnswerNowApp:
@@ -29,10 +33,12 @@ class AnswerNowApp:
         await send({"type": "http.response.body", "body": answer})
 
     def answer_now(self, method: str, path: str, headers: list, raw: bytes):  # noqa: ANN201
-        if method != "POST" or path not in ("/now", "/fail", "/unframed"):
+        if method != "POST" or path not in ("/now", "/fail", "/broken", "/unframed"):
             return None
         if path == "/fail":
-            raise RuntimeError("broken for the test")
+            raise HandedOn(RuntimeError("broken for the test"))
+        if path == "/broken":
+            raise RuntimeError("the answer itself is broken")
         if path == "/unframed":
             return fields(b"too long for the body"), b"short"
         return fields(b"now:" + raw), b"now:" + raw
