@@ -299,11 +299,11 @@ class FlagsightProtocol(ASGIProtocol):
         return False
 
     def _build_http_scope(self, request: object, sockname: object, peername: object) -> dict:
+        """gunicorn's scope, with the failure ``answer_now`` handed on (cleared by
+        ``_serve_http_request`` once its request is done)."""
         scope = super()._build_http_scope(request, sockname, peername)
-        failure = self._front_failure
-        if failure is not None:
-            self._front_failure = None
-            scope[FRONT_FAILURE] = failure
+        if self._front_failure is not None:
+            scope[FRONT_FAILURE] = self._front_failure
         return scope
 
     def _send_error_response(self, status: int, message: str, extra_headers: tuple = ()) -> None:
