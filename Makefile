@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEBIAN_PACKAGES := chromium wrk postgresql gcc libc6-dev
 
-.PHONY: install system-deps node-deps run cluster test lint format bench bench-compare soak clean
+.PHONY: install system-deps node-deps run cluster test simulations lint format bench bench-compare soak clean
 
 install: $(VENV)/.installed
 	@$(BIN)/python -m api.native.build
@@ -36,6 +36,10 @@ format: install
 
 test: system-deps install node-deps lint
 	@$(BIN)/pytest -q -p no:randomly
+
+# The long simulations behind docs/statistics.md (minutes; make test runs shorter versions).
+simulations: install
+	@$(BIN)/pytest -q -p no:randomly -m simulation tests/warehouse tests/pipelines
 
 run: install
 	@bash scripts/run.sh

@@ -5,18 +5,19 @@ what to do out. Pure (no I/O, the clock passed in), so the A/A simulations in
 The rules, in order (docs/rollouts.md):
 
 1. At the plan's last step (100 %) there is nothing left to compare: completed.
-2. A step is judged only on figures computed for its own percentage. ``flag_health`` compares
-   the arms of the flag's current split and starts afresh at each new percentage, so until the
-   pipeline has a row at this step's percentage the guardian waits (a step without any
-   traffic never advances).
+2. A step is judged only on figures computed for its own percentage, at the rollout's own
+   level. ``flag_health`` compares the arms of the flag's current split, starting afresh at
+   each new percentage, and for a flag in a rollout reads each comparison at the rollout's
+   share of its error budget (``warehouse.statistics.rollout_confidence``); until it has such
+   a row the guardian waits.
 3. A sample-ratio mismatch holds the rollout: the arms are broken, nothing they show can be
    trusted, a person must look.
 4. A regression on any watched guardrail rolls the percentage back to 0.
-5. Otherwise the step advances once its time has passed. Decisions withheld below the minimum
-   sample do not stop it: the contract advances "when its time has passed and no guardrail
-   shows a regression". The next step is a comparison of its own (its percentage's epoch:
-   the withheld reads carry no evidence into it), whose larger arms reach the minimum
-   sooner.
+5. A step advances once its time has passed *and* every watched guardrail has been judged
+   (inconclusive or improvement, not withheld). Until then the rollout waits at the step and
+   says why (``Judgement.waiting``, shown by ``GET .../rollout``); if the step is still not
+   judged ``MAX_WAIT_SECONDS`` after its time, the rollout is held for a person: it never
+   advances on a step nobody could judge.
 """
 
 from __future__ import annotations
@@ -27,13 +28,19 @@ from typing import Any
 
 from api.admin.health import health_answer
 from api.controlplane.changes import JsonDocument, Rollout, RolloutAction
+from warehouse.statistics import MIN_USERS_WITH_FEEDBACK, Decision, rollout_confidence
 
 GUARDRAIL_COLUMNS = {
     "failureRate": "failure_rate",
     "latencyP95Ms": "latency_p95",
     "coverage": "coverage",
 }
-"""Each guardrail's comparison in a ``flag_health`` row (its ``<name>_decision`` column)."""
+"""Each guardrail's comparison in a ``flag_health`` row (its ``<name>_guard_decision`` column)."""
+
+MAX_WAIT_SECONDS = 24 * 3600.0
+"""How long past its time a step may wait to be judged before the rollout is held."""
+
+_JUDGED = (str(Decision.INCONCLUSIVE), str(Decision.IMPROVEMENT))
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class Judgement:
     action: RolloutAction
     reason: str
     statistics: JsonDocument | None = None
+    waiting: bool = False
+    """A wait past the step's time, for want of a judgement: recorded and shown."""
 
 
 def judge(rollout: Rollout, health: Mapping[str, Any] | None, now: float) -> Judgement:
@@ -49,8 +58,13 @@ def judge(rollout: Rollout, health: Mapping[str, Any] | None, now: float) -> Jud
     if rollout.step >= last:
         return Judgement(RolloutAction.COMPLETED, "at the last step, 100 %")
     percentage = rollout.percentage
-    if health is None or health["rollout_percentage"] != percentage:
-        return Judgement(RolloutAction.WAIT, f"no release health computed at {percentage:g} % yet")
+    level = rollout_confidence(rollout.plan.steps, rollout.plan.guardrails)
+    if (
+        health is None
+        or health["rollout_percentage"] != percentage
+        or health.get("guard_confidence") != level
+    ):
+        return _unjudged(rollout, now, f"no release health computed at {percentage:g} % yet")
     statistics = health_answer(dict(health))
     if health["sample_ratio_mismatch"]:
         return Judgement(
@@ -69,6 +83,10 @@ def judge(rollout: Rollout, health: Mapping[str, Any] | None, now: float) -> Jud
         )
     if now < rollout.step_due_at:
         return Judgement(RolloutAction.WAIT, "the step's time has not passed", statistics)
+    withheld = [g for g in rollout.plan.guardrails if _decision(health, g) not in _JUDGED]
+    if withheld:
+        why = ", ".join(f"{g} withheld ({_reason(health, g)})" for g in withheld)
+        return _unjudged(rollout, now, why, statistics)
     action = RolloutAction.COMPLETED if rollout.step + 1 == last else RolloutAction.ADVANCED
     watched = ", ".join(f"{g} {_decision(health, g)}" for g in rollout.plan.guardrails)
     return Judgement(
@@ -79,14 +97,52 @@ def judge(rollout: Rollout, health: Mapping[str, Any] | None, now: float) -> Jud
     )
 
 
+def _unjudged(
+    rollout: Rollout, now: float, why: str, statistics: JsonDocument | None = None
+) -> Judgement:
+    """Before the step's time: an ordinary wait. After it: a recorded wait to be judged, and
+    past ``MAX_WAIT_SECONDS`` a hold."""
+    if now < rollout.step_due_at:
+        return Judgement(RolloutAction.WAIT, why, statistics)
+    if now >= rollout.step_due_at + MAX_WAIT_SECONDS:
+        hours = MAX_WAIT_SECONDS / 3600
+        return Judgement(
+            RolloutAction.HELD,
+            f"step at {rollout.percentage:g} % not judged {hours:g} h after its time: {why}",
+            statistics,
+        )
+    return Judgement(
+        RolloutAction.WAIT, f"waiting to judge the step: {why}", statistics, waiting=True
+    )
+
+
 def _decision(health: Mapping[str, Any], guardrail: str) -> str:
-    return health[f"{GUARDRAIL_COLUMNS[guardrail]}_decision"]
+    return health[f"{GUARDRAIL_COLUMNS[guardrail]}_guard_decision"]
+
+
+_SAMPLE = {
+    "failureRate": ("users_with_feedback", "users with feedback"),
+    "latencyP95Ms": ("latency_users", "users with a latency"),
+    "coverage": ("users", "users"),
+}
+"""What each guardrail's minimum sample counts, per arm (docs/statistics.md)."""
+
+
+def _reason(health: Mapping[str, Any], guardrail: str) -> str:
+    """Why a guardrail is withheld at a step that is not a mismatch: too few users in an arm,
+    else (the p95 only) a quantile the data cannot bound yet."""
+    column, what = _SAMPLE[guardrail]
+    fewest = min(health[f"treatment_{column}"] or 0, health[f"control_{column}"] or 0)
+    if fewest < MIN_USERS_WITH_FEEDBACK:
+        return f"{fewest} {what} in the smaller arm, {MIN_USERS_WITH_FEEDBACK} needed"
+    return "the p95 cannot be bounded yet"
 
 
 def _describe(health: Mapping[str, Any], guardrail: str) -> str:
     column = GUARDRAIL_COLUMNS[guardrail]
-    low, high = health[f"{column}_ci_low"], health[f"{column}_ci_high"]
+    low, high = health[f"{column}_guard_ci_low"], health[f"{column}_guard_ci_high"]
+    level = 100.0 * health["guard_confidence"]
     return (
         f"{guardrail} (treatment - control {health[f'{column}_difference']:+.3g},"
-        f" 95 % confidence sequence [{low:.3g}, {high:.3g}])"
+        f" {level:.4g} % confidence sequence [{low:.3g}, {high:.3g}])"
     )

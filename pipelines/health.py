@@ -10,7 +10,7 @@ from the histograms (``statistics.histogram``: within 0.5 %, bounds widened to s
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import duckdb
@@ -21,7 +21,7 @@ from warehouse.statistics import (
     CONFIDENCE,
     Comparison,
     Decision,
-    QuantileSummary,
+    SampleRatio,
     WithheldReason,
     compare_proportions,
     compare_quantiles,
@@ -48,10 +48,6 @@ class ArmFigures:
         return self.latency.n
 
     @property
-    def latency_p95(self) -> QuantileSummary:
-        return self.latency.summary(LATENCY_QUANTILE, CONFIDENCE)
-
-    @property
     def coverage(self) -> float | None:
         return 100.0 * self.users_with_feedback / self.users if self.users else None
 
@@ -65,19 +61,30 @@ class ArmFigures:
 EMPTY_ARM = ArmFigures(0, 0, 0, LatencyHistogram(()))
 
 
+GuardLevels = Mapping[tuple[str, str], float]
+"""``(environment id, flag key)`` of each running guarded rollout -> the confidence its
+comparisons are read at (``warehouse.statistics.rollout_confidence``)."""
+
+
 def compute_health(
-    con: duckdb.DuckDBPyConnection, without_split: Collection[tuple[str, str]] = ()
+    con: duckdb.DuckDBPyConnection,
+    without_split: Collection[tuple[str, str]] = (),
+    guard_levels: GuardLevels | None = None,
 ) -> int:
     """Recompute ``flag_health`` for the dirty flag environments and add a row (arms null,
     decisions withheld) for each flag environment with metrics but none; returns the number
     computed. ``without_split`` are the flags with no percentage rule now: one that lost its
     rule gets the row without arms too, instead of the arms of a split it no longer has (no
-    new event of it is in an arm, so nothing marks it dirty). One transaction: a failed run
-    leaves the dirty marks for the next one."""
+    new event of it is in an arm, so nothing marks it dirty). A flag with a running guarded
+    rollout also gets its comparisons at the rollout's level (``guard_levels``); a row that
+    has none, or another level, is computed again. One transaction: a failed run leaves the
+    dirty marks for the next one."""
+    guard_levels = guard_levels or {}
     con.execute("BEGIN TRANSACTION")
     try:
+        _mark_guard_levels_dirty(con, guard_levels)
         run_script(con, "arm_summaries")
-        computed = _health_rows(con)
+        computed = _health_rows(con, guard_levels)
         con.execute(
             "DELETE FROM flag_health WHERE (environment_id, flag_key) IN "
             "(SELECT (environment_id, flag_key) FROM health_dirty)"
@@ -93,18 +100,32 @@ def compute_health(
     return len(computed)
 
 
+def _mark_guard_levels_dirty(con: duckdb.DuckDBPyConnection, guard_levels: GuardLevels) -> None:
+    """A rollout that started, or whose row was computed without its level, needs its row
+    computed at that level even if no new event touched its arms."""
+    if guard_levels:
+        con.execute(
+            "INSERT OR IGNORE INTO health_dirty SELECT h.environment_id, h.flag_key "
+            "FROM flag_health AS h JOIN (SELECT unnest(?) AS e, unnest(?) AS f, unnest(?) AS c) "
+            "AS g ON h.environment_id = g.e AND h.flag_key = g.f "
+            "WHERE h.rollout_percentage IS NOT NULL AND h.guard_confidence IS DISTINCT FROM g.c",
+            [[e for e, _ in guard_levels], [f for _, f in guard_levels], list(guard_levels.values())],
+        )
+
+
 def _insert_health_rows(con: duckdb.DuckDBPyConnection, rows: list[list]) -> None:
     """Multi-row INSERTs of ``_INSERT_CHUNK`` rows: ``executemany`` took 2 ms a row."""
+    columns = f"({', '.join(HEALTH_COLUMNS)}, computed_at)"
     for start in range(0, len(rows), _INSERT_CHUNK):
         chunk = rows[start : start + _INSERT_CHUNK]
         row = f"({', '.join('?' * len(chunk[0]))}, current_timestamp)"
         con.execute(
-            f"INSERT INTO flag_health VALUES {', '.join([row] * len(chunk))}",
+            f"INSERT INTO flag_health {columns} VALUES {', '.join([row] * len(chunk))}",
             [value for values in chunk for value in values],
         )
 
 
-def _health_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
+def _health_rows(con: duckdb.DuckDBPyConnection, guard_levels: GuardLevels) -> list[list]:
     epochs = con.execute(
         "SELECT environment_id, flag_key, rollout_percentage FROM health_epoch ORDER BY ALL"
     ).fetchall()
@@ -133,8 +154,29 @@ def _health_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
         organization = next((arms[(env, flag, a)][0] for a in ARMS if (env, flag, a) in arms), None)
         treatment = arms.get((env, flag, ARM_TREATMENT), (None, EMPTY_ARM))[1]
         control = arms.get((env, flag, ARM_CONTROL), (None, EMPTY_ARM))[1]
-        rows.append(health_row(organization, env, flag, percentage, treatment, control))
+        guard = guard_levels.get((env, flag))
+        rows.append(health_row(organization, env, flag, percentage, treatment, control, guard))
     return rows
+
+
+COMPARISONS = ("failure_rate", "latency_p95", "coverage")
+"""The comparisons of a ``flag_health`` row, in column order."""
+
+_ARM_FIELDS = (
+    "users", "users_with_feedback", "failed_users", "coverage", "failure_rate",
+    "latency_users", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
+)  # fmt: skip
+HEALTH_COLUMNS = (
+    "organization_id", "environment_id", "flag_key", "rollout_percentage",
+    *(f"{arm}_{field}" for arm in ARMS for field in _ARM_FIELDS),
+    "sample_ratio_expected", "sample_ratio_observed", "sample_ratio_p_value",
+    "sample_ratio_mismatch",
+    *(f"{c}_{field}" for c in COMPARISONS for field in ("difference", "ci_low", "ci_high",
+                                                         "decision")),
+    "withheld_reason", "confidence", "guard_confidence",
+    *(f"{c}_guard_{field}" for c in COMPARISONS for field in ("ci_low", "ci_high", "decision")),
+)  # fmt: skip
+"""``flag_health``'s columns as ``health_row`` fills them (``computed_at`` is the insert's)."""
 
 
 def health_row(
@@ -144,29 +186,19 @@ def health_row(
     percentage: float,
     treatment: ArmFigures,
     control: ArmFigures,
+    guard_confidence: float | None = None,
 ) -> list:
-    """One ``flag_health`` row (without ``computed_at``), in the table's column order."""
+    """One ``flag_health`` row (without ``computed_at``), in ``HEALTH_COLUMNS`` order: the
+    comparisons at the contract's ``CONFIDENCE`` and, for a flag in a guarded rollout, at the
+    rollout's level (``guard_confidence``; its columns are null otherwise)."""
     ratio = sample_ratio(treatment.users, control.users, percentage / 100.0)
-    withheld = WithheldReason.SAMPLE_RATIO_MISMATCH if ratio.mismatch else None
-    failure = compare_proportions(
-        treatment.failed_users,
-        treatment.users_with_feedback,
-        control.failed_users,
-        control.users_with_feedback,
-        withheld_reason=withheld,
-    )
-    latency = compare_quantiles(
-        treatment.latency_p95, control.latency_p95, withheld_reason=withheld
-    )
-    coverage = compare_proportions(
-        treatment.users_with_feedback,
-        treatment.users,
-        control.users_with_feedback,
-        control.users,
-        higher_is_worse=False,
-        withheld_reason=withheld,
-    )
-    reasons = [str(c.reason) for c in (failure, latency, coverage) if c.reason]
+    compared = comparisons(treatment, control, ratio, CONFIDENCE)
+    guarded: list = [None] * (1 + 3 * len(COMPARISONS))
+    if guard_confidence is not None:
+        guarded = [guard_confidence]
+        for comparison in comparisons(treatment, control, ratio, guard_confidence):
+            guarded += _comparison_columns(comparison)[1:]
+    reasons = [str(c.reason) for c in compared if c.reason]
     return [
         organization,
         env,
@@ -178,12 +210,44 @@ def health_row(
         ratio.observed,
         ratio.p_value,
         ratio.mismatch,
-        *_comparison_columns(failure),
-        *_comparison_columns(latency),
-        *_comparison_columns(coverage),
+        *(column for comparison in compared for column in _comparison_columns(comparison)),
         reasons[0] if reasons else None,
         CONFIDENCE,
+        *guarded,
     ]
+
+
+def comparisons(
+    treatment: ArmFigures, control: ArmFigures, ratio: SampleRatio, confidence: float
+) -> tuple[Comparison, Comparison, Comparison]:
+    """Failure rate, p95 latency and coverage, treatment against control, at ``confidence``;
+    all withheld when the sample ratio mismatches."""
+    withheld = WithheldReason.SAMPLE_RATIO_MISMATCH if ratio.mismatch else None
+    failure = compare_proportions(
+        treatment.failed_users,
+        treatment.users_with_feedback,
+        control.failed_users,
+        control.users_with_feedback,
+        confidence=confidence,
+        withheld_reason=withheld,
+    )
+    latency = compare_quantiles(
+        treatment.latency.cells(LATENCY_QUANTILE),
+        control.latency.cells(LATENCY_QUANTILE),
+        LATENCY_QUANTILE,
+        confidence=confidence,
+        withheld_reason=withheld,
+    )
+    coverage = compare_proportions(
+        treatment.users_with_feedback,
+        treatment.users,
+        control.users_with_feedback,
+        control.users,
+        confidence=confidence,
+        higher_is_worse=False,
+        withheld_reason=withheld,
+    )
+    return failure, latency, coverage
 
 
 def _arm_columns(arm: ArmFigures) -> list:

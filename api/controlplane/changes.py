@@ -101,6 +101,14 @@ class RolloutDecision:
 
 
 @dataclass(frozen=True, slots=True)
+class RolloutWait:
+    """A step whose time has passed, waiting to be judged: since when, and why."""
+
+    since: float  # unix seconds
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Rollout:
     environment_id: str
     flag_key: str
@@ -110,6 +118,7 @@ class Rollout:
     step_started_at: float  # unix seconds
     created_at: str
     decisions: tuple[RolloutDecision, ...] = ()
+    waiting: RolloutWait | None = None
 
     @property
     def percentage(self) -> float:

@@ -16,6 +16,7 @@ from api.controlplane.changes import (
     RolloutDecision,
     RolloutPlan,
     RolloutState,
+    RolloutWait,
     Schedule,
     Webhook,
 )
@@ -89,6 +90,9 @@ def rollout(made: Rollout) -> Document:
         "guardrails": list(made.plan.guardrails),
         "stepStartedAt": iso_time(made.step_started_at),
         "decisions": [decision(d) for d in made.decisions],
+        "waiting": None
+        if made.waiting is None
+        else {"since": iso_time(made.waiting.since), "reason": made.waiting.reason},
     }
 
 
@@ -105,9 +109,12 @@ def rollout_record(
                         d["reason"], d["statistics"])
         for d in document["decisions"]
     )  # fmt: skip
+    waiting = document.get("waiting")  # absent from documents written before it existed
     return Rollout(
         environment_id, flag_key, plan, RolloutState(document["state"]), document["step"],
         from_iso_time(document["stepStartedAt"]), created_at, decisions,
+        None if waiting is None else RolloutWait(from_iso_time(waiting["since"]),
+                                                 waiting["reason"]),
     )  # fmt: skip
 
 

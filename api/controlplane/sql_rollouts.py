@@ -24,6 +24,7 @@ from api.controlplane.changes import (
     RolloutDecision,
     RolloutPlan,
     RolloutState,
+    RolloutWait,
 )
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
@@ -123,12 +124,17 @@ class RolloutsMixin:
         (a start: no decisions yet; a restore: those it had)."""
         self._delete_rollout(conn, rollout.environment_id, rollout.flag_key)
         plan = rollout.plan
+        waiting = rollout.waiting
         conn.execute(
-            "INSERT INTO rollouts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO rollouts (environment_id, flag_key, steps, step_minutes, guardrails,"
+            " state, step, step_started_at, created_at, waiting_since, waiting_reason)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rollout.environment_id, rollout.flag_key,
              msgspec.json.encode(list(plan.steps)).decode(), plan.step_minutes,
              msgspec.json.encode(list(plan.guardrails)).decode(), str(rollout.state),
-             rollout.step, rollout.step_started_at, rollout.created_at),
+             rollout.step, rollout.step_started_at, rollout.created_at,
+             None if waiting is None else waiting.since,
+             None if waiting is None else waiting.reason),
         )  # fmt: skip
         for made in rollout.decisions:
             self._insert_decision(conn, rollout.environment_id, rollout.flag_key, made)
@@ -173,7 +179,8 @@ class RolloutsMixin:
                 0.0 if action is RolloutAction.ROLLED_BACK else current.plan.steps[next_step]
             )
             conn.execute(
-                "UPDATE rollouts SET state = ?, step = ?, step_started_at = ?"
+                "UPDATE rollouts SET state = ?, step = ?, step_started_at = ?,"
+                " waiting_since = NULL, waiting_reason = NULL"
                 " WHERE environment_id = ? AND flag_key = ?",
                 (str(_NEXT_STATE[action]), next_step,
                  self._clock() if next_step != step else current.step_started_at,
@@ -203,6 +210,16 @@ class RolloutsMixin:
             )  # fmt: skip
             return self._rollout_in(conn, environment_id, flag_key)
 
+    def wait_rollout(self, environment_id: str, flag_key: str, step: int, reason: str) -> bool:
+        with self._transaction(write=True) as conn:
+            changed = conn.execute(
+                "UPDATE rollouts SET waiting_since = COALESCE(waiting_since, ?),"
+                " waiting_reason = ? WHERE environment_id = ? AND flag_key = ? AND state = ?"
+                " AND step = ?",
+                (self._clock(), reason, environment_id, flag_key, str(RolloutState.RUNNING), step),
+            )
+            return changed.rowcount > 0
+
     def _rollout_in(
         self, conn: Connection, environment_id: str, flag_key: str, missing_ok: bool = False
     ) -> Any:
@@ -226,7 +243,10 @@ class RolloutsMixin:
             row["step_minutes"],
             tuple(msgspec.json.decode(row["guardrails"])),
         )
+        waiting = None
+        if row["waiting_since"] is not None:
+            waiting = RolloutWait(row["waiting_since"], row["waiting_reason"])
         return Rollout(
             environment_id, flag_key, plan, RolloutState(row["state"]), row["step"],
-            row["step_started_at"], row["created_at"], tuple(map(_decision, decisions)),
+            row["step_started_at"], row["created_at"], tuple(map(_decision, decisions)), waiting,
         )  # fmt: skip

@@ -338,6 +338,12 @@ class ControlPlaneStore(Protocol):
         """Forget the rollout; the flag stays at its percentage."""
         ...
 
+    def wait_rollout(self, environment_id: str, flag_key: str, step: int, reason: str) -> bool:
+        """Record that the rollout waits at ``step`` to be judged, and why (the first wait's
+        time is kept); False when it is no longer running at that step. Not audited: nothing
+        in the control plane changes."""
+        ...
+
     def decide_rollout(
         self,
         environment_id: str,

@@ -9,8 +9,9 @@ from pipelines.parts import InsightsAsset, InsightsResources, Metadata
 
 def _health(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
     without_split = resources.control_plane.flags_without_a_split()
+    guard_levels = resources.control_plane.rollout_confidences()
     with resources.warehouse.connect() as con:
-        computed = compute_health(con, without_split)
+        computed = compute_health(con, without_split, guard_levels)
         total, decided, mismatched = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE failure_rate_decision IN "
             "('regression', 'improvement') OR latency_p95_decision IN "
@@ -37,7 +38,8 @@ flag_health = InsightsAsset(
             "users (a user with any failed feedback failed; its latency is its mean), the "
             "sample-ratio check against the split (p < 0.001 withholds every decision), and "
             "always-valid comparisons of failure rate, p95 latency and coverage with their "
-            "95% confidence sequences (docs/statistics.md). Only flag environments whose arms "
+            "95% confidence sequences (docs/statistics.md); a flag in a guarded rollout also at "
+            "the rollout's level, its share of one error budget per rollout. Only flag environments whose arms "
             "changed since the last run are computed again; a flag without a percentage rule "
             "now (in the control plane) has no arms. The health endpoint, the health "
             "view and the rollout guardian read this table."

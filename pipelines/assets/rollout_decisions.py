@@ -21,7 +21,11 @@ def _decide(context: dg.AssetExecutionContext, resources: InsightsResources) -> 
                 health = health_row(con, rollout.environment_id, rollout.flag_key)
                 judgement = judge(rollout, health, time.time())
                 applied = None
-                if judgement.action is not RolloutAction.WAIT:
+                if judgement.waiting:
+                    store.wait_rollout(
+                        rollout.environment_id, rollout.flag_key, rollout.step, judgement.reason
+                    )
+                elif judgement.action is not RolloutAction.WAIT:
                     applied = store.decide_rollout(
                         rollout.environment_id, rollout.flag_key, rollout.step,
                         judgement.action, judgement.reason, judgement.statistics,
@@ -30,7 +34,8 @@ def _decide(context: dg.AssetExecutionContext, resources: InsightsResources) -> 
                     {"environmentId": rollout.environment_id, "flagKey": rollout.flag_key,
                      "step": rollout.step, "percentage": rollout.percentage,
                      "action": str(judgement.action), "reason": judgement.reason,
-                     "applied": applied is not None, "statistics": judgement.statistics}
+                     "applied": applied is not None, "waiting": judgement.waiting,
+                     "statistics": judgement.statistics}
                 )  # fmt: skip
                 context.log.info(
                     f"{rollout.flag_key} in {rollout.environment_id} at {rollout.percentage:g} %:"
@@ -68,8 +73,9 @@ rollout_decisions = InsightsAsset(
             "judged on its flag's release health, computed by this run at the step's own "
             "percentage: a sample-ratio mismatch holds it, a regression on a watched guardrail "
             "rolls the flag's first percentage rule back to 0, and a step whose time has "
-            "passed with no regression advances. Each decision is written through the "
-            "control-plane store (audited, announced to webhooks, served by every worker "
+            "passed advances once every watched guardrail has been judged (until then it "
+            "waits at the step, and is held if not judged within a day). Each decision is "
+            "written through the control-plane store (audited, announced to webhooks, served by every worker "
             "within a second) with the statistics behind it. This materialization's metadata "
             "lists every rollout judged and why (docs/rollouts.md)."
         ),

@@ -1,5 +1,6 @@
-"""Latency histograms: DuckDB buckets as Python does, percentiles within 0.5 %, p95 bounds
-that contain the exact order statistics, and the migration that builds them from arm_users."""
+"""Latency histograms: DuckDB buckets as Python does, percentiles within 0.5 %, a p95
+comparison on buckets that contains the exact one, and the migration that builds them from
+arm_users."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from warehouse.migrations import migrate, register_macros
-from warehouse.statistics import CONFIDENCE, quantile_ci_ranks
+from warehouse.statistics import ArmCells, quantile_difference_interval
 from warehouse.statistics.histogram import (
     RELATIVE_ACCURACY,
     SMALLEST_MS,
@@ -58,24 +59,33 @@ def test_percentiles_are_within_half_a_percent_of_the_exact_ones(n: int) -> None
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_p95_bounds_contain_the_exact_order_statistics_and_stay_close(seed: int) -> None:
-    values = np.sort(_sample(seed, 3_000 + 997 * seed))
-    values = np.concatenate([values, np.full(300, values[int(0.95 * len(values))])])  # ties
-    values.sort()
-    summary = LatencyHistogram.of_values(values).summary(0.95, CONFIDENCE)
-    lo, hi = quantile_ci_ranks(len(values), 0.95, CONFIDENCE)
-    assert summary.lower <= values[lo] and summary.upper >= values[hi]
-    assert summary.lower >= values[lo] * (1 - 2.01 * RELATIVE_ACCURACY)
-    assert summary.upper <= values[hi] * (1 + 2.01 * RELATIVE_ACCURACY)
-    assert summary.lower <= summary.estimate <= summary.upper
+def test_the_p95_interval_on_buckets_contains_the_exact_one_and_stays_close(seed: int) -> None:
+    treatment = np.sort(_sample(seed, 3_000 + 997 * seed))
+    treatment = np.concatenate([treatment, np.full(300, treatment[int(0.95 * len(treatment))])])
+    control = np.sort(_sample(seed + 10, 4_000)) * 1.05
+    exact = quantile_difference_interval(
+        ArmCells.of_values(treatment, 0.95), ArmCells.of_values(control, 0.95), 0.95
+    )
+    bucketed = quantile_difference_interval(
+        LatencyHistogram.of_values(treatment).cells(0.95),
+        LatencyHistogram.of_values(control).cells(0.95),
+        0.95,
+    )
+    assert bucketed[0] <= exact[0] and exact[1] <= bucketed[1]
+    scale = float(np.quantile(np.concatenate([treatment, control]), 0.95))
+    # Each end moves by at most about two buckets of each arm (a bucket is 2 a wide).
+    assert exact[0] - bucketed[0] <= 8 * RELATIVE_ACCURACY * scale
+    assert bucketed[1] - exact[1] <= 8 * RELATIVE_ACCURACY * scale
 
 
-def test_too_few_users_give_an_estimate_without_bounds() -> None:
-    summary = LatencyHistogram.of_values([100.0] * 150).summary(0.95, CONFIDENCE)
-    assert summary.estimate == pytest.approx(100.0, rel=RELATIVE_ACCURACY)
-    assert summary.lower is None and summary.upper is None
-    empty = LatencyHistogram(()).summary(0.95, CONFIDENCE)
-    assert (empty.n, empty.estimate, empty.lower) == (0, None, None)
+def test_cells_span_each_bucket_and_carry_the_interpolated_estimate() -> None:
+    histogram = LatencyHistogram.of_values([100.0] * 150 + [300.0] * 10)
+    cells = histogram.cells(0.95)
+    assert cells.n == 160
+    assert cells.counts.tolist() == [150, 10]
+    assert cells.lower[0] <= 100.0 <= cells.upper[0] and cells.lower[1] <= 300.0 <= cells.upper[1]
+    assert cells.estimate == histogram.quantile(0.95)
+    assert LatencyHistogram(()).cells(0.95).estimate is None
 
 
 def test_histograms_merge_by_adding_counts() -> None:

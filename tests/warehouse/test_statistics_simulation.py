@@ -1,9 +1,10 @@
 """Simulations behind docs/statistics.md: false decisions when nothing changed, and power.
 
-Every experiment is read 288 times (every five minutes for 24 hours) on cumulative data, the
-way the health answer is read, and the rules applied are the package's own
-(``excludes_difference`` is exactly the rule ``compare_proportions`` applies; a test below
-checks that on sampled reads). Seeds are fixed, so a failure is a change in behaviour.
+Every experiment is read every five minutes on cumulative data, the way the health answer is
+read (288 reads a day), and the rules applied are the package's own (``excludes_difference``
+is exactly the rule ``compare_proportions`` applies; a test below checks that on sampled
+reads). Seeds are fixed, so a failure is a change in behaviour. The long versions (2,000
+experiments a cell) carry the ``simulation`` marker: ``make simulations``.
 
 Run as a module to regenerate the doc's tables, with more experiments than the tests use:
 
@@ -18,20 +19,22 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
+from tests.pipelines.rollout_simulation import wilson
 from warehouse.statistics import (
     CONFIDENCE,
     MIN_USERS_WITH_FEEDBACK,
     MIXING_SD,
     SRM_P_VALUE_THRESHOLD,
+    ArmCells,
     Decision,
     compare_proportions,
     compare_quantiles,
     excludes_difference,
-    quantile_ci_ranks,
-    quantile_summary,
+    quantile_difference_interval,
     sample_ratio,
 )
 from warehouse.statistics.boundaries import normal_mixture_radius
+from warehouse.statistics.proportions import normal_excludes
 
 READS = 288
 EXPERIMENTS = 1_000
@@ -71,9 +74,9 @@ class Counts:
     failed_c: np.ndarray
 
 
-def simulate(rollout: Rollout, experiments: int, seed: int) -> Counts:
+def simulate(rollout: Rollout, experiments: int, seed: int, days: int = 1) -> Counts:
     rng = np.random.default_rng(seed)
-    shape = (experiments, READS)
+    shape = (experiments, READS * days)
     arriving = rng.poisson(rollout.users_per_day / READS, shape)
     users_t = rng.binomial(arriving, rollout.treatment_share)
     users_c = arriving - users_t
@@ -121,6 +124,13 @@ def fixed_horizon_decisive(x_t, n_t, x_c, n_c, minimum: int) -> np.ndarray:
     return (np.minimum(n_t, n_c) >= minimum) & (z > 1.959964)
 
 
+def normal_only_decisive(x_t, n_t, x_c, n_c, minimum: int = MIN_USERS_WITH_FEEDBACK):
+    """The design this replaces: the normal mixture alone, at the full level, at any count."""
+    safe_t, safe_c = np.maximum(n_t, 1), np.maximum(n_c, 1)
+    excluded = normal_excludes(x_t, safe_t, x_c, safe_c, 0.0, alpha=1 - CONFIDENCE)
+    return (np.minimum(n_t, n_c) >= minimum) & excluded
+
+
 def wald_mixture_decisive(x_t, n_t, x_c, n_c, minimum: int) -> np.ndarray:
     """The rejected design: the same mixture with the plug-in (Wald) variance."""
     safe_t, safe_c = np.maximum(n_t, 1), np.maximum(n_c, 1)
@@ -163,6 +173,52 @@ def test_coverage_false_decisions_read_288_times_at_most_5_percent() -> None:
     assert rate <= FALSE_DECISION_LIMIT
 
 
+# Every rate and split, a week of reads ---------------------------------------------------------
+
+GRID_RATES = (0.0001, 0.0002, 0.001, 0.01, 0.05, 0.2)
+GRID_SPLITS = (0.01, 0.05, 0.1, 0.5)
+GRID_DAYS = 7
+GRID_USERS_PER_DAY = 200_000
+GRID = [(rate, split) for split in GRID_SPLITS for rate in GRID_RATES]
+
+
+def grid_reads(metric: str, rate: float, split: float, experiments: int, seed: int) -> tuple:
+    """A/A counts for one cell: failure rate at ``rate`` (coverage 90 %), or coverage at
+    ``1 - rate`` (``rate`` of the users never report)."""
+    if metric == "failure rate":
+        rollout = Rollout(GRID_USERS_PER_DAY, split, 0.9, rate)
+        return failure_rate_reads(simulate(rollout, experiments, seed, GRID_DAYS))
+    rollout = Rollout(GRID_USERS_PER_DAY, split, 1.0 - rate, 0.0)
+    return coverage_reads(simulate(rollout, experiments, seed, GRID_DAYS))
+
+
+def _grid_id(cell: tuple[float, float]) -> str:
+    return f"rate {cell[0]:.2%}, split {cell[1]:.0%}"
+
+
+@pytest.mark.parametrize("metric", ["failure rate", "coverage"])
+@pytest.mark.parametrize("cell", GRID, ids=_grid_id)
+def test_a_a_at_every_rate_and_split_read_for_a_week(metric: str, cell: tuple) -> None:
+    rate = false_decision_rate(grid_reads(metric, *cell, experiments=100, seed=15))
+    assert rate <= FALSE_DECISION_LIMIT
+
+
+@pytest.mark.simulation
+@pytest.mark.parametrize("metric", ["failure rate", "coverage"])
+@pytest.mark.parametrize("cell", GRID, ids=_grid_id)
+def test_two_thousand_a_a_experiments_per_cell_at_most_5_percent(metric: str, cell) -> None:
+    decided = decisive(*grid_reads(metric, *cell, experiments=2_000, seed=16)).any(axis=1)
+    upper = wilson(int(decided.sum()), decided.size)[1]
+    assert upper <= FALSE_DECISION_LIMIT, f"{decided.mean():.2%}, upper bound {upper:.2%}"
+
+
+def test_the_normal_mixture_alone_failed_where_events_are_rare() -> None:
+    """What the exact sequence is for: the design it replaced, on the issue's worst cell."""
+    reads = grid_reads("failure rate", 0.0001, 0.01, experiments=1_000, seed=17)
+    assert normal_only_decisive(*reads).any(axis=1).mean() > FALSE_DECISION_LIMIT
+    assert false_decision_rate(reads) <= FALSE_DECISION_LIMIT / 5
+
+
 def test_the_simulation_catches_a_test_that_peeks() -> None:
     """The same simulation fails a single-look z-test read at every read: it has teeth."""
     reads = failure_rate_reads(simulate(BALANCED, EXPERIMENTS, seed=11))
@@ -187,7 +243,7 @@ def test_simulated_rule_is_the_rule_compare_proportions_applies() -> None:
 
 # Power: 5 % -> 10 %, read after every user --------------------------------------------------
 
-POWER_USERS_PER_ARM = {0.50: 420, 0.80: 704, 0.95: 1_083}
+POWER_USERS_PER_ARM = {0.50: 467, 0.80: 758, 0.95: 1_138}
 """Users per arm with feedback by which 5 % -> 10 % is called a regression (docs table)."""
 
 
@@ -234,52 +290,13 @@ def test_interval_contains_the_true_5_points_when_regression_is_called() -> None
     assert ever_missed.mean() <= 0.05
 
 
-# p95 latency, A/A ----------------------------------------------------------------------------
-
-
-class PrefixOrderStatistics:
-    """The k-th smallest of the first ``n`` values of each row, for many ``n``, cheaply.
-
-    Sorting every prefix at every read would dominate the test. Every rank a p95 bound needs is
-    in the top ~12 % of its prefix, so only the top ``tail`` of each row is kept, sorted once,
-    with each value's arrival index; the prefix's k-th smallest is then found by counting.
-    """
-
-    def __init__(self, values: np.ndarray, tail: float = 0.3) -> None:
-        keep = int(values.shape[1] * tail)
-        order = np.argsort(values, axis=1)[:, -keep:]
-        self.values = np.take_along_axis(values, order, axis=1)
-        self.arrival = order
-
-    def at(self, n: np.ndarray, ranks: tuple[np.ndarray, ...], needed: np.ndarray) -> list:
-        in_prefix = self.arrival < n[:, None]
-        below_tail = n - in_prefix.sum(axis=1)
-        seen = np.cumsum(in_prefix, axis=1)
-        rows = np.arange(len(n))
-        found = []
-        for rank in ranks:
-            within_tail = rank - below_tail
-            assert (within_tail[needed] >= 0).all(), "a bound fell outside the kept tail"
-            position = np.argmax(seen > within_tail[:, None], axis=1)
-            found.append(self.values[rows, position])
-        return found
-
-
-def rank_table(largest: int, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """``quantile_ci_ranks`` for every n up to ``largest``; -1 where unbounded."""
-    lower, upper = np.full(largest + 1, -1), np.full(largest + 1, -1)
-    for n in range(largest + 1):
-        ranks = quantile_ci_ranks(n, q)
-        if ranks is not None:
-            lower[n], upper[n] = ranks
-    return lower, upper
-
+# p95 latency ---------------------------------------------------------------------------------
 
 LatencyArm = tuple[np.ndarray, np.ndarray]  # (values in arrival order, users at each read)
 
 
 def simulate_latency(
-    experiments: int, users_per_arm: int, slowdown: float, seed: int
+    experiments: int, users_per_arm: int, slowdown: float, seed: int, reads: int = READS
 ) -> list[LatencyArm]:
     """Per-user mean latencies, treatment's scaled by ``slowdown``, and arm sizes per read.
 
@@ -290,53 +307,56 @@ def simulate_latency(
     arms = []
     for scale in (slowdown, 1.0):
         values = scale * rng.lognormal(math.log(150.0), 0.6, (experiments, users_per_arm))
-        arrivals = np.sort(rng.integers(0, READS, (experiments, users_per_arm)), axis=1)
-        n = np.stack([np.searchsorted(row, np.arange(1, READS + 1)) for row in arrivals])
+        arrivals = np.sort(rng.integers(0, reads, (experiments, users_per_arm)), axis=1)
+        n = np.stack([np.searchsorted(row, np.arange(1, reads + 1)) for row in arrivals])
         arms.append((values, n))
     return arms
 
 
-def p95_decisions(arms: list[LatencyArm]) -> np.ndarray:
-    """Reads at which the p95 comparison is neither withheld nor inconclusive."""
+def first_p95_decision(arms: list[LatencyArm], regression_only: bool = False) -> np.ndarray:
+    """Per experiment, the first read at which the p95 comparison decides (-1: never)."""
     (values_t, reads_t), (values_c, reads_c) = arms
-    order_statistics = (PrefixOrderStatistics(values_t), PrefixOrderStatistics(values_c))
-    lower_rank, upper_rank = rank_table(max(values_t.shape[1], values_c.shape[1]), P95)
-    decides = np.zeros(reads_t.shape, dtype=bool)
-    for read in range(reads_t.shape[1]):
-        n_t, n_c = reads_t[:, read], reads_c[:, read]
-        ready = np.minimum(n_t, n_c) >= MIN_USERS_WITH_FEEDBACK
-        ready &= (lower_rank[n_t] >= 0) & (lower_rank[n_c] >= 0)
-        if not ready.any():
-            continue
-        bounds = []
-        for statistics, n in zip(order_statistics, (n_t, n_c), strict=True):
-            ranks = (np.maximum(lower_rank[n], 0), np.maximum(upper_rank[n], 0))
-            bounds.append(statistics.at(n, ranks, ready))
-        (t_lower, t_upper), (c_lower, c_upper) = bounds
-        decides[:, read] = ready & ((t_lower > c_upper) | (t_upper < c_lower))
-    return decides
+    first = np.full(len(values_t), -1)
+    for row in range(len(values_t)):
+        for read in range(reads_t.shape[1]):
+            n_t, n_c = reads_t[row, read], reads_c[row, read]
+            if min(n_t, n_c) < MIN_USERS_WITH_FEEDBACK:
+                continue
+            low, high = quantile_difference_interval(
+                ArmCells.of_values(values_t[row, :n_t], P95),
+                ArmCells.of_values(values_c[row, :n_c], P95),
+                P95,
+            )
+            if low > 0 or (high < 0 and not regression_only):
+                first[row] = read
+                break
+    return first
 
 
 def test_p95_latency_false_decisions_read_288_times_at_most_5_percent() -> None:
-    arms = simulate_latency(EXPERIMENTS, users_per_arm=1_500, slowdown=1.0, seed=31)
-    assert p95_decisions(arms).any(axis=1).mean() <= FALSE_DECISION_LIMIT
+    arms = simulate_latency(40, users_per_arm=1_500, slowdown=1.0, seed=31)
+    assert (first_p95_decision(arms) >= 0).mean() <= FALSE_DECISION_LIMIT
 
 
-def test_p95_shortcut_is_what_compare_quantiles_decides() -> None:
-    """The order-statistic shortcut agrees with the public functions on sampled reads."""
-    arms = simulate_latency(20, users_per_arm=1_000, slowdown=1.35, seed=32)
-    decides = p95_decisions(arms)
-    rng = np.random.default_rng(33)
-    rows, columns = rng.integers(0, 20, 60), rng.integers(100, READS, 60)
-    assert 5 < decides[rows, columns].sum() < 55  # the sample exercises both outcomes
-    for row, column in zip(rows, columns, strict=True):
-        summaries = [
-            quantile_summary(np.sort(values[row, : n[row, column]]).tolist(), P95)
-            for values, n in arms
-        ]
-        decision = compare_quantiles(*summaries).decision
-        expected = decides[row, column]
-        assert (decision in (Decision.REGRESSION, Decision.IMPROVEMENT)) == expected
+def test_a_p95_half_as_slow_again_is_called_within_1_500_users_per_arm() -> None:
+    arms = simulate_latency(40, users_per_arm=1_500, slowdown=1.5, seed=32, reads=48)
+    assert (first_p95_decision(arms, regression_only=True) >= 0).mean() >= 0.9
+
+
+def test_the_p95_comparison_decides_what_its_interval_says() -> None:
+    treatment = ArmCells.of_values(np.random.default_rng(33).lognormal(5.3, 0.6, 2_000), P95)
+    control = ArmCells.of_values(np.random.default_rng(34).lognormal(5.0, 0.6, 2_000), P95)
+    low, high = quantile_difference_interval(treatment, control, P95)
+    comparison = compare_quantiles(treatment, control, P95)
+    assert comparison.ci == (low, high) and low > 0
+    assert comparison.decision == Decision.REGRESSION
+
+
+@pytest.mark.simulation
+def test_one_thousand_a_a_p95_experiments_at_most_5_percent() -> None:
+    arms = simulate_latency(1_000, users_per_arm=1_500, slowdown=1.0, seed=35)
+    decided = first_p95_decision(arms) >= 0
+    assert wilson(int(decided.sum()), decided.size)[1] <= FALSE_DECISION_LIMIT
 
 
 # Sample ratio, A/A ----------------------------------------------------------------------------
@@ -413,6 +433,20 @@ def print_power() -> None:
             print(f"5 % -> {treatment:.0%}, minimum {minimum}:", found)
 
 
+def print_grid() -> None:
+    print("## A/A, 2,000 experiments a cell, 288 reads a day for 7 days, 200,000 users/day")
+    for metric in ("failure rate", "coverage"):
+        for rate, split in GRID:
+            reads = grid_reads(metric, rate, split, experiments=2_000, seed=16)
+            decided = decisive(*reads).any(axis=1)
+            normal = normal_only_decisive(*reads).any(axis=1).mean()
+            low, high = wilson(int(decided.sum()), decided.size)
+            print(
+                f"{metric} | rate {rate:.2%} | split {split:.0%} | {decided.mean():.4f} "
+                f"[{low:.4f}, {high:.4f}] | normal mixture alone {normal:.4f}"
+            )
+
+
 def print_minimum_sample_study() -> None:
     print("## A/A by minimum sample: mixture (score) / mixture (Wald) / single-look z every read")
     worst_cases = [
@@ -449,15 +483,32 @@ def print_false_decisions() -> None:
             rate = false_decision_rate(coverage_reads(simulate(rollout, 2_000, seed=8)))
             print(f"coverage | {rollout.describe()} | {rate:.4f}")
     for users in (600, 1_500, 5_000):
-        decides = p95_decisions(simulate_latency(2_000, users, slowdown=1.0, seed=9))
-        print(f"p95 latency | {users} users per arm | {decides.any(axis=1).mean():.4f}")
+        decided = first_p95_decision(simulate_latency(1_000, users, slowdown=1.0, seed=9)) >= 0
+        print(f"p95 latency | {users} users per arm | {decided.mean():.4f}")
+
+
+def fixed_horizon_p95_users(slowdown: float, power: float = 0.8) -> float:
+    """Users per arm a single-look two-sided test at 95 % needs for ``power``, from the
+    asymptotic variance of a sample quantile, q (1 - q) / (n f(xi)^2), for the log-normal of
+    ``simulate_latency``: the yardstick for the sequential test's cost."""
+    z, sigma = 1.6448536, 0.6
+    xi = 150.0 * math.exp(sigma * z)
+    density = math.exp(-z * z / 2) / (math.sqrt(2 * math.pi) * sigma * xi)
+    variance = P95 * (1 - P95) / density**2 * (1 + slowdown**2)
+    needed = (1.959964 + {0.8: 0.841621}[power]) ** 2 * variance
+    return needed / ((slowdown - 1.0) * xi) ** 2
 
 
 def print_latency_power() -> None:
-    print("## p95 latency: share of 1,000 experiments with a regression within N users per arm")
-    for slowdown in (1.1, 1.2, 1.3, 1.5):
-        decides = p95_decisions(simulate_latency(1_000, 3_000, slowdown, seed=10))
-        print(f"x{slowdown}: {decides.any(axis=1).mean():.3f}")
+    print("## p95 latency: users per arm by which a regression is called (reads every 1/48")
+    print("## of 3,000 users; 400 experiments), against a single-look test's 80 % sample")
+    for slowdown in (1.2, 1.3, 1.5):
+        arms = simulate_latency(400, 3_000, slowdown, seed=10, reads=48)
+        first = first_p95_decision(arms, regression_only=True).astype(float)
+        users = np.where(first >= 0, (first + 1) * 3_000 / 48, np.inf)
+        fixed = fixed_horizon_p95_users(slowdown)
+        quantiles = [float(np.quantile(users, p)) for p in (0.5, 0.8, 0.95)]
+        print(f"x{slowdown}: 50/80/95 % {quantiles}; fixed-horizon 80 % {fixed:.0f}")
 
 
 def print_sample_ratio() -> None:
@@ -471,6 +522,7 @@ def print_sample_ratio() -> None:
 
 
 def main() -> None:
+    print_grid()
     print_mixing_sd_study()
     print_power()
     print_minimum_sample_study()

@@ -7,10 +7,14 @@ the error rate. The methods, their assumptions and simulated error rates are in
 docs/statistics.md.
 
 - ``sample_ratio``: sequential sample-ratio-mismatch test (beta-binomial Bayes factor).
-- ``compare_proportions``: failure rate and coverage (normal mixture, score-type variance).
-- ``compare_quantiles``: p95 latency (beta-binomial confidence sequence on each arm's quantile).
+- ``compare_proportions``: failure rate and coverage (an exact universal-inference sequence,
+  and a normal mixture with a score-type variance where the counts support it).
+- ``compare_quantiles``: p95 latency (a two-sample sequence: the product of the arms'
+  beta-binomial mixtures).
+- ``rollout_confidence``: one error budget per guarded rollout, split over its comparisons.
 """
 
+from warehouse.statistics.budget import ROLLOUT_ERROR_BUDGET, rollout_confidence
 from warehouse.statistics.decisions import (
     CONFIDENCE,
     MIN_USERS_WITH_FEEDBACK,
@@ -25,12 +29,9 @@ from warehouse.statistics.proportions import (
     excludes_difference,
 )
 from warehouse.statistics.quantiles import (
-    QuantileSummary,
-    arm_confidence,
+    ArmCells,
     compare_quantiles,
-    quantile_ci_ranks,
-    quantile_estimate_rank,
-    quantile_summary,
+    quantile_difference_interval,
 )
 from warehouse.statistics.sample_ratio import (
     SRM_P_VALUE_THRESHOLD,
@@ -40,21 +41,20 @@ from warehouse.statistics.sample_ratio import (
 
 __all__ = [
     "CONFIDENCE",
+    "ROLLOUT_ERROR_BUDGET",
+    "ArmCells",
     "MIN_USERS_WITH_FEEDBACK",
     "MIXING_SD",
     "SRM_P_VALUE_THRESHOLD",
     "Comparison",
     "Decision",
-    "QuantileSummary",
     "SampleRatio",
     "WithheldReason",
-    "arm_confidence",
     "compare_proportions",
     "compare_quantiles",
     "difference_interval",
     "excludes_difference",
-    "quantile_ci_ranks",
-    "quantile_estimate_rank",
-    "quantile_summary",
+    "quantile_difference_interval",
+    "rollout_confidence",
     "sample_ratio",
 ]

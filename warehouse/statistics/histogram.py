@@ -1,7 +1,7 @@
 """Per-arm latency histograms with relative-error buckets: quantiles and their bounds.
 
 The health of a flag environment needs, per arm, three percentiles of its users' mean
-latencies and the two order statistics that bound its p95 (``quantile_ci_ranks``). Sorting
+latencies and the distribution around its p95 (for ``quantiles.compare_quantiles``). Sorting
 every user of a touched arm made each run cost what the whole history cost. Instead the fold
 keeps a count of users per logarithmic bucket (DDSketch's mapping, Masson et al. 2019), updated
 by each user's move between buckets, so a run reads a few hundred counts per arm.
@@ -14,10 +14,10 @@ value within ``a`` of them. Values at or below ``SMALLEST_MS`` share the bucket 
 (``[0, GAMMA**ZERO_BUCKET]``, just above ``SMALLEST_MS``), whose error is absolute (at most
 about ``SMALLEST_MS``), not relative.
 
-The p95's confidence bounds stay valid, not approximate: the lower bound is the *lower edge*
-of the bucket holding the lower order statistic and the upper bound the *upper edge* of the
-bucket holding the upper one, so the interval contains the exact one (it is at most ``2 a``
-wider, relatively).
+The p95 comparison stays valid, not approximate: each bucket is handed to it as a *cell*
+spanning the bucket's edges (``cells``), and the comparison assumes nothing about where in its
+cell a value lies, so its interval contains the one exact values would give (it is at most
+about ``2 a`` wider, relatively).
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from itertools import accumulate
 import numpy as np
 from numpy.typing import ArrayLike
 
-from warehouse.statistics.decisions import CONFIDENCE
-from warehouse.statistics.quantiles import QuantileSummary, quantile_ci_ranks
+from warehouse.statistics.quantiles import ArmCells
 
 RELATIVE_ACCURACY = 0.005
 GAMMA = (1.0 + RELATIVE_ACCURACY) / (1.0 - RELATIVE_ACCURACY)
@@ -147,14 +146,10 @@ class LatencyHistogram:
         high = representative(self.bucket_at(above))
         return low + (position - below) * (high - low)
 
-    def summary(self, q: float, confidence: float = CONFIDENCE) -> QuantileSummary:
-        """The q-quantile's estimate and always-valid bounds (``quantile_ci_ranks``), the
-        bounds widened to their buckets' outer edges so they hold for the exact values."""
-        n = self.n
-        estimate = self.quantile(q)
-        ranks = quantile_ci_ranks(n, q, confidence) if n else None
-        if ranks is None:
-            return QuantileSummary(n, estimate, None, None, confidence)
-        lower = lower_edge(self.bucket_at(ranks[0]))
-        upper = upper_edge(self.bucket_at(ranks[1]))
-        return QuantileSummary(n, estimate, lower, upper, confidence)
+    def cells(self, q: float) -> ArmCells:
+        """The arm for ``quantiles.compare_quantiles``: one cell per bucket, spanning the
+        bucket's edges, with the interpolated q-quantile as the estimate."""
+        lower = np.array([lower_edge(b) for b, _ in self.buckets], dtype=np.float64)
+        upper = np.array([upper_edge(b) for b, _ in self.buckets], dtype=np.float64)
+        counts = np.array([u for _, u in self.buckets], dtype=np.int64)
+        return ArmCells(lower, upper, counts, self.quantile(q))

@@ -1,17 +1,24 @@
 """Always-valid comparison of two proportions: failure rate and coverage, per user.
 
-The interval is a confidence sequence for ``p_T - p_C``: the set of differences ``delta`` that
-the normal-mixture sequential test (``boundaries.normal_mixture_radius``) does not reject,
-where the variance of the estimated difference is computed *under the hypothesis being tested*
-(the restricted maximum-likelihood rates given ``p_T - p_C = delta``; Farrington & Manning 1990,
-Miettinen & Nurminen 1985). That is the score-type interval made sequential. The plain plug-in
-(Wald) variance was measured and rejected: an arm with few or no events gets a tiny variance, and
-with a 1 % failure rate in a 1 % rollout the A/A false-decision rate reached 15 % at 200 users
-per arm, where the score form gives 2.2 % (docs/statistics.md, "Minimum sample").
+The interval is a confidence sequence for ``p_T - p_C`` at every read, the intersection of two
+sequences that split the comparison's error ``alpha`` between them:
 
-Validity is asymptotic (Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas 2024): the restricted
-estimate is consistent under the true ``delta``, so the sequence inherits the time-uniform
-coverage of the Gaussian mixture; the minimum sample and the simulations cover the rest.
+- **exact** (``exact_proportions``, a fifth of ``alpha``): universal inference, valid at any
+  rate and any count, with no approximation; it carries the decisions on rare outcomes;
+- **normal mixture** (the rest): the set of differences ``delta`` that the normal-mixture
+  sequential test (``boundaries.normal_mixture_radius``) does not reject, the variance of the
+  estimated difference computed *under the hypothesis being tested* (the restricted
+  maximum-likelihood rates, Farrington & Manning 1990, Miettinen & Nurminen 1985): the
+  score-type interval made sequential. It is asymptotically valid (Waudby-Smith, Arbour,
+  Sinha, Kennedy & Ramdas 2024) and sharper for common outcomes, so it may decide only where
+  the counts support its approximation: at the pooled rate, every arm expects at least
+  ``MIN_EXPECTED_EVENTS`` events and as many non-events (the classical condition for the
+  normal approximation of a binomial).
+
+Each sequence holds at every read with probability at least ``1 - its share``, so their
+intersection holds with probability at least ``1 - alpha`` (a union bound). The plain plug-in
+(Wald) variance was measured and rejected: an arm with few or no events gets a tiny variance
+(docs/statistics.md, "Minimum sample").
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from warehouse.statistics.boundaries import normal_mixture_radius
+from warehouse.statistics.exact_proportions import exact_excludes
 from warehouse.statistics.decisions import (
     CONFIDENCE,
     MIN_USERS_WITH_FEEDBACK,
@@ -31,6 +39,7 @@ from warehouse.statistics.decisions import (
     compared,
     withheld,
 )
+from warehouse.statistics.restricted import restricted_rates
 
 MIXING_SD = 0.05
 """Spread of the normal mixture over the difference, as a fraction (5 percentage points).
@@ -40,38 +49,60 @@ simulation confirms it is the best spread for that effect: the users per arm nee
 power are 803, 736, 714, 713, 734 and 762 for spreads of 2, 3, 4, 5, 7 and 10 points.
 """
 
+EXACT_SHARE = 0.2
+"""The share of a comparison's ``alpha`` spent on the exact sequence (the rest goes to the
+normal mixture): enough for the exact sequence to call blatant regressions on a handful of
+events, little enough that common outcomes keep the normal mixture's power."""
+
+MIN_EXPECTED_EVENTS = 10.0
+"""The normal mixture decides only when, at the pooled rate, each arm expects at least this
+many events and this many non-events; below it the exact sequence alone decides."""
+
 PERCENTAGE_POINTS = 100.0
 _GRID = 64
 _REFINEMENTS = 7  # 64**7 ~ 4e12: the 2-wide bracket shrinks below 1e-12
 Excluded = Callable[[NDArray[np.float64]], NDArray[np.bool_]]
 
 
-def restricted_rates(
-    p_t: ArrayLike, n_t: ArrayLike, p_c: ArrayLike, n_c: ArrayLike, delta: ArrayLike
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Maximum-likelihood rates of the two arms given that ``p_T - p_C = delta``.
-
-    The constrained likelihood equation is a cubic in ``p_T``; Farrington & Manning (1990) give
-    its root in closed form (trigonometric solution). At ``delta = 0`` it is the pooled rate,
-    so the test of "no difference" uses the pooled variance, the best-behaved choice for rare
-    events in unequal arms.
-    """
-    p_t, n_t, p_c, n_c, delta = (
-        np.asarray(a, dtype=np.float64) for a in (p_t, n_t, p_c, n_c, delta)
+def approximation_holds(
+    treatment_events: ArrayLike,
+    treatment_n: ArrayLike,
+    control_events: ArrayLike,
+    control_n: ArrayLike,
+) -> NDArray[np.bool_]:
+    """Whether the counts support the normal mixture's Gaussian approximation: at the pooled
+    rate, each arm expects ``MIN_EXPECTED_EVENTS`` events and as many non-events. It does not
+    depend on the difference tested, so the interval stays an interval."""
+    x_t, n_t, x_c, n_c = (
+        np.asarray(a, dtype=np.float64)
+        for a in (treatment_events, treatment_n, control_events, control_n)
     )
-    theta = n_c / n_t
-    a = 1.0 + theta
-    b = -(1.0 + theta + p_t + theta * p_c + delta * (theta + 2.0))
-    c = delta * delta + delta * (2.0 * p_t + theta + 1.0) + p_t + theta * p_c
-    d = -p_t * delta * (1.0 + delta)
-    v = (b / (3.0 * a)) ** 3 - b * c / (6.0 * a * a) + d / (2.0 * a)
-    s = np.sqrt(np.maximum((b / (3.0 * a)) ** 2 - c / (3.0 * a), 0.0))
-    u = np.where(v > 0, s, -s)
-    safe_u = np.where(s > 0, u, 1.0)
-    w = (np.pi + np.arccos(np.clip(np.where(s > 0, v / safe_u**3, 0.0), -1.0, 1.0))) / 3.0
-    root = np.where(s > 0, 2.0 * u * np.cos(w), 0.0) - b / (3.0 * a)
-    rate_t = np.clip(root, np.maximum(0.0, delta), np.minimum(1.0, 1.0 + delta))
-    return rate_t, rate_t - delta
+    pooled = (x_t + x_c) / (n_t + n_c)
+    rarer = np.minimum(pooled, 1.0 - pooled)
+    return np.minimum(n_t, n_c) * rarer >= MIN_EXPECTED_EVENTS
+
+
+def normal_excludes(
+    treatment_events: ArrayLike,
+    treatment_n: ArrayLike,
+    control_events: ArrayLike,
+    control_n: ArrayLike,
+    delta: ArrayLike,
+    *,
+    alpha: float,
+    mixing_sd: float = MIXING_SD,
+) -> NDArray[np.bool_]:
+    """Whether the normal-mixture sequence at level ``alpha`` excludes ``delta`` (a fraction),
+    its variance taken at the rates restricted to ``delta``."""
+    x_t, n_t, x_c, n_c = (
+        np.asarray(a, dtype=np.float64)
+        for a in (treatment_events, treatment_n, control_events, control_n)
+    )
+    p_t, p_c = x_t / n_t, x_c / n_c
+    rate_t, rate_c = restricted_rates(p_t, n_t, p_c, n_c, delta)
+    variance = rate_t * (1.0 - rate_t) / n_t + rate_c * (1.0 - rate_c) / n_c
+    radius = normal_mixture_radius(variance, mixing_sd * mixing_sd, alpha)
+    return np.abs(p_t - p_c - np.asarray(delta, dtype=np.float64)) > radius
 
 
 def excludes_difference(
@@ -84,22 +115,18 @@ def excludes_difference(
     confidence: float = CONFIDENCE,
     mixing_sd: float = MIXING_SD,
 ) -> NDArray[np.bool_]:
-    """Whether the confidence sequence excludes the difference ``delta`` (a fraction).
+    """Whether the confidence sequence excludes the difference ``delta`` (a fraction): the
+    exact sequence does, or the counts support the normal mixture and it does.
 
     Vectorized over any broadcastable arrays (every ``n`` must be positive), so a simulation
     can read thousands of experiments at once with exactly the rule ``compare_proportions``
     applies: its interval excludes ``delta`` if and only if this is true.
     """
     alpha = 1.0 - check_confidence(confidence)
-    x_t, n_t, x_c, n_c = (
-        np.asarray(a, dtype=np.float64)
-        for a in (treatment_events, treatment_n, control_events, control_n)
-    )
-    p_t, p_c = x_t / n_t, x_c / n_c
-    rate_t, rate_c = restricted_rates(p_t, n_t, p_c, n_c, delta)
-    variance = rate_t * (1.0 - rate_t) / n_t + rate_c * (1.0 - rate_c) / n_c
-    radius = normal_mixture_radius(variance, mixing_sd * mixing_sd, alpha)
-    return np.abs(p_t - p_c - np.asarray(delta, dtype=np.float64)) > radius
+    counts = (treatment_events, treatment_n, control_events, control_n)
+    exact = exact_excludes(*counts, delta, alpha=EXACT_SHARE * alpha)
+    normal = normal_excludes(*counts, delta, alpha=(1.0 - EXACT_SHARE) * alpha, mixing_sd=mixing_sd)
+    return exact | (approximation_holds(*counts) & normal)
 
 
 def difference_interval(
