@@ -111,9 +111,7 @@ def _unjudged(
             f"step at {rollout.percentage:g} % not judged {hours:g} h after its time: {why}",
             statistics,
         )
-    return Judgement(
-        RolloutAction.WAIT, f"waiting to judge the step: {why}", statistics, waiting=True
-    )
+    return Judgement(RolloutAction.WAIT, why, statistics, waiting=True)
 
 
 def _decision(health: Mapping[str, Any], guardrail: str) -> str:

@@ -109,7 +109,11 @@ def _mark_guard_levels_dirty(con: duckdb.DuckDBPyConnection, guard_levels: Guard
             "FROM flag_health AS h JOIN (SELECT unnest(?) AS e, unnest(?) AS f, unnest(?) AS c) "
             "AS g ON h.environment_id = g.e AND h.flag_key = g.f "
             "WHERE h.rollout_percentage IS NOT NULL AND h.guard_confidence IS DISTINCT FROM g.c",
-            [[e for e, _ in guard_levels], [f for _, f in guard_levels], list(guard_levels.values())],
+            [
+                [e for e, _ in guard_levels],
+                [f for _, f in guard_levels],
+                list(guard_levels.values()),
+            ],
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 MISSING = "—"
@@ -29,9 +29,12 @@ def milliseconds(value: Any) -> str:
 
 
 def utc_time(value: Any) -> str:
-    """An ISO 8601 time as ``2024-05-01 12:00:03 UTC``; unparseable text is shown as given."""
+    """An ISO 8601 time (or unix seconds) as ``2024-05-01 12:00:03 UTC``; unparseable text is
+    shown as given."""
     if not value:
         return MISSING
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     try:
         moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:

@@ -448,3 +448,33 @@ def test_start_and_stop_a_guarded_rollout_then_restore_from_the_audit_log(
     flag = admin.request("GET", f"/environments/{tenant.environment_id}/flags/guarded")
     assert flag["rules"][0]["percentage"] == 20  # as before the rollout started
     shot(page, tmp_path, "11-audit-log")
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_step_waiting_to_be_judged_says_so_on_the_insights_page(
+    page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path, width: int
+) -> None:
+    """A step whose time has passed with nothing to judge waits (the guardian, run by the real
+    pipeline, records why) and the insights page shows it as a banner."""
+    from pipelines.cli import run_pipeline_once
+
+    server = dashboard_server
+    tenant = admin.tenant(insights=True)
+    admin.flag(tenant.environment_id, "quiet", [{"type": "PERCENTAGE", "percentage": 0}])
+    path = f"/environments/{tenant.environment_id}/flags/quiet/rollout"
+    admin.request("PUT", path, {"steps": [1, 100], "stepMinutes": 0.01}, expect=200)
+    time.sleep(1.0)  # the step's time (0.6 s) has passed
+    run_pipeline_once(Settings(data_dir=server.data_dir, admin_token=ADMIN_TOKEN), echo=len)
+    rollout = admin.request("GET", path, expect=200)
+    assert rollout["state"] == "running" and rollout["step"] == 0
+    reason = rollout["waiting"]["reason"]
+    assert "withheld" in reason and "smaller arm" in reason
+
+    page.set_viewport_size({"width": width, "height": 800})
+    sign_in(page, server)
+    page.goto(f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/quiet/insights")
+    banner = page.locator("[data-rollout-waiting]")
+    expect(banner).to_contain_text("Waiting to judge this step")
+    expect(banner).to_contain_text(reason)
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    shot(page, tmp_path, f"12-rollout-waiting-{width}")

@@ -140,7 +140,9 @@ def draw_step(
     treatment_model, control_model = latency_model(scenario.treatment_slowdown), latency_model()
     below_t = rng.binomial(feedback_t, treatment_model.below)
     below_c = rng.binomial(feedback_c, control_model.below)
-    inside_t = rng.binomial(feedback_t - below_t, treatment_model.inside / (1 - treatment_model.below))
+    inside_t = rng.binomial(
+        feedback_t - below_t, treatment_model.inside / (1 - treatment_model.below)
+    )
     inside_c = rng.binomial(feedback_c - below_c, control_model.inside / (1 - control_model.below))
     per_read = (users_t, users_c, feedback_t, feedback_c, failed_t, failed_c, below_t, below_c,
                 inside_t, inside_c)  # fmt: skip

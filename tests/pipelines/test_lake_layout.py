@@ -31,6 +31,12 @@ def _as_before_the_upgrade(working: Path) -> None:
     try:
         con.execute("UPDATE loaded_files SET path = replace(path, 'event_type=', '')")
         con.execute("DROP TABLE arm_epochs")  # made by 0005
+        guard_columns = con.execute(  # made by 0006
+            "SELECT column_name FROM information_schema.columns WHERE table_name = "
+            "'flag_health' AND column_name LIKE '%guard%'"
+        ).fetchall()
+        for (column,) in guard_columns:
+            con.execute(f"ALTER TABLE flag_health DROP COLUMN {column}")
         con.execute("DELETE FROM schema_migrations WHERE version >= 4")
     finally:
         con.close()

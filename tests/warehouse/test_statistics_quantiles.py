@@ -36,16 +36,12 @@ def test_slower_treatment_is_a_regression_whose_interval_holds_the_difference() 
 
 
 def test_faster_treatment_is_an_improvement() -> None:
-    comparison = compare_quantiles(
-        lognormal_arm(2_000, 0.6, 3), lognormal_arm(2_000, 1.0, 4), P95
-    )
+    comparison = compare_quantiles(lognormal_arm(2_000, 0.6, 3), lognormal_arm(2_000, 1.0, 4), P95)
     assert comparison.decision == Decision.IMPROVEMENT
 
 
 def test_same_distribution_is_inconclusive() -> None:
-    comparison = compare_quantiles(
-        lognormal_arm(3_000, 1.0, 5), lognormal_arm(3_000, 1.0, 6), P95
-    )
+    comparison = compare_quantiles(lognormal_arm(3_000, 1.0, 5), lognormal_arm(3_000, 1.0, 6), P95)
     assert comparison.decision == Decision.INCONCLUSIVE
 
 
@@ -82,9 +78,7 @@ def test_below_minimum_is_withheld() -> None:
 
 def test_an_arm_too_small_to_bound_its_p95_is_withheld_not_guessed() -> None:
     """With 250 users in treatment, a p95 above all of them cannot be ruled out yet."""
-    comparison = compare_quantiles(
-        lognormal_arm(250, 1.0, 13), lognormal_arm(30_000, 1.0, 14), P95
-    )
+    comparison = compare_quantiles(lognormal_arm(250, 1.0, 13), lognormal_arm(30_000, 1.0, 14), P95)
     assert comparison.decision == Decision.WITHHELD
     assert comparison.reason == WithheldReason.QUANTILE_UNBOUNDED
 

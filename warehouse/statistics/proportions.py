@@ -29,7 +29,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from warehouse.statistics.boundaries import normal_mixture_radius
-from warehouse.statistics.exact_proportions import exact_excludes
 from warehouse.statistics.decisions import (
     CONFIDENCE,
     MIN_USERS_WITH_FEEDBACK,
@@ -39,6 +38,7 @@ from warehouse.statistics.decisions import (
     compared,
     withheld,
 )
+from warehouse.statistics.exact_proportions import exact_excludes
 from warehouse.statistics.restricted import restricted_rates
 
 MIXING_SD = 0.05
