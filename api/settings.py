@@ -77,6 +77,9 @@ class Settings:
     webhook_retry_for_s: float = 24 * 3600.0
     """How long a delivery is retried before it is given up (contract: 24 hours)."""
     webhook_timeout_s: float = 10.0
+    webhook_allow_private: bool = False
+    """``FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE=1``: webhooks may go to loopback and private addresses
+    (receivers on the same network); link-local stays refused (``api.webhook_targets``)."""
     warehouse_poll_interval_s: float = 10.0
     """With the lake in a bucket: how often a host looks for a newer warehouse snapshot."""
 
@@ -159,5 +162,6 @@ class Settings:
             webhook_retry_base_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_BASE", "5")),
             webhook_retry_cap_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_CAP", "600")),
             webhook_timeout_s=float(env.get("FLAGSIGHT_WEBHOOK_TIMEOUT", "10")),
+            webhook_allow_private=env.get("FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE") == "1",
             warehouse_poll_interval_s=float(env.get("FLAGSIGHT_WAREHOUSE_POLL_INTERVAL", "10")),
         )

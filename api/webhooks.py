@@ -8,7 +8,8 @@ A delivery is a POST of the outbox row's exact body with ``Flagsight-Signature:
 t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the webhook's secret>``. A 2xx marks
 it delivered; anything else (an error status, a refused connection, a timeout) schedules the
 next attempt after ``base * 2^attempts`` seconds (capped), until 24 hours after the event, when
-it is given up. The row is marked only after the attempt, so a deliverer killed between the
+it is given up. So does a URL whose host resolves, at that attempt, to an address webhooks may
+not reach (``webhook_targets``). The row is marked only after the attempt, so a deliverer killed between the
 receiver's 2xx and the mark delivers that event again, with the same id and body: at least
 once, never two different events under one id. Receivers deduplicate by ``id``.
 
@@ -32,6 +33,7 @@ from api.controlplane.model import hard_limit
 from api.host_lock import HostLock
 from api.metering.meter import month_label, month_of
 from api.services import Services
+from api.webhook_targets import ForbiddenTarget, check_delivery
 
 SIGNATURE_HEADER = "Flagsight-Signature"
 TICK_S = 0.5
@@ -118,11 +120,14 @@ class WebhookDeliverer:
             SIGNATURE_HEADER: sign(delivery.secret, int(now), delivery.body),
         }
         try:
+            check_delivery(delivery.url, settings.webhook_allow_private)
             answer = self._session.post(
                 delivery.url, data=delivery.body, headers=headers,
                 timeout=settings.webhook_timeout_s, allow_redirects=False,
             )  # fmt: skip
             error = None if 200 <= answer.status_code < 300 else f"HTTP {answer.status_code}"
+        except ForbiddenTarget as refused:
+            error = f"refused: the URL {refused}"
         except requests.RequestException as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
         done = self._services.clock()

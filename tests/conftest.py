@@ -30,6 +30,7 @@ def settings(tmp_path: Path) -> Settings:
         admin_token=ADMIN_TOKEN,
         seal_interval_s=1.0,
         config_poll_interval_s=0.1,
+        webhook_allow_private=True,  # the tests' receivers are on loopback
     )
 
 

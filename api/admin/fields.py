@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlparse
 
 from api.controlplane.changes import GUARDRAILS, EventType, FlagBody, RolloutPlan
 from api.controlplane.model import Plan
@@ -14,6 +13,7 @@ from api.evaluation import rule_from_json
 from api.evaluation.model import RuleError
 from api.jsonio import optional_bool as optional_json_bool
 from api.jsonio import require_bool, require_list, require_str
+from api.webhook_targets import ForbiddenTarget, check_url
 
 MAX_NAME_LENGTH = 200
 MAX_USER_IDENTIFIER_LENGTH = 1024
@@ -157,15 +157,13 @@ def moment(body: dict[str, Any], name: str) -> float:
     return seconds
 
 
-def webhook_url(body: dict[str, Any]) -> str:
+def webhook_url(body: dict[str, Any], allow_private: bool) -> str:
+    """The webhook's URL, refused unless it may receive deliveries (``webhook_targets``)."""
     value = require_str(body, "url", max_len=MAX_URL_LENGTH)
     try:
-        parsed = urlparse(value)
-        scheme, host, _ = parsed.scheme, parsed.hostname, parsed.port  # .port checks the range
-    except ValueError:
-        scheme, host = "", None
-    if scheme not in ("http", "https") or not host:
-        raise BadRequest("Field 'url' must be an http:// or https:// URL with a host")
+        check_url(value, allow_private)
+    except ForbiddenTarget as refused:
+        raise BadRequest(f"Field 'url' {refused}") from None
     return value
 
 

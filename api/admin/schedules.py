@@ -18,6 +18,7 @@ class SchedulesResource(AdminResource):
     async def on_get(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
+        fields.key_param(flag_key, "flagKey")
         await existing_environment(self, env_id)
         schedules = await self.read(self.store.list_schedules, env_id, flag_key)
         write_json(resp, views.items(map(views.schedule, schedules)))

@@ -26,7 +26,8 @@ class WebhooksResource(AdminResource):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str
     ) -> None:
         body = await self.body(req)
-        url, events = fields.webhook_url(body), fields.webhook_events(body)
+        allow_private = self.services.settings.webhook_allow_private
+        url, events = fields.webhook_url(body, allow_private), fields.webhook_events(body)
         created = await self.write(self.store.create_webhook, org_id, url, events)
         write_json(resp, views.created_webhook(created), status=201)
 

@@ -34,8 +34,8 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, **_json(_ref("Error"))}
 
 
-def _body(schema: str) -> dict[str, Any]:
-    return {"required": True, **_json(_ref(schema))}
+def _body(schema: str, required: bool = True) -> dict[str, Any]:
+    return {"required": required, **_json(_ref(schema))}
 
 
 _NO_CONTENT = {"description": "Done; no body"}
@@ -69,7 +69,11 @@ FLAG_KEY = _param("flagKey", "Flag key (case-sensitive)", KEY_PATTERN)
 METRICS_FLAG_KEY = _param("flagKey", "Flag key as evaluated (1 to 128 characters)")
 
 
-def _op(summary: str, responses: dict[str, Any], body: str | None = None) -> dict[str, Any]:
+def _op(
+    summary: str, responses: dict[str, Any], body: str | None = None, body_required: bool = True
+) -> dict[str, Any]:
+    """One operation; ``body_required=False`` where every field of the body is optional and
+    the body may be left out (the resource reads it with ``optional_body``)."""
     operation: dict[str, Any] = {
         "tags": ["admin"],
         "summary": summary,
@@ -80,7 +84,7 @@ def _op(summary: str, responses: dict[str, Any], body: str | None = None) -> dic
         },
     }
     if body:
-        operation["requestBody"] = _body(body)
+        operation["requestBody"] = _body(body, body_required)
     return operation
 
 
@@ -398,6 +402,24 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "latencyP95Ms": _ref("HealthComparison"),
             "coverage": _ref("HealthComparison"),
             "withheldReason": {"type": ["string", "null"]},
+            "rolloutGuard": {
+                "description": "While a guarded rollout runs: the same comparisons at the "
+                "rollout's share of its error budget, which its decisions rest on "
+                "(docs/statistics.md, 'One error budget per rollout'); null otherwise.",
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "required": ["confidence", "failureRate", "latencyP95Ms", "coverage"],
+                        "properties": {
+                            "confidence": {"type": "number"},
+                            "failureRate": _ref("HealthComparison"),
+                            "latencyP95Ms": _ref("HealthComparison"),
+                            "coverage": _ref("HealthComparison"),
+                        },
+                    },
+                    {"type": "null"},
+                ],
+            },
         },
     },
     "FlagMetrics": {
@@ -525,6 +547,7 @@ ADMIN_PATHS: dict[str, Any] = {
             "Create an API key; the secret is in this answer only",
             {"201": _ok("Created", "NewApiKey"), **_BODY_ERRORS, "404": _E404},
             "ApiKeyCreate",
+            body_required=False,
         ),
     },
     "/admin/v1/api-keys/{keyId}": {
@@ -645,6 +668,18 @@ ADMIN_SCHEMAS.update(
                 "guardrails": {"type": "array", "items": _GUARDRAIL},
                 "stepStartedAt": TIMESTAMP,
                 "decisions": {"type": "array", "items": _ref("RolloutDecision")},
+                "waiting": {
+                    "description": "A step whose time has passed, waiting until every "
+                    "guardrail is judged (held a day after its time); null otherwise.",
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "required": ["since", "reason"],
+                            "properties": {"since": TIMESTAMP, "reason": {"type": "string"}},
+                        },
+                        {"type": "null"},
+                    ],
+                },
             },
         },
         "ScheduleCreate": {
@@ -752,6 +787,7 @@ ADMIN_PATHS.update(
                     "409": _error("The flag has no PERCENTAGE rule"),
                 },
                 "RolloutPut",
+                body_required=False,
             ),
             "delete": _op(
                 "Stop the rollout, leaving the percentage where it is",
@@ -762,7 +798,12 @@ ADMIN_PATHS.update(
             "parameters": [ENV_ID, FLAG_KEY],
             "get": _op(
                 "The flag's scheduled changes, by time (every state)",
-                {"200": _ok("Schedules", "ScheduleList"), "401": _E401, "404": _E404},
+                {
+                    "200": _ok("Schedules", "ScheduleList"),
+                    "400": _error("The flag key does not match its pattern"),
+                    "401": _E401,
+                    "404": _E404,
+                },
             ),
             "post": _op(
                 "Schedule a flag body to be applied at a time",

@@ -129,7 +129,10 @@ def make_admin(tmp_path: Path) -> Iterator[Callable[..., AdminClient]]:
     made: list[Services] = []
 
     def make(**overrides: Any) -> AdminClient:
-        options: dict[str, Any] = {"admin_token": ADMIN_TOKEN, **overrides}
+        # The tests' webhook receivers are on loopback; the refusal is tested with False.
+        options: dict[str, Any] = {
+            "admin_token": ADMIN_TOKEN, "webhook_allow_private": True, **overrides,
+        }  # fmt: skip
         settings = Settings(data_dir=tmp_path / f"data{len(made)}", **options)
         services = build_services(settings)
         made.append(services)

@@ -159,3 +159,26 @@ def test_bad_webhooks_are_400(admin_api: AdminClient, org: dict, body: dict, fie
     answer = admin_api.post(f"/organizations/{org['id']}/webhooks", body)
     assert answer.status == 400
     assert f"'{field}'" in answer.body["message"]
+
+
+def test_listing_the_schedules_of_a_malformed_flag_key_is_400(
+    admin_api: AdminClient, flag_path: str
+) -> None:
+    bad = flag_path.rsplit("/", 1)[0] + "/bad%20key"
+    answer = admin_api.get(f"{bad}/schedules")
+    assert answer.status == 400
+    assert "'flagKey' must match" in answer.body["message"]
+
+
+def test_a_rollout_put_without_a_body_starts_with_the_documented_defaults(
+    admin_api: AdminClient, flag_path: str
+) -> None:
+    """The body is optional (every field has a default), and the OpenAPI document says so."""
+    from api.openapi.document import openapi_document
+
+    answer = admin_api.put(f"{flag_path}/rollout")  # no body at all
+    assert answer.status == 200
+    assert (answer.body["steps"], answer.body["stepMinutes"]) == ([1, 5, 25, 50, 100], 10)
+    paths = openapi_document()["paths"]
+    operation = paths["/admin/v1/environments/{envId}/flags/{flagKey}/rollout"]
+    assert operation["put"]["requestBody"]["required"] is False

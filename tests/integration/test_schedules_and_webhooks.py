@@ -168,7 +168,8 @@ def test_every_event_arrives_once_signed_after_the_receiver_was_down_and_a_resta
 ) -> None:
     server = GunicornServer(
         tmp_path / "data", admin_token=ADMIN_TOKEN,
-        env={"FLAGSIGHT_WEBHOOK_RETRY_BASE": "0.2", "FLAGSIGHT_WEBHOOK_RETRY_CAP": "1", **backend},
+        env={"FLAGSIGHT_WEBHOOK_RETRY_BASE": "0.2", "FLAGSIGHT_WEBHOOK_RETRY_CAP": "1",
+             "FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE": "1", **backend},
     ).start()  # fmt: skip
     receiver = Receiver(free_port())
     try:

@@ -48,6 +48,7 @@ class GunicornServer:
             "FLAGSIGHT_DATA_DIR": str(self.data_dir),
             "FLAGSIGHT_ADMIN_TOKEN": self.admin_token,
             "FLAGSIGHT_SEAL_INTERVAL": "1",
+            "FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE": "1",  # the tests' receivers are on loopback
             "FLAGSIGHT_GRACEFUL_TIMEOUT": "10",
             **self.extra_env,
         }

@@ -119,3 +119,24 @@ def test_a_quantile_outside_the_open_unit_interval_is_rejected(q: float) -> None
     arm = lognormal_arm(300, 1.0, 17)
     with pytest.raises(ValueError):
         quantile_difference_interval(arm, arm, q)
+
+
+def first_bounded(confidence: float) -> int:
+    """Treatment users from which the p95 difference is bounded against 30,000 control users."""
+    rng = np.random.default_rng(1)
+    control = ArmCells.of_values(rng.lognormal(5.0, 0.6, 30_000), P95)
+    treatment = rng.lognormal(5.0, 0.6, 1_000)
+    for n in range(MIN_USERS_WITH_FEEDBACK, 1_000, 5):
+        interval = quantile_difference_interval(
+            ArmCells.of_values(treatment[:n], P95), control, P95, confidence
+        )
+        if all(math.isfinite(end) for end in interval):
+            return n
+    raise AssertionError("never bounded")
+
+
+def test_a_small_arm_against_a_large_control_is_first_bounded_as_documented() -> None:
+    """docs/statistics.md: about 305 treatment users at 95 %, 335 at a five-step rollout's
+    level (steps 1/5/25/50/100, three guardrails)."""
+    assert first_bounded(0.95) == 305
+    assert first_bounded(1 - 0.05 / 12) == 335

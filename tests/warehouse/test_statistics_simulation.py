@@ -93,10 +93,13 @@ def simulate(rollout: Rollout, experiments: int, seed: int, days: int = 1) -> Co
 
 
 def decisive(events_t, n_t, events_c, n_c, minimum: int = MIN_USERS_WITH_FEEDBACK) -> np.ndarray:
-    """Reads at which the proportion comparison is neither withheld nor inconclusive."""
+    """Reads at which the proportion comparison is neither withheld nor inconclusive (only
+    the reads with enough users are computed)."""
     enough = np.minimum(n_t, n_c) >= minimum
-    safe_t, safe_c = np.maximum(n_t, 1), np.maximum(n_c, 1)
-    return enough & excludes_difference(events_t, safe_t, events_c, safe_c, 0.0)
+    decided = np.zeros(np.shape(enough), dtype=bool)
+    counts = [np.asarray(a)[enough] for a in (events_t, n_t, events_c, n_c)]
+    decided[enough] = excludes_difference(*counts, 0.0)
+    return decided
 
 
 def failure_rate_reads(counts: Counts) -> tuple:
@@ -127,9 +130,11 @@ def fixed_horizon_decisive(x_t, n_t, x_c, n_c, minimum: int) -> np.ndarray:
 
 def normal_only_decisive(x_t, n_t, x_c, n_c, minimum: int = MIN_USERS_WITH_FEEDBACK):
     """The design this replaces: the normal mixture alone, at the full level, at any count."""
-    safe_t, safe_c = np.maximum(n_t, 1), np.maximum(n_c, 1)
-    excluded = normal_excludes(x_t, safe_t, x_c, safe_c, 0.0, alpha=1 - CONFIDENCE)
-    return (np.minimum(n_t, n_c) >= minimum) & excluded
+    enough = np.minimum(n_t, n_c) >= minimum
+    decided = np.zeros(np.shape(enough), dtype=bool)
+    counts = [np.asarray(a)[enough] for a in (x_t, n_t, x_c, n_c)]
+    decided[enough] = normal_excludes(*counts, 0.0, alpha=1 - CONFIDENCE)
+    return decided
 
 
 def wald_mixture_decisive(x_t, n_t, x_c, n_c, minimum: int) -> np.ndarray:

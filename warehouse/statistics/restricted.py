@@ -24,6 +24,9 @@ def restricted_rates(
     p_t, n_t, p_c, n_c, delta = (
         np.asarray(a, dtype=np.float64) for a in (p_t, n_t, p_c, n_c, delta)
     )
+    if delta.ndim == 0 and delta == 0.0:  # the test of no difference: the pooled rate
+        pooled = (p_t * n_t + p_c * n_c) / (n_t + n_c)
+        return pooled, pooled
     theta = n_c / n_t
     a = 1.0 + theta
     b = -(1.0 + theta + p_t + theta * p_c + delta * (theta + 2.0))
