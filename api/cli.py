@@ -111,8 +111,15 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from api.demo_traffic import run_demo_traffic
 
     key = args.api_key or os.environ.get("FLAGSIGHT_DEMO_API_KEY")
+    if not key and settings.demo_key_path.exists():
+        # The key `flagsight init` keeps: read here, so it never shows in the process list.
+        key = settings.demo_key_path.read_text(encoding="utf-8").strip()
     if not key:
-        print("Give the demo API key: --api-key or FLAGSIGHT_DEMO_API_KEY", file=sys.stderr)
+        print(
+            f"No demo API key: run `flagsight init` (it keeps one in {settings.demo_key_path}),"
+            " or give --api-key or FLAGSIGHT_DEMO_API_KEY",
+            file=sys.stderr,
+        )
         return 2
     run_demo_traffic(
         args.url or ["http://127.0.0.1:8000"], key, rate=args.rate, duration_s=args.duration

@@ -9,6 +9,17 @@ DAGSTER_PORT="${DAGSTER_PORT:-3000}"
 export FLAGSIGHT_DATA_DIR="$DATA" DAGSTER_HOME="$DATA/dagster"
 mkdir -p "$DATA/logs"  # `flagsight init` makes the rest, Dagster's home and its dagster.yaml
 
+# Another program (a second `make run`, say) on either port would answer our readiness wait
+# while our own server failed to start: say so and stop before starting anything.
+port_taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for port in "$API_PORT" "$DAGSTER_PORT"; do
+  if port_taken "$port"; then
+    echo "Port $port on 127.0.0.1 is taken (another flagsight?): stop it, or choose other ports" \
+      "with FLAGSIGHT_PORT and DAGSTER_PORT." >&2
+    exit 1
+  fi
+done
+
 # The demo key is kept in $DATA/demo-api-key: every run prints the same one, so a client of
 # the key printed before keeps working. A data directory from before that file gets a new one.
 init_output=$($BIN/flagsight init)
@@ -44,11 +55,20 @@ trap 'cleanup; echo "flagsight stopped."; exit 0' INT TERM
 $BIN/flagsight serve --port "$API_PORT" >"$DATA/logs/api.log" 2>&1 & pids+=($!)
 setsid $BIN/dagster dev -w workspace.yaml -p "$DAGSTER_PORT" >"$DATA/logs/dagster.log" 2>&1 & dagster_pid=$!
 
+serve_pid=${pids[0]}
+ready=0
 for _ in $(seq 1 60); do
-  curl -fsS "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && break
+  kill -0 "$serve_pid" 2>/dev/null || break  # our server died: nothing to wait for
+  curl -fsS "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && { ready=1; break; }
   sleep 0.5
 done
-$BIN/flagsight demo --url "http://127.0.0.1:$API_PORT" --api-key "$DEMO_KEY" >"$DATA/logs/demo.log" 2>&1 & pids+=($!)
+if [ $ready -eq 0 ]; then
+  echo "The API did not start; its log ($DATA/logs/api.log) ends with:" >&2
+  tail -n 20 "$DATA/logs/api.log" >&2
+  exit 1
+fi
+# The demo reads its key from $DATA/demo-api-key: no key in the process list.
+$BIN/flagsight demo --url "http://127.0.0.1:$API_PORT" >"$DATA/logs/demo.log" 2>&1 & pids+=($!)
 
 cat <<TXT
 

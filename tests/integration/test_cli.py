@@ -157,3 +157,27 @@ def test_the_readme_says_how_to_run_its_cli_commands_and_each_one_runs(tmp_path:
             [str(installed), *subcommand, "--help"], capture_output=True, text=True, timeout=60
         )
         assert result.returncode == 0, (words, result.stderr)
+
+
+def test_demo_traffic_reads_the_kept_demo_key_so_no_key_is_on_its_command_line(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    init = flagsight(data, "init")
+    token = re.search(
+        r"Admin token \(shown once, only its hash is kept\): (\S+)", init.stdout
+    ).group(1)
+    organization_id = re.search(r"Demo organization (org_[0-9a-f]{16})", init.stdout).group(1)
+    server = GunicornServer(data, admin_token=token).start()
+    try:
+        demo = flagsight(data, "demo", "--url", server.url, "--rate", "20", "--duration", "1.5")
+        assert demo.returncode == 0, demo.stdout + demo.stderr
+        admin = Admin(requests_caller(server.url), token)
+        usage = admin.request("GET", f"/organizations/{organization_id}/usage", expect=200)
+        assert usage["evaluations"] > 0
+    finally:
+        server.stop()
+    (data / "demo-api-key").unlink()
+    missing = flagsight(data, "demo", "--url", "http://127.0.0.1:9", "--duration", "1")
+    assert missing.returncode == 2
+    assert "No demo API key: run `flagsight init`" in missing.stderr

@@ -93,3 +93,23 @@ def test_make_run_keeps_its_demo_key_across_restarts_and_stops_cleanly(tmp_path:
     finally:
         for run in runs:
             run.kill()
+
+
+def test_make_run_stops_when_its_port_is_taken_instead_of_claiming_to_run(tmp_path: Path) -> None:
+    """A second ``make run`` (or anything else) on the API port would answer the readiness
+    wait while this run's own server could not start: it must say so and stop."""
+    import socket
+
+    api_port, dagster_port = free_ports(2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", api_port))
+        taken.listen()
+        run = MakeRun(tmp_path / "var", api_port, dagster_port, tmp_path / "run.log")
+        try:
+            run.proc.wait(120)
+        finally:
+            run.kill()
+    output = (tmp_path / "run.log").read_text()
+    assert run.proc.returncode != 0, output
+    assert f"Port {api_port} on 127.0.0.1 is taken" in output
+    assert "flagsight is running" not in output and "Demo API key" not in output

@@ -247,3 +247,23 @@ def test_reports_are_delivered_at_interpreter_exit(accepting) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert sorted(len(body["feedbacks"]) for body in accepting.bodies(BULK)) == [200, 500]
+
+
+@pytest.mark.parametrize(
+    "base_url", ["flags.example.com", "localhost:8000", "http://", "ftp://flags.example.com", ""]
+)
+def test_a_base_url_without_scheme_or_host_fails_at_construction(base_url: str) -> None:
+    """Like a misspelled option: otherwise every call would quietly answer False."""
+    with pytest.raises(ValueError, match="base_url must be an http:// or https:// URL"):
+        FlagsightClient("key", base_url)
+
+
+def test_a_base_url_with_a_trailing_slash_reaches_the_same_paths() -> None:
+    server = FakeServer(lambda path, body: (204, {}, b""))
+    try:
+        client = FlagsightClient("key", server.url + "/")
+        assert client.report(evaluation(1), True)
+        assert client.flush(5)
+        assert [len(body["feedbacks"]) for body in server.bodies(BULK)] == [1]
+    finally:
+        server.close()

@@ -31,6 +31,7 @@ from warehouse.statistics import (
     compare_quantiles,
     excludes_difference,
     quantile_difference_interval,
+    rollout_confidence,
     sample_ratio,
 )
 from warehouse.statistics.boundaries import normal_mixture_radius
@@ -249,7 +250,7 @@ def test_simulated_rule_is_the_rule_compare_proportions_applies() -> None:
 
 # Power: 5 % -> 10 %, read after every user --------------------------------------------------
 
-POWER_USERS_PER_ARM = {0.50: 454, 0.80: 751, 0.95: 1_124}
+POWER_USERS_PER_ARM = {0.50: 449, 0.80: 742, 0.95: 1_131}
 """Users per arm with feedback by which 5 % -> 10 % is called a regression (docs table)."""
 
 
@@ -431,7 +432,18 @@ def print_mixing_sd_study() -> None:
 
 def print_power() -> None:
     print("## Power (users per arm with feedback, read after every user; 50 / 80 / 95 %)")
-    print("5 % -> 10 %:", detection_quantiles(0.05, 0.10, 1_600, 10_000, MIN_USERS_WITH_FEEDBACK))
+    print("5 % -> 10 %:", detection_quantiles(0.05, 0.10, 1_800, 10_000, MIN_USERS_WITH_FEEDBACK))
+    level = rollout_confidence((1, 5, 25, 50, 100), ("failureRate", "latencyP95Ms", "coverage"))
+    firsts = []
+    for chunk in range(2):
+        failed_t, n, failed_c, _ = balanced_paths(0.05, 0.10, 3_000, 1_000, seed=300 + chunk)
+        enough = n >= MIN_USERS_WITH_FEEDBACK
+        excluded = excludes_difference(failed_t, n, failed_c, n, 0.0, confidence=level)
+        regression = enough & excluded & (failed_t > failed_c)
+        firsts.append(np.where(regression.any(axis=1), regression.argmax(axis=1) + 1, 10**9))
+    first = np.concatenate(firsts)
+    quantiles = [float(np.quantile(first, p)) for p in POWER_USERS_PER_ARM]
+    print(f"5 % -> 10 % at the default rollout's level {level:.5f}:", quantiles)
     for treatment in (0.3, 0.5):
         for minimum in (50, MIN_USERS_WITH_FEEDBACK):
             found = detection_quantiles(
@@ -489,9 +501,14 @@ def print_false_decisions() -> None:
             rollout = Rollout(20_000, share, coverage, 0.05)
             rate = false_decision_rate(coverage_reads(simulate(rollout, 2_000, seed=8)))
             print(f"coverage | {rollout.describe()} | {rate:.4f}")
+
+
+def print_p95_false_decisions() -> None:
+    print("## p95 latency A/A, 400 experiments x 288 reads, from histograms")
     for users in (600, 1_500, 5_000):
-        decided = first_p95_decision(simulate_latency(1_000, users, slowdown=1.0, seed=9)) >= 0
-        print(f"p95 latency | {users} users per arm | {decided.mean():.4f}")
+        decided = first_p95_decision(simulate_latency(400, users, slowdown=1.0, seed=9)) >= 0
+        low, high = wilson(int(decided.sum()), decided.size)
+        print(f"p95 latency | {users} users per arm | {decided.mean():.4f} [{low:.4f}, {high:.4f}]")
 
 
 def fixed_horizon_p95_users(slowdown: float, power: float = 0.8) -> float:
@@ -528,15 +545,26 @@ def print_sample_ratio() -> None:
         )
 
 
-def main() -> None:
-    print_grid()
-    print_mixing_sd_study()
-    print_power()
-    print_minimum_sample_study()
-    print_false_decisions()
-    print_latency_power()
-    print_sample_ratio()
+TABLES = {
+    "grid": lambda: print_grid(),
+    "mixing": lambda: print_mixing_sd_study(),
+    "power": lambda: print_power(),
+    "minimum": lambda: print_minimum_sample_study(),
+    "false": lambda: print_false_decisions(),
+    "p95": lambda: print_p95_false_decisions(),
+    "latency": lambda: print_latency_power(),
+    "ratio": lambda: print_sample_ratio(),
+}
+
+
+def main(names: list[str]) -> None:
+    """Every table, or those named (``grid``, ``mixing``, ``power``, ``minimum``, ``false``,
+    ``p95``, ``latency``, ``ratio``)."""
+    for name in names or TABLES:
+        TABLES[name]()
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

@@ -29,7 +29,7 @@ from flagsight_sdk.model import (
     UnexpectedResponse,
     parse_evaluation,
 )
-from flagsight_sdk.transport import HttpAnswer, new_session, post_json
+from flagsight_sdk.transport import HttpAnswer, checked_base_url, new_session, post_json
 
 log = logging.getLogger("flagsight_sdk")
 
@@ -57,7 +57,7 @@ class FlagsightClient:
         session: requests.Session | None = None,
         **feedback: object,
     ):
-        self._base_url = base_url.rstrip("/")
+        self._base_url = checked_base_url(base_url)
         self._headers = {"Authorization": f"ApiKey {api_key}", "User-Agent": SDK_NAME}
         self._timeout_s = timeout_s
         self._session = session or new_session()

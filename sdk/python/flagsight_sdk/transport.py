@@ -21,6 +21,19 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 _CHUNK = 64 * 1024
 
 
+def checked_base_url(base_url: str) -> str:
+    """``base_url`` without its trailing slashes, or ValueError at construction: a URL without
+    ``http://`` or ``https://`` and a host would make every later call fail, each one quietly
+    answering False, so it is refused like a misspelled option."""
+    parts = urllib3.util.parse_url(base_url) if isinstance(base_url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.host:
+        raise ValueError(
+            f"base_url must be an http:// or https:// URL with a host, e.g. "
+            f"https://flags.example.com (got {base_url!r})"
+        )
+    return base_url.rstrip("/")
+
+
 class DeadlineExceeded(requests.Timeout):
     """The whole request took longer than its deadline."""
 
