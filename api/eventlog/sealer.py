@@ -90,7 +90,9 @@ class Backoff:
 
 @dataclass(frozen=True)
 class Backlog:
-    """Segment files waiting in ``wal/`` (active ones included), as last counted."""
+    """Segment files waiting in ``wal/`` (active ones included), as last counted. The age is
+    that of the oldest segment holding an event: an idle worker's empty active segment has
+    nothing waiting, however old it is."""
 
     segments: int
     bytes: int
@@ -105,7 +107,9 @@ def backlog(wal_dir: Path, now: float | None = None) -> Backlog:
             stat = path.stat()
         except FileNotFoundError:
             continue
-        count, size, oldest = count + 1, size + stat.st_size, min(oldest, stat.st_mtime)
+        count, size = count + 1, size + stat.st_size
+        if stat.st_size:
+            oldest = min(oldest, stat.st_mtime)
     return Backlog(count, size, max(0.0, now - oldest))
 
 

@@ -148,7 +148,7 @@ class Metrics:
         )
         self.backlog_age = Gauge(
             "flagsight_event_log_backlog_age_seconds",
-            "Time since the last write to the oldest unsealed write-ahead segment",
+            "Time since the last write to the oldest unsealed write-ahead segment holding an event",
             registry=r,
             multiprocess_mode="max",
         )

@@ -59,7 +59,10 @@ class ReadyResource:
         disk = os.statvfs(wal_dir)
         free = disk.f_bavail * disk.f_frsize
         if free < MIN_FREE_BYTES:
-            return f"error: {free} bytes free under {wal_dir}; feedback is refused with 503"
+            return (
+                f"error: {free} bytes free under {wal_dir}, under the {MIN_FREE_BYTES} kept in"
+                " reserve: the event log may soon refuse writes (feedback would then answer 503)"
+            )
         return "ok"
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from api.eventlog.frames import HEADER, TYPE_CODES, encode_frame
 from api.eventlog.schema import EVALUATION, FEEDBACK
+from api.eventlog.sealer import Backlog
 from api.eventlog.sealing import seal_segment
 from api.eventlog.sinks import ParquetSink
 from tests.eventlog.support import LAST_US_OF_DAY, evaluation, evaluation_ids, feedback, query
@@ -132,3 +133,23 @@ def test_rows_keep_append_order_across_frames_types_and_chunks(tmp_path):
             == expected[item.event_type]
         )
     assert sorted(item.event_type for item in sealed) == [EVALUATION, FEEDBACK]
+
+
+def test_the_backlog_age_counts_segments_holding_events_not_an_idle_workers_empty_one(
+    tmp_path,
+) -> None:
+    """An idle worker keeps an empty active segment for hours: nothing waits in it, so it must
+    not push ``flagsight_event_log_backlog_age_seconds`` past its alert (docs/events.md)."""
+    import os
+
+    from api.eventlog.sealer import backlog
+
+    now = 1_800_000_000.0
+    idle = tmp_path / "idle-worker.wal"
+    idle.write_bytes(b"")
+    os.utime(idle, (now - 3_600, now - 3_600))
+    assert backlog(tmp_path, now) == Backlog(1, 0, 0.0)
+    waiting = tmp_path / "busy-worker.wal"
+    waiting.write_bytes(b"x" * 10)
+    os.utime(waiting, (now - 30, now - 30))
+    assert backlog(tmp_path, now) == Backlog(2, 10, 30.0)
