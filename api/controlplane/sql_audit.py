@@ -24,7 +24,13 @@ from api.controlplane.model import Environment, Organization, Plan, Segment
 from api.controlplane.sql_backend import Connection
 from api.controlplane.sql_history import audit_from_row
 from api.controlplane.sql_rollouts import split_index
-from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
+from api.controlplane.store import (
+    ConflictError,
+    ConflictReason,
+    NotFoundError,
+    Resource,
+    can_restore,
+)
 
 AUDIT_PAGE = 1000
 
@@ -80,10 +86,9 @@ class AuditMixin:
                 )
             record = audit_from_row(row)
             kind, _, ident = record.target.partition(":")
-            restorer = self._restorers().get(kind)
-            if restorer is None:
+            if not can_restore(record):
                 raise not_restorable(record, kind)
-            return restorer(conn, record, ident, actor)
+            return self._restorers()[kind](conn, record, ident, actor)
 
     def _restorers(self) -> dict[str, Callable[[Connection, AuditRecord, str, str], AuditRecord]]:
         """Each restorable target kind's restore, called inside the restore's transaction."""
@@ -120,8 +125,7 @@ class AuditMixin:
         self, conn: Connection, record: AuditRecord, ident: str, actor: str
     ) -> AuditRecord:
         before = record.before
-        if before is None:
-            raise not_restorable(record, "organization")
+        assert before is not None  # can_restore refused creations
         row = conn.execute("SELECT * FROM organizations WHERE id = ?", (before["id"],)).fetchone()
         if row is None:
             raise NotFoundError(
@@ -149,8 +153,7 @@ class AuditMixin:
         self, conn: Connection, record: AuditRecord, ident: str, actor: str
     ) -> AuditRecord:
         before = record.before
-        if before is None:
-            raise not_restorable(record, "environment")
+        assert before is not None  # can_restore refused creations
         current: Environment = self._require_environment(conn, before["id"])
         conn.execute(
             "UPDATE environments SET name = ?, insights_enabled = ?, version = ? WHERE id = ?",
@@ -205,8 +208,6 @@ class AuditMixin:
         self, conn: Connection, record: AuditRecord, ident: str, actor: str
     ) -> AuditRecord:
         """A creation is undone by deleting the webhook; a deletion cannot be (``WHY_NOT``)."""
-        if record.before is not None:
-            raise not_restorable(record, "webhook")
         hook = self._webhook_in(conn, ident)
         if hook is None:
             raise ConflictError(

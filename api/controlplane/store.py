@@ -417,3 +417,24 @@ class ControlPlaneStore(Protocol):
     def set_admin_token_hash(self, token_sha256_hex: str) -> None: ...
 
     def close(self) -> None: ...
+
+
+RESTORERS = frozenset(
+    {"flag", "organization", "environment", "apiKey", "schedule", "webhook", "segment", "rollout"}
+)
+"""The target kinds ``restore`` knows (``AuditMixin._restorers``)."""
+
+
+def can_restore(record: AuditRecord) -> bool:
+    """Whether ``restore`` may put this record's target back, judged from the record alone:
+    false for a kind without a restore, the creation of an organization or environment, and a
+    webhook's deletion. (A segment change made before its members were kept, or a target
+    already as it was, is only known by trying.)"""
+    kind = record.target.partition(":")[0]
+    if kind not in RESTORERS:
+        return False
+    if kind in ("organization", "environment"):
+        return record.before is not None
+    if kind == "webhook":
+        return record.before is None
+    return True

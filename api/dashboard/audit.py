@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
-from api.controlplane.store import ConflictError
+from api.controlplane.store import ConflictError, can_restore
 from api.dashboard.base import Page, organization_crumbs, signed_in
 
 SHOWN = 200
@@ -27,6 +27,7 @@ class AuditView(Page):
         records = await self.read(self.store.list_audit, org_id, SHOWN)
         self.render(
             req, resp, "audit.html", status=status, organization=organization, records=records,
+            restorable=can_restore,
             restored=req.get_param("restored"), error=error, section="audit",
             crumbs=[*organization_crumbs(organization), ("Audit log", req.path)],
         )  # fmt: skip

@@ -62,3 +62,28 @@ def test_a_deleted_webhook_is_not_restored_and_the_page_says_why(
     assert "data-restore-error" in shown
     assert "a webhook's secret is not kept in the log" in shown
     assert services.store.list_audit(org)[0] == deletion  # nothing was recorded
+
+
+def test_the_page_offers_restore_only_where_it_can_and_warns_that_undoing_a_key_revokes_it(
+    person: DashClient, dash_admin: Admin, services: Services
+) -> None:
+    tenant = dash_admin.tenant()
+    org = tenant.organization_id
+    hook = dash_admin.request(
+        "POST", f"/organizations/{org}/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "events": ["flag.changed"]}, expect=201,
+    )  # fmt: skip
+    dash_admin.request("DELETE", f"/webhooks/{hook['id']}", expect=204)
+    page = person.get(f"/dashboard/organizations/{org}/audit").text
+    rows = {r.action: r.id for r in services.store.list_audit(org)}
+
+    def row(action: str) -> str:
+        start = page.index(f'data-audit-id="{rows[action]}"')
+        return page[start : page.index("</tr>", start)]
+
+    for unrestorable in ("organization.created", "environment.created", "webhook.deleted"):
+        assert "data-not-restorable" in row(unrestorable) and "<form" not in row(unrestorable)
+    created_key = html.unescape(row("apiKey.created"))
+    assert "This revokes the key: applications using it get 401" in created_key
+    assert "Revoke (undo)" in created_key
+    assert "Restore</button>" in row("webhook.created")

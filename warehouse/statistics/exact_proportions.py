@@ -72,6 +72,20 @@ def exact_excludes(
         for a in (treatment_events, treatment_n, control_events, control_n)
     )
     rate_t, rate_c = restricted_rates(x_t / n_t, n_t, x_c / n_c, n_c, delta)
+    return excluded_at(x_t, n_t, x_c, n_c, rate_t, rate_c, alpha)
+
+
+def excluded_at(
+    x_t: NDArray[np.float64],
+    n_t: NDArray[np.float64],
+    x_c: NDArray[np.float64],
+    n_c: NDArray[np.float64],
+    rate_t: NDArray[np.float64],
+    rate_c: NDArray[np.float64],
+    alpha: float,
+) -> NDArray[np.bool_]:
+    """``exact_excludes`` given the restricted rates (the caller shares them with the normal
+    mixture, which tests the same differences)."""
     log_restricted = log_likelihood(x_t, n_t, rate_t) + log_likelihood(x_c, n_c, rate_c)
     log_evidence = log_marginal(x_t, n_t) + log_marginal(x_c, n_c) - log_restricted
     return log_evidence >= math.log(1.0 / alpha)

@@ -149,7 +149,10 @@ class LatencyHistogram:
     def cells(self, q: float) -> ArmCells:
         """The arm for ``quantiles.compare_quantiles``: one cell per bucket, spanning the
         bucket's edges, with the interpolated q-quantile as the estimate."""
-        lower = np.array([lower_edge(b) for b, _ in self.buckets], dtype=np.float64)
-        upper = np.array([upper_edge(b) for b, _ in self.buckets], dtype=np.float64)
+        buckets = np.array([b for b, _ in self.buckets], dtype=np.float64)
         counts = np.array([u for _, u in self.buckets], dtype=np.int64)
+        lower = np.where(
+            buckets <= ZERO_BUCKET, 0.0, GAMMA ** (buckets - 1.0) * (1.0 - _EDGE_SLACK)
+        )  # lower_edge and upper_edge, vectorized
+        upper = GAMMA ** np.maximum(buckets, ZERO_BUCKET) * (1.0 + _EDGE_SLACK)
         return ArmCells(lower, upper, counts, self.quantile(q))

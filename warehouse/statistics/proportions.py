@@ -38,7 +38,7 @@ from warehouse.statistics.decisions import (
     compared,
     withheld,
 )
-from warehouse.statistics.exact_proportions import exact_excludes
+from warehouse.statistics.exact_proportions import excluded_at
 from warehouse.statistics.restricted import restricted_rates
 
 MIXING_SD = 0.05
@@ -94,15 +94,19 @@ def normal_excludes(
 ) -> NDArray[np.bool_]:
     """Whether the normal-mixture sequence at level ``alpha`` excludes ``delta`` (a fraction),
     its variance taken at the rates restricted to ``delta``."""
-    x_t, n_t, x_c, n_c = (
-        np.asarray(a, dtype=np.float64)
-        for a in (treatment_events, treatment_n, control_events, control_n)
-    )
-    p_t, p_c = x_t / n_t, x_c / n_c
-    rate_t, rate_c = restricted_rates(p_t, n_t, p_c, n_c, delta)
+    x_t, n_t, x_c, n_c = _as_floats(treatment_events, treatment_n, control_events, control_n)
+    rate_t, rate_c = restricted_rates(x_t / n_t, n_t, x_c / n_c, n_c, delta)
+    return _normal_excluded_at(x_t, n_t, x_c, n_c, rate_t, rate_c, delta, alpha, mixing_sd)
+
+
+def _normal_excluded_at(x_t, n_t, x_c, n_c, rate_t, rate_c, delta, alpha, mixing_sd):
     variance = rate_t * (1.0 - rate_t) / n_t + rate_c * (1.0 - rate_c) / n_c
     radius = normal_mixture_radius(variance, mixing_sd * mixing_sd, alpha)
-    return np.abs(p_t - p_c - np.asarray(delta, dtype=np.float64)) > radius
+    return np.abs(x_t / n_t - x_c / n_c - np.asarray(delta, dtype=np.float64)) > radius
+
+
+def _as_floats(*arrays: ArrayLike) -> tuple[NDArray[np.float64], ...]:
+    return tuple(np.asarray(a, dtype=np.float64) for a in arrays)
 
 
 def excludes_difference(
@@ -120,13 +124,17 @@ def excludes_difference(
 
     Vectorized over any broadcastable arrays (every ``n`` must be positive), so a simulation
     can read thousands of experiments at once with exactly the rule ``compare_proportions``
-    applies: its interval excludes ``delta`` if and only if this is true.
+    applies: its interval excludes ``delta`` if and only if this is true. Both sequences test
+    ``delta`` at the same restricted rates, computed once.
     """
     alpha = 1.0 - check_confidence(confidence)
-    counts = (treatment_events, treatment_n, control_events, control_n)
-    exact = exact_excludes(*counts, delta, alpha=EXACT_SHARE * alpha)
-    normal = normal_excludes(*counts, delta, alpha=(1.0 - EXACT_SHARE) * alpha, mixing_sd=mixing_sd)
-    return exact | (approximation_holds(*counts) & normal)
+    x_t, n_t, x_c, n_c = _as_floats(treatment_events, treatment_n, control_events, control_n)
+    rate_t, rate_c = restricted_rates(x_t / n_t, n_t, x_c / n_c, n_c, delta)
+    exact = excluded_at(x_t, n_t, x_c, n_c, rate_t, rate_c, EXACT_SHARE * alpha)
+    normal = _normal_excluded_at(
+        x_t, n_t, x_c, n_c, rate_t, rate_c, delta, (1.0 - EXACT_SHARE) * alpha, mixing_sd
+    )
+    return exact | (approximation_holds(x_t, n_t, x_c, n_c) & normal)
 
 
 def difference_interval(
