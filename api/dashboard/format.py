@@ -42,4 +42,22 @@ def utc_time(value: Any) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-FILTERS = {"number": number, "percent": percent, "ms": milliseconds, "utc": utc_time}
+GUARDRAIL_LABELS = {
+    "failureRate": "failure rate",
+    "latencyP95Ms": "p95 latency",
+    "coverage": "feedback coverage",
+}
+"""How the dashboard names each guardrail (the admin API's names are the contract's)."""
+
+
+def guardrail(name: str) -> str:
+    return GUARDRAIL_LABELS.get(name, name)
+
+
+FILTERS = {
+    "number": number,
+    "percent": percent,
+    "ms": milliseconds,
+    "utc": utc_time,
+    "guardrail": guardrail,
+}

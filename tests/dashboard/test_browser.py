@@ -478,3 +478,46 @@ def test_a_step_waiting_to_be_judged_says_so_on_the_insights_page(
     expect(banner).to_contain_text(reason)
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
     shot(page, tmp_path, f"12-rollout-waiting-{width}")
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_rolled_back_rollout_says_why_and_its_decisions_fit_a_phone(
+    page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path, width: int
+) -> None:
+    """The guardian's decision written through the store, as the pipeline writes it; the page
+    shows a banner with the reason, its decisions fit the screen, times read as UTC, the
+    guardrails by name and every button styled."""
+    from api.controlplane.changes import RolloutAction
+    from api.controlplane.sqlite_store import SqliteControlPlaneStore
+
+    server = dashboard_server
+    tenant = admin.tenant(insights=True)
+    key = "a-rather-long-flag-key-for-a-small-screen.checkout-v2"
+    admin.flag(tenant.environment_id, key, [{"type": "PERCENTAGE", "percentage": 0}])
+    admin.request("PUT", f"/environments/{tenant.environment_id}/flags/{key}/rollout", {},
+                  expect=200)  # fmt: skip
+    reason = ("regression on failureRate (treatment - control +12.2, 99.58 % confidence "
+              "sequence [4.7, 24]), latencyP95Ms (treatment - control +310, 99.58 % confidence "
+              "sequence [120, 480])")  # fmt: skip
+    store = SqliteControlPlaneStore(server.data_dir / "controlplane.sqlite3")
+    try:
+        store.decide_rollout(tenant.environment_id, key, 0, RolloutAction.ROLLED_BACK, reason, None)
+    finally:
+        store.close()
+
+    page.set_viewport_size({"width": width, "height": 800})
+    sign_in(page, server)
+    page.goto(f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/{key}/insights")
+    banner = page.locator("[data-rollout-banner=rolledBack]")
+    expect(banner).to_contain_text("Rolled back to 0 %")
+    expect(banner).to_contain_text(reason)
+    expect(page.locator("[data-rollout-state]")).to_contain_text(
+        "guardrails failure rate, p95 latency, feedback coverage"
+    )
+    expect(page.locator("[data-decisions]")).to_contain_text("UTC")
+    form = page.get_by_role("form", name="Start a guarded rollout")
+    expect(form.get_by_label("p95 latency")).to_be_visible()
+    for button in page.locator("main button").all():
+        assert "button" in (button.get_attribute("class") or ""), button.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    shot(page, tmp_path, f"13-rollout-rolled-back-{width}")
