@@ -30,8 +30,17 @@ def dagster_database_url(database_url: str) -> str:
     return urlunsplit(parts._replace(scheme="postgresql+psycopg2", query=urlencode(query)))
 
 
+TICK_RETENTION = (
+    "retention:\n"
+    "  schedule:\n    purge_after_days: 7\n"
+    "  sensor:\n    purge_after_days:\n      skipped: 1\n      failure: 7\n      success: 7\n"
+)
+"""Dagster prunes the schedule's and sensors' ticks itself (a sensor ticks every 10 s: the
+skipped ticks alone would grow without end); the runs are pruned by ``pipelines.retention``."""
+
+
 def instance_yaml(database_url: str | None) -> str:
-    text = MARK + "telemetry:\n  enabled: false\n"
+    text = MARK + "telemetry:\n  enabled: false\n" + TICK_RETENTION
     if database_url:
         text += f"storage:\n  postgres:\n    postgres_url: '{dagster_database_url(database_url)}'\n"
     return text

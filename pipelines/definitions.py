@@ -12,6 +12,7 @@ from api.settings import Settings
 from pipelines.assets import ALL_ASSETS
 from pipelines.constants import JOB_NAME
 from pipelines.resources import ControlPlaneResource, EventLakeResource, WarehouseResource
+from pipelines.retention import run_retention_sensor
 from pipelines.rollout_sensor import rollout_step_sensor
 from pipelines.schedules import build_schedule
 from pipelines.sensors import new_events_sensor
@@ -67,7 +68,7 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         assets=ALL_ASSETS,
         jobs=[job],
         schedules=[build_schedule(settings.schedule_cron)],
-        sensors=[new_events_sensor, rollout_step_sensor],
+        sensors=[new_events_sensor, rollout_step_sensor, run_retention_sensor],
         resources=build_resources(settings),
         executor=dg.in_process_executor,
     )
