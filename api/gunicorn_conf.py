@@ -27,6 +27,7 @@ bind = os.environ.get("FLAGSIGHT_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("FLAGSIGHT_WORKERS", "2"))
 worker_class = "api.http_worker.FlagsightWorker"
 worker_connections = 1000
+backlog = 2048  # connections the kernel queues while the workers cannot accept (docs/operations.md)
 keepalive = _settings.keepalive_s
 graceful_timeout = int(os.environ.get("FLAGSIGHT_GRACEFUL_TIMEOUT", "10"))
 timeout = _settings.body_timeout_s

@@ -51,6 +51,7 @@ and the parser's ``remaining()``, and writes through the protocol's own ``_will_
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import gunicorn.asgi.protocol as gprotocol
 import gunicorn.workers.gasgi as gasgi
@@ -341,6 +342,19 @@ class FlagsightWorker(gasgi.ASGIWorker):
         FlagsightProtocol.header_timeout_s = Settings.from_env().header_timeout_s
         install_seams()
         super().init_process()
+
+    def _setup_event_loop(self) -> None:
+        """gunicorn's loop, whose ``create_server`` keeps gunicorn's listen backlog.
+
+        Mirrors ``gasgi.ASGIWorker._serve``, which calls ``loop.create_server(sock=...)``
+        without a backlog: the event loop then listens again with its default of 100, replacing
+        the configured ``backlog`` (2048), so new clients were reset instead of waiting while
+        the workers were at their descriptor limit.
+        """
+        super()._setup_event_loop()
+        self.loop.create_server = functools.partial(
+            self.loop.create_server, backlog=self.cfg.backlog
+        )
 
 
 def install_seams() -> None:

@@ -292,3 +292,19 @@ def lake_ids(server: GunicornServer) -> list[str]:
     query = f"SELECT evaluation_id FROM read_parquet('{server.data_dir}/events/event_type=evaluation/*/*.parquet')"
     with duckdb.connect() as con:  # not the module's default connection, alive until exit
         return [row[0] for row in con.sql(query).fetchall()]
+
+
+def test_the_listen_backlog_is_gunicorns_configured_one_not_the_event_loops(
+    slow_server: GunicornServer,
+) -> None:
+    """The event loop listens again when it starts serving; with its default (100) fresh
+    clients were reset while the workers were at their descriptor limit. ``ss`` shows a
+    listening socket's backlog as its send queue."""
+    import subprocess
+
+    from api.gunicorn_conf import backlog
+
+    listening = subprocess.run(
+        ["ss", "-ltnH", f"sport = :{slow_server.port}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert listening[0] == "LISTEN" and int(listening[2]) == backlog == 2048, listening
