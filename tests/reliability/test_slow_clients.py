@@ -308,3 +308,41 @@ def test_the_listen_backlog_is_gunicorns_configured_one_not_the_event_loops(
         ["ss", "-ltnH", f"sport = :{slow_server.port}"], capture_output=True, text=True, check=True
     ).stdout.split()
     assert listening[0] == "LISTEN" and int(listening[2]) == backlog == 2048, listening
+
+
+@pytest.mark.parametrize("coding", [b"gzip, chunked", b"identity, chunked", b"deflate,chunked"])
+def test_a_transfer_coding_other_than_chunked_is_refused_unread(
+    slow_server: GunicornServer, slow_tenant: Tenant, coding: bytes
+) -> None:
+    """gunicorn removes the chunking and would hand on the still-coded body as the body."""
+    body = b'{"flagKey":"f","userIdentifiers":["u1","u2"]}'
+    request = (
+        b"POST /v1/evaluate/bulk HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: ApiKey " + slow_tenant.api_key.encode() + b"\r\n"
+        b"Transfer-Encoding: " + coding + b"\r\nConnection: close\r\n\r\n"
+        b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    )
+    before = usage(slow_server, slow_tenant)
+    with socket.create_connection(("127.0.0.1", slow_server.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b"".join(iter(lambda: sock.recv(4096), b""))  # ends: the server closes
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n", 1)[0] == b"HTTP/1.1 400 Bad Request", answer
+    refused = json.loads(payload)
+    assert (refused["status"], refused["error"]) == (400, "Bad Request")
+    assert refused["message"].startswith(f"Transfer-Encoding '{coding.decode()}' is not supported")
+    assert usage(slow_server, slow_tenant) == before
+
+
+def test_a_chunked_body_is_still_served(slow_server: GunicornServer, slow_tenant: Tenant) -> None:
+    body = b'{"flagKey":"f","userIdentifiers":["u1","u2"]}'
+    request = (
+        b"POST /v1/evaluate/bulk HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: ApiKey " + slow_tenant.api_key.encode() + b"\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", slow_server.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b"".join(iter(lambda: sock.recv(4096), b""))
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
