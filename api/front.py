@@ -34,10 +34,10 @@ import falcon.asgi
 from api.auth import api_key_of
 from api.errors import FRONT_FAILURE, HandedOn
 from api.jsonio import MALFORMED, is_json
+from api.request_framing import guard_request_framing
 from api.resources.evaluate import EvaluateResource, decode_evaluate
 from api.resources.quota import QuotaFields
 from api.services import Services
-from api.transfer_codings import refuse_transfer_codings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -67,7 +67,7 @@ class EvaluateFront:
     def __init__(self, app: falcon.asgi.App, resource: EvaluateResource, services: Services):
         self.app = app
         """The Falcon app behind the front (for its routes, middleware and tests)."""
-        self._app: ASGIApp = refuse_transfer_codings(app)
+        self._app: ASGIApp = guard_request_framing(app)
         self._resource = resource
         self._config = services.config
         self._tallies = services.tallies

@@ -346,3 +346,71 @@ def test_a_chunked_body_is_still_served(slow_server: GunicornServer, slow_tenant
         sock.sendall(request)
         answer = b"".join(iter(lambda: sock.recv(4096), b""))
     assert answer.startswith(b"HTTP/1.1 200 "), answer
+
+
+def _chunked_head(path: str, authorization: bytes, method: bytes = b"POST") -> bytes:
+    return (
+        method + b" " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nAuthorization: " + authorization + b"\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+
+
+def _first_chunk_only(port: int, head: bytes, body: bytes, half_close: bool) -> bytes:
+    """The whole JSON in one chunk, and never the final ``0`` chunk: wait for the body timeout
+    (or half-close at once); what the server answered, if anything."""
+    with socket.create_connection(("127.0.0.1", port), timeout=BODY_TIMEOUT_S + 10) as sock:
+        sock.sendall(head + b"%x\r\n" % len(body) + body + b"\r\n")
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        try:
+            return b"".join(iter(lambda: sock.recv(4096), b""))
+        except OSError:
+            return b""
+
+
+@pytest.mark.parametrize("half_close", [False, True], ids=["stalled", "half-closed"])
+@pytest.mark.parametrize(
+    "path", ["/v1/evaluate", "/v1/evaluate/bulk", "/ofrep/v1/evaluate/flags/f"]
+)
+def test_a_chunked_body_cut_before_its_last_chunk_is_not_served_metered_or_logged(
+    timed_server: GunicornServer, path: str, half_close: bool
+) -> None:
+    admin = Admin(requests_caller(timed_server.url), ADMIN_TOKEN)
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    timed_server.wait_config_everywhere()
+    body = {
+        "/v1/evaluate": b'{"flagKey":"f","userIdentifier":"u"}',
+        "/v1/evaluate/bulk": b'{"flagKey":"f","userIdentifiers":["u1","u2"]}',
+        "/ofrep/v1/evaluate/flags/f": b'{"context":{"targetingKey":"u"}}',
+    }[path]
+    head = _chunked_head(path, b"ApiKey " + tenant.api_key.encode())
+    answer = _first_chunk_only(timed_server.port, head, body, half_close)
+    assert b" 200 " not in answer.split(b"\r\n", 1)[0], answer
+    if answer:
+        assert answer.split(b"\r\n", 1)[0] == b"HTTP/1.1 400 Bad Request", answer
+        assert b"did not arrive whole" in answer
+    time.sleep(2.5)  # sealed within the 1 s interval if anything had been logged
+    assert usage(timed_server, tenant) == 0
+    logged = [
+        row
+        for path in evaluation_files(timed_server.data_dir)
+        for row in duckdb.sql(f"SELECT environment_id FROM '{path}'").fetchall()
+        if row[0] == tenant.environment_id
+    ]
+    assert logged == []
+
+
+def test_a_chunked_admin_write_cut_before_its_last_chunk_is_not_applied(
+    timed_server: GunicornServer,
+) -> None:
+    admin = Admin(requests_caller(timed_server.url), ADMIN_TOKEN)
+    tenant = admin.tenant()
+    path = f"/admin/v1/environments/{tenant.environment_id}/flags/cut"
+    head = _chunked_head(path, b"Bearer " + ADMIN_TOKEN.encode(), method=b"PUT")
+    answer = _first_chunk_only(
+        timed_server.port, head, b'{"enabled": true, "rules": []}', half_close=False
+    )
+    assert answer.split(b"\r\n", 1)[0] in (b"", b"HTTP/1.1 400 Bad Request"), answer
+    assert admin.request("GET", f"/environments/{tenant.environment_id}/flags/cut")["status"] == 404
