@@ -35,6 +35,7 @@ from api.auth import api_key_of
 from api.errors import FRONT_FAILURE, HandedOn
 from api.jsonio import MALFORMED, is_json
 from api.request_framing import guard_request_framing
+from api.request_framing import replay as _replay
 from api.resources.evaluate import EvaluateResource, decode_evaluate
 from api.resources.quota import QuotaFields
 from api.services import Services
@@ -197,15 +198,3 @@ class EvaluateFront:
                 memo.clear()
             memo[key] = value
         return value
-
-
-def _replay(event: Message, receive: Receive) -> Receive:
-    """``receive`` with ``event``, already taken from it, given back first."""
-    taken: list[Message] = [event]
-
-    async def replayed() -> Message:
-        if taken:
-            return taken.pop()
-        return await receive()
-
-    return replayed

@@ -59,6 +59,7 @@ import msgspec
 from gunicorn.asgi.protocol import ASGIProtocol
 
 from api.errors import FRONT_FAILURE, HandedOn, error_body
+from api.request_framing import INCOMPLETE_MESSAGE
 from api.settings import Settings
 
 FIELDS_KEPT = 4_096
@@ -217,6 +218,26 @@ class FlagsightProtocol(ASGIProtocol):
             self._head_timer = None
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:
+        """A client that half-closes (``shutdown(SHUT_WR)``) after its request gets its answer.
+
+        gunicorn's protocol keeps asyncio's default, which closes the transport on EOF: the
+        request in flight was served, metered and logged, and its answer dropped. With a
+        request in flight (``_current_request``, set from its head to its end) the transport
+        stays open for writing; keep-alive is off (``_keepalive``, read by ``_will_close`` and
+        the request loop), so the answer says ``Connection: close`` and nothing after it is
+        read; a body still unfinished ends here (``BodyReceiver.signal_disconnect``: the app
+        sees ``http.disconnect``, which ``api.request_framing`` refuses). Idle, it closes as
+        before.
+        """
+        if self._current_request is None:
+            return None
+        self._keepalive = 0
+        receiver = self._body_receiver
+        if receiver is not None and not receiver._complete:
+            receiver.signal_disconnect()
+        return True
+
     def _send_response_start(
         self,
         status: int,
@@ -315,13 +336,17 @@ class FlagsightProtocol(ASGIProtocol):
         with 501 (RFC 9112 section 6.1 recommends it): here it is a 400 naming the coding.
         And Falcon waits for the first piece of a body before it calls the app; when none
         arrives within gunicorn's body wait the app returns without answering, which gunicorn
-        reports as a 500. The client sent too little: 408 Request Timeout.
+        reports as a 500. The client sent too little: 408 Request Timeout. Likewise when the
+        client closes its side before its body is whole (``eof_received``): 400, the body did
+        not arrive whole.
         """
         receiver = self._body_receiver
         if status == 501:
             status = 400
         elif status == 500 and receiver is not None and receiver._body_wait_expired:
             status, message = 408, "The request body did not arrive in time"
+        elif status == 500 and receiver is not None and receiver._closed and not receiver._complete:
+            status, message = 400, INCOMPLETE_MESSAGE
         body = msgspec.json.encode(error_body(status, message))
         head = "".join(
             [

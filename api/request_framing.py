@@ -27,6 +27,10 @@ ASGIApp = Any
 Receive = Any
 
 INCOMPLETE_MESSAGE = "The request body did not arrive whole: nothing was done; send it again"
+TRANSFER_CODING_MESSAGE = (
+    "Transfer-Encoding '%s' is not supported: send the body as it is, with a Content-Length or"
+    " chunked"
+)
 
 
 class IncompleteBody(BadRequest):
@@ -42,9 +46,13 @@ def guard_request_framing(app: ASGIApp) -> ASGIApp:
 
     async def guarded(scope: dict, receive: Receive, send: Any) -> None:
         if scope["type"] == "http":
-            for name, value in scope["headers"]:
+            fields = scope["headers"]
+            if type(fields) is not list:  # any iterable of pairs in ASGI (falcon.testing's are
+                # iterators): read once here, and kept for Falcon as a list
+                fields = scope["headers"] = [tuple(pair) for pair in fields]
+            for name, value in fields:
                 if name == b"transfer-encoding" and value.strip().lower() != b"chunked":
-                    await _refuse(send, value)
+                    await _refuse(send, TRANSFER_CODING_MESSAGE % value.decode("latin-1")[:100])
                     return
             receive = whole_body(receive)
         await app(scope, receive, send)
@@ -52,33 +60,43 @@ def guard_request_framing(app: ASGIApp) -> ASGIApp:
     return guarded
 
 
+def replay(event: dict, receive: Receive) -> Receive:
+    """``receive`` with ``event``, already taken from it, given back first."""
+    taken = [event]
+
+    async def replayed() -> dict:
+        if taken:
+            return taken.pop()
+        return await receive()
+
+    return replayed
+
+
 def whole_body(receive: Receive) -> Receive:
-    """``receive``, raising ``IncompleteBody`` for an ``http.disconnect`` that comes before
-    the body's last part (after it, a disconnect is just the client leaving)."""
-    finished = False
+    """``receive``, raising ``IncompleteBody`` for an ``http.disconnect`` that comes after part
+    of the body but before its last part. Before any part, Falcon itself stops at the
+    disconnect without answering, and the worker answers for it (``api.http_worker``: 408 when
+    the body wait ran out, 400 when the client closed first); after the last part, a
+    disconnect is just the client leaving."""
+    started = finished = False
 
     async def checked() -> dict:
-        nonlocal finished
+        nonlocal started, finished
         message = await receive()
         kind = message["type"]
         if kind == "http.request":
+            started = True
             finished = finished or not message.get("more_body", False)
-        elif kind == "http.disconnect" and not finished:
+        elif kind == "http.disconnect" and started and not finished:
             raise IncompleteBody()
         return message
 
     return checked
 
 
-async def _refuse(send: Any, coding: bytes) -> None:
-    shown = coding.decode("latin-1")[:100]
-    body = msgspec.json.encode(
-        error_body(
-            400,
-            f"Transfer-Encoding '{shown}' is not supported: send the body as it is, with a"
-            " Content-Length or chunked",
-        )
-    )
+async def _refuse(send: Any, message: str) -> None:
+    """A 400 with the contract's error body, answered before the app."""
+    body = msgspec.json.encode(error_body(400, message))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body})

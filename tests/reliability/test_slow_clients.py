@@ -414,3 +414,26 @@ def test_a_chunked_admin_write_cut_before_its_last_chunk_is_not_applied(
     )
     assert answer.split(b"\r\n", 1)[0] in (b"", b"HTTP/1.1 400 Bad Request"), answer
     assert admin.request("GET", f"/environments/{tenant.environment_id}/flags/cut")["status"] == 404
+
+
+def test_requests_half_closed_after_they_were_sent_are_answered_as_they_are_metered(
+    slow_server: GunicornServer, slow_tenant: Tenant
+) -> None:
+    """``shutdown(SHUT_WR)`` right after a whole request: the answer still comes (it was
+    served, metered and logged, then dropped), and then the connection closes."""
+    body = b'{"flagKey":"f","userIdentifiers":["u1","u2"]}'
+    request = (
+        b"POST /v1/evaluate/bulk HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: ApiKey " + slow_tenant.api_key.encode() + b"\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+    )
+    before = usage(slow_server, slow_tenant)
+    answered = 0
+    for _ in range(40):
+        with socket.create_connection(("127.0.0.1", slow_server.port), timeout=10) as sock:
+            sock.sendall(request)
+            sock.shutdown(socket.SHUT_WR)
+            answer = b"".join(iter(lambda: sock.recv(4096), b""))
+        answered += answer.startswith(b"HTTP/1.1 200 ")
+    assert answered == 40
+    assert usage(slow_server, slow_tenant) - before == 2 * answered
