@@ -128,7 +128,11 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flagsight", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="flagsight",
+        description="flagsight: init, serve, pipeline run, demo traffic, admin token rotation."
+        " Each command's --help says more; docs: README.md.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     init = sub.add_parser("init", help="create the data directory, admin token and demo data")

@@ -38,6 +38,7 @@ class Host:
             database_url=database_url,
             seal_interval_s=1.0,
             config_poll_interval_s=0.1,
+            webhook_allow_private=True,  # the test's webhook points at loopback
         )
         self.services = build_services(settings)
         self._threads = start_services(self.services)

@@ -30,10 +30,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import NDArray
 from scipy.special import betaln, xlog1py, xlogy
-
-from warehouse.statistics.restricted import restricted_rates
 
 PRIOR = 0.5
 """Each arm's rate has a Beta(PRIOR, PRIOR) prior in the numerator (Jeffreys' prior)."""
@@ -51,30 +49,6 @@ def log_likelihood(
     return xlogy(events, rate) + xlog1py(n - events, -rate)
 
 
-def exact_excludes(
-    treatment_events: ArrayLike,
-    treatment_n: ArrayLike,
-    control_events: ArrayLike,
-    control_n: ArrayLike,
-    delta: ArrayLike,
-    *,
-    alpha: float,
-) -> NDArray[np.bool_]:
-    """Whether the exact sequence at level ``alpha`` excludes the difference ``delta``.
-
-    Vectorized over broadcastable arrays (every ``n`` positive). The excluded differences are
-    those whose restricted maximum likelihood falls short of the marginal likelihood by
-    ``log(1/alpha)``; the restricted maximum is concave in ``delta``, so what stays is an
-    interval around the observed difference.
-    """
-    x_t, n_t, x_c, n_c = (
-        np.asarray(a, dtype=np.float64)
-        for a in (treatment_events, treatment_n, control_events, control_n)
-    )
-    rate_t, rate_c = restricted_rates(x_t / n_t, n_t, x_c / n_c, n_c, delta)
-    return excluded_at(x_t, n_t, x_c, n_c, rate_t, rate_c, alpha)
-
-
 def excluded_at(
     x_t: NDArray[np.float64],
     n_t: NDArray[np.float64],
@@ -84,8 +58,12 @@ def excluded_at(
     rate_c: NDArray[np.float64],
     alpha: float,
 ) -> NDArray[np.bool_]:
-    """``exact_excludes`` given the restricted rates (the caller shares them with the normal
-    mixture, which tests the same differences)."""
+    """Whether the exact sequence at level ``alpha`` excludes the differences whose restricted
+    rates are ``rate_t`` and ``rate_c`` (vectorized; every ``n`` positive). The caller shares
+    those rates with the normal mixture, which tests the same differences. The excluded
+    differences are those whose restricted maximum likelihood falls short of the marginal
+    likelihood by ``log(1/alpha)``; the restricted maximum is concave in the difference, so
+    what stays is an interval around the observed one."""
     log_restricted = log_likelihood(x_t, n_t, rate_t) + log_likelihood(x_c, n_c, rate_c)
     log_evidence = log_marginal(x_t, n_t) + log_marginal(x_c, n_c) - log_restricted
     return log_evidence >= math.log(1.0 / alpha)
