@@ -7,8 +7,8 @@ to be whole in the first chunk was served, metered and logged, and an admin writ
 ``receive`` is wrapped so that ``http.disconnect`` before the body's last part raises
 ``IncompleteBody``, a ``400`` Falcon answers like any other, before anything is done.
 
-**A transfer coding.** gunicorn accepts ``Transfer-Encoding: gzip, chunked`` (and ``identity, chunked``): it removes
-the chunking and hands on the body still gzipped, as if it were the body. The service decodes
+**A transfer coding.** gunicorn accepts ``Transfer-Encoding: gzip, chunked`` (and ``identity,
+chunked``): it removes the chunking and hands on the body still gzipped, as if it were the body. The service decodes
 no transfer coding but ``chunked``, so it answers such a request ``400`` with the contract's
 error body, without reading the body. The chunking still frames the request, so gunicorn skips
 the unread body and keeps the connection as it would (it closes it after a ``gzip``,
