@@ -15,14 +15,10 @@ CONFIDENCE = 0.95
 MIN_USERS_WITH_FEEDBACK = 200
 """Per arm; below it every decision is withheld (contract section 9 allows at most 1,000).
 
-Why 200 (docs/statistics.md, "Minimum sample"): the minimum protects the Gaussian
-approximation behind the proportion sequence, whose weakest case is a rare outcome in a small
-arm. There (1 % failure rate, 1 % rollout, read 288 times) the A/A false-decision rate is
-2.2 % at 200 users per arm, against 3.2 % at 100 and 4.8 % at 50. The exact p95 sequence first
-exists at 174 users per arm, so from 200 on every comparison has an interval. The cost is
-paid only by blatant regressions: 5 % -> 30 % is called at 200 users per arm instead of about
-90; the 5 % -> 10 % regression the guardrails are tuned for needs 420 to 1,083 users per arm
-anyway.
+Chosen to protect the normal mixture's approximation, which the exact sequence and the
+expected-events gate now protect at any sample (docs/statistics.md, "Minimum sample"); it still
+makes a guarded rollout's "judged" mean at least the same sample for every guardrail. Its
+cost: blatant regressions wait for the 200th user per arm.
 """
 
 
