@@ -45,16 +45,20 @@ def test_restoring_a_revocation_from_the_audit_page_lets_the_key_evaluate_again(
     assert _evaluate(person, tenant.api_key) == 200
 
 
-def test_a_deleted_webhook_is_not_restored_and_the_page_says_why(
-    person: DashClient, dash_admin: Admin, services: Services
-) -> None:
-    tenant = dash_admin.tenant()
-    org = tenant.organization_id
+def _create_and_delete_a_webhook(dash_admin: Admin, org: str) -> None:
     hook = dash_admin.request(
         "POST", f"/organizations/{org}/webhooks",
         {"url": "http://127.0.0.1:9/hook", "events": ["flag.changed"]}, expect=201,
     )  # fmt: skip
     dash_admin.request("DELETE", f"/webhooks/{hook['id']}", expect=204)
+
+
+def test_a_deleted_webhook_is_not_restored_and_the_page_says_why(
+    person: DashClient, dash_admin: Admin, services: Services
+) -> None:
+    tenant = dash_admin.tenant()
+    org = tenant.organization_id
+    _create_and_delete_a_webhook(dash_admin, org)
     deletion = services.store.list_audit(org)[0]
     answer = _restore(person, org, deletion.id)
     assert answer.status_code == 409
@@ -69,11 +73,7 @@ def test_the_page_offers_restore_only_where_it_can_and_warns_that_undoing_a_key_
 ) -> None:
     tenant = dash_admin.tenant()
     org = tenant.organization_id
-    hook = dash_admin.request(
-        "POST", f"/organizations/{org}/webhooks",
-        {"url": "http://127.0.0.1:9/hook", "events": ["flag.changed"]}, expect=201,
-    )  # fmt: skip
-    dash_admin.request("DELETE", f"/webhooks/{hook['id']}", expect=204)
+    _create_and_delete_a_webhook(dash_admin, org)
     page = person.get(f"/dashboard/organizations/{org}/audit").text
     rows = {r.action: r.id for r in services.store.list_audit(org)}
 
