@@ -28,6 +28,12 @@ workers = int(os.environ.get("FLAGSIGHT_WORKERS", "2"))
 worker_class = "api.http_worker.FlagsightWorker"
 worker_connections = 1000
 backlog = 2048  # connections the kernel queues while the workers cannot accept (docs/operations.md)
+asgi_loop = "asyncio"
+"""Not uvloop (gunicorn's ``auto`` picks it when installed). At its descriptor limit libuv
+accepts every queued connection and closes it at once (its "EMFILE trick"), so fresh clients
+were reset while idle connections held the descriptors; asyncio's loop stops accepting for a
+second and leaves them waiting in the backlog. The evaluate path costs no more CPU per
+request on asyncio's loop (``python -m bench.compare``, ``bench/history.md``)."""
 keepalive = _settings.keepalive_s
 graceful_timeout = int(os.environ.get("FLAGSIGHT_GRACEFUL_TIMEOUT", "10"))
 timeout = _settings.body_timeout_s

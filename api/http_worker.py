@@ -5,6 +5,13 @@
   first one: a client that connects and sends nothing, or sends its headers a byte at a time,
   holds a descriptor for ever. Here a connection whose first request head is not complete
   ``header_timeout_s`` after it opened is closed (``docs/operations.md``, "Slow clients").
+* **A send timeout.** While a client reads nothing, its answers pile up in the transport's
+  write buffer; past its high-water mark gunicorn stops reading from the client and its task
+  waits for the buffer to drain, with no timer: a client that pipelines requests and never
+  reads its answers held its connection and megabytes of buffers for ever. Here a connection
+  whose write buffer stays over the mark ``send_timeout_s`` is reset (its buffered answers
+  dropped, in the process and in the kernel; ``docs/operations.md``, "Slow clients"). A
+  client that reads slowly but reads resets the timer each time the buffer drains.
 * **Response header fields validated and encoded once.** gunicorn checks every field of every
   answer with two regular expressions and encodes it again, about 0.6 µs a field; flagsight's
   evaluate answers carry four, all but the length and the ``RateLimit`` count the same from
@@ -28,6 +35,8 @@
   so one pipelining client cannot hold the worker. Hooks (``pre_request``, ``post_request``,
   including gunicorn's default ``pre_request`` at log level debug) and the access log keep
   gunicorn's path.
+* **``Connection: close`` on an answer that starts before its request's body has all
+  arrived** (``_will_close``): gunicorn closes such a connection after the answer, silently.
 * **The contract's error body** on the errors gunicorn answers itself, before the app sees
   the request (414 request line too long, 431 too many or too large header fields, 400 a
   request it cannot parse): the same JSON the app gives. Two of gunicorn's statuses are
@@ -51,7 +60,10 @@ and the parser's ``remaining()``, and writes through the protocol's own ``_will_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import socket
+import struct
 
 import gunicorn.asgi.protocol as gprotocol
 import gunicorn.workers.gasgi as gasgi
@@ -183,13 +195,18 @@ class ResponseFields:
 
 RESPONSE_FIELDS = ResponseFields()
 
+_LINGER_NONE = struct.pack("ii", 1, 0)
+"""``SO_LINGER`` on, 0 s: closing the socket resets the connection and drops its send queue."""
+
 
 class FlagsightProtocol(ASGIProtocol):
     """One connection: gunicorn's HTTP/1 protocol with a request-head timer, memoised answer
     heads and the answer at once (the module docstring)."""
 
     header_timeout_s: float = 10.0
+    send_timeout_s: float = 30.0
     _head_timer: asyncio.TimerHandle | None = None
+    _send_timer: asyncio.TimerHandle | None = None
     _front_failure: Exception | None = None
     """Serving failed in ``answer_now``: the exception, for the request's scope."""
 
@@ -216,7 +233,43 @@ class FlagsightProtocol(ASGIProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        self._cancel_send_timer()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The write buffer is over its high-water mark: the client has that long to read."""
+        super().pause_writing()
+        if self._send_timer is None and not self._closed:
+            self._send_timer = self.worker.loop.call_later(
+                self.send_timeout_s, self._send_timed_out
+            )
+
+    def resume_writing(self) -> None:
+        """The client read enough for the buffer to drain below its low-water mark."""
+        self._cancel_send_timer()
+        super().resume_writing()
+
+    def _cancel_send_timer(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _send_timed_out(self) -> None:
+        """The client read nothing for ``send_timeout_s``: reset the connection, dropping what
+        is buffered for it. A graceful close would wait for the buffers to drain, which is
+        what never happens: the kernel would keep the socket and its send queue (megabytes)
+        in FIN-WAIT-1. With ``SO_LINGER`` 0 the close sends a reset and frees both at once.
+        ``connection_lost`` follows and ends the connection's task as for any lost client."""
+        self._send_timer = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        self.log.info("Reset a connection whose client read nothing for %ss", self.send_timeout_s)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_NONE)
+        transport.abort()
 
     def eof_received(self) -> bool | None:
         """A client that half-closes (``shutdown(SHUT_WR)``) after its request gets its answer.
@@ -237,6 +290,18 @@ class FlagsightProtocol(ASGIProtocol):
         if receiver is not None and not receiver._complete:
             receiver.signal_disconnect()
         return True
+
+    def _will_close(self, request: object, response_requires_close: bool) -> bool:
+        """gunicorn's keep-alive decision, and closed when the request's body has not all
+        arrived as the answer starts (an error answered before the body was read: a bad key,
+        a wrong content type). gunicorn's request loop closes such a connection after the
+        answer (the rest of the body cannot be told from the next request), but its answer
+        did not say so: a client pipelining behind it lost its requests without being told.
+        Now the answer carries ``Connection: close`` (RFC 9112 section 9.6)."""
+        if super()._will_close(request, response_requires_close):
+            return True
+        receiver = self._body_receiver
+        return receiver is not None and not receiver._complete
 
     def _send_response_start(
         self,
@@ -364,7 +429,9 @@ class FlagsightWorker(gasgi.ASGIWorker):
     """``worker_class`` of ``flagsight serve`` (``api.gunicorn_conf``)."""
 
     def init_process(self) -> None:
-        FlagsightProtocol.header_timeout_s = Settings.from_env().header_timeout_s
+        settings = Settings.from_env()
+        FlagsightProtocol.header_timeout_s = settings.header_timeout_s
+        FlagsightProtocol.send_timeout_s = settings.send_timeout_s
         install_seams()
         super().init_process()
 

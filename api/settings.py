@@ -66,6 +66,9 @@ class Settings:
     """PostgreSQL for the control plane, the meter and Dagster's storage (contract section 8)."""
     header_timeout_s: float = 10.0
     """A new connection whose first request head is not complete by then is closed."""
+    send_timeout_s: float = 30.0
+    """A connection whose client reads none of its answer for this long (the transport's
+    write buffer full and not draining) is closed, its buffered answers dropped."""
     keepalive_s: int = 30
     """A kept-alive connection waiting this long for its next request head is closed."""
     body_timeout_s: int = 30
@@ -157,6 +160,7 @@ class Settings:
             ),
             database_url=env.get("FLAGSIGHT_DATABASE_URL") or None,
             header_timeout_s=float(env.get("FLAGSIGHT_HEADER_TIMEOUT", "10")),
+            send_timeout_s=float(env.get("FLAGSIGHT_SEND_TIMEOUT", "30")),
             keepalive_s=int(env.get("FLAGSIGHT_KEEPALIVE_TIMEOUT", "30")),
             body_timeout_s=int(env.get("FLAGSIGHT_BODY_TIMEOUT", "30")),
             webhook_retry_base_s=float(env.get("FLAGSIGHT_WEBHOOK_RETRY_BASE", "5")),

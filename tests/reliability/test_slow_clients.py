@@ -82,6 +82,7 @@ def test_a_body_shorter_than_its_content_length_is_not_served(
 HEADER_TIMEOUT_S = 1.0
 KEEPALIVE_S = 2
 BODY_TIMEOUT_S = 3
+SEND_TIMEOUT_S = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,7 @@ def timed_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GunicornS
             "FLAGSIGHT_HEADER_TIMEOUT": str(HEADER_TIMEOUT_S),
             "FLAGSIGHT_KEEPALIVE_TIMEOUT": str(KEEPALIVE_S),
             "FLAGSIGHT_BODY_TIMEOUT": str(BODY_TIMEOUT_S),
+            "FLAGSIGHT_SEND_TIMEOUT": str(SEND_TIMEOUT_S),
         },
         open_files=(256, 4096),
     ).start()
@@ -153,6 +155,50 @@ def test_a_kept_alive_connection_is_closed_after_the_keepalive_timeout(
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # still open within it
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
         assert closed_by_server(sock, KEEPALIVE_S + 3)
+
+
+def server_side_connections(server: GunicornServer, client_port: int) -> list[str]:
+    """The server's end of the connection from ``client_port``, as ``ss`` lists it."""
+    import subprocess
+
+    query = f"sport = :{server.port} and dport = :{client_port}"
+    return subprocess.run(
+        ["ss", "-tnH", "state", "connected", query], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+
+
+def test_a_client_that_never_reads_is_closed_after_the_send_timeout(
+    timed_server: GunicornServer,
+) -> None:
+    """1,000 pipelined requests for the OpenAPI document, none of the answers read: once the
+    buffers are full the server waits ``FLAGSIGHT_SEND_TIMEOUT`` for the client to read, then
+    drops the connection and what it buffered for it, instead of holding both for ever."""
+    one = requests.get(f"{timed_server.url}/openapi.json", timeout=10)
+    request = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"
+    sock = socket.create_connection(("127.0.0.1", timed_server.port), timeout=10)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client_port = sock.getsockname()[1]
+        with contextlib.suppress(BlockingIOError, BrokenPipeError, ConnectionResetError):
+            sock.setblocking(False)
+            for _ in range(1_000):  # as much as the server takes before it stops reading
+                sock.send(request)
+        sock.setblocking(True)
+        time.sleep(1.0)
+        assert server_side_connections(timed_server, client_port), "the connection was open"
+        deadline = time.monotonic() + SEND_TIMEOUT_S + 10
+        while server_side_connections(timed_server, client_port):
+            assert time.monotonic() < deadline, "the server kept a client that reads nothing"
+            time.sleep(0.2)
+        received = 0
+        sock.settimeout(5)
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += len(chunk)
+        assert received < 1_000 * len(one.content)  # the buffered answers were dropped
+    finally:
+        sock.close()
+    assert requests.get(f"{timed_server.url}/healthz", timeout=10).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -437,3 +483,72 @@ def test_requests_half_closed_after_they_were_sent_are_answered_as_they_are_mete
         answered += answer.startswith(b"HTTP/1.1 200 ")
     assert answered == 40
     assert usage(slow_server, slow_tenant) - before == 2 * answered
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_an_answer_before_the_body_has_arrived_says_the_connection_closes(
+    slow_server: GunicornServer, framing: str
+) -> None:
+    """A bad key is refused before the body is read. The rest of the body cannot be told
+    from a next request, so the connection closes after the answer; the answer says so, and
+    a request pipelined behind it is not silently lost by a client that believed it open."""
+    body = b'{"flagKey":"f","userIdentifier":"u"}'
+    if framing == "chunked":
+        head = _chunked_head("/v1/evaluate", b"ApiKey fsk_not_a_key")
+        first, rest = b"%x\r\n" % len(body) + body + b"\r\n", b"0\r\n\r\n"
+    else:
+        head = (
+            b"POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: ApiKey fsk_not_a_key\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        first, rest = body[:10], body[10:]
+    with socket.create_connection(("127.0.0.1", slow_server.port), timeout=10) as sock:
+        sock.sendall(head + first)
+        time.sleep(0.5)  # answered meanwhile
+        send_unless_closed(sock, rest + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):
+            answer = b"".join(iter(lambda: sock.recv(4096), b""))
+    head_lines = answer.partition(b"\r\n\r\n")[0].lower().split(b"\r\n")
+    assert head_lines[0] == b"http/1.1 401 unauthorized", answer
+    assert b"connection: close" in head_lines, answer
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
+@pytest.fixture
+def limited_server(tmp_path: Path) -> Iterator[GunicornServer]:
+    """Two workers held to 1,024 descriptors each (``ulimit -n 1024``, soft and hard), with a
+    short header timeout so that idle connections are let go in seconds."""
+    srv = GunicornServer(
+        tmp_path / "data",
+        admin_token=ADMIN_TOKEN,
+        env={"FLAGSIGHT_HEADER_TIMEOUT": "2"},
+        open_files=(1024, 1024),
+    )
+    yield srv.start()
+    srv.kill()
+
+
+def test_fresh_clients_wait_in_the_backlog_while_junk_connections_fill_the_workers(
+    limited_server: GunicornServer,
+) -> None:
+    """2,000 connections that send nothing take every descriptor the workers have; 120 fresh
+    clients connecting meanwhile wait in the listen backlog (not reset) and are all answered
+    once the header timeout has closed the junk."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    junk: list[socket.socket] = []
+    try:
+        for _ in range(2_000):
+            junk.append(socket.create_connection(("127.0.0.1", limited_server.port), timeout=10))
+
+        def fresh(_: int) -> int:
+            return requests.get(f"{limited_server.url}/healthz", timeout=60).status_code
+
+        with ThreadPoolExecutor(max_workers=120) as pool:
+            statuses = list(pool.map(fresh, range(120)))
+    finally:
+        for sock in junk:
+            sock.close()
+    assert statuses == [200] * 120
+    assert len(limited_server.worker_pids()) == 2
