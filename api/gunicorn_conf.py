@@ -53,6 +53,16 @@ def post_fork(server, worker) -> None:  # noqa: ANN001 - gunicorn hook signature
     tune_allocator()
 
 
+def pre_fork(server, worker) -> None:  # noqa: ANN001 - gunicorn hook signature
+    """Top up the spare metrics files a worker starting on a full disk takes, while there is
+    room (``api.observability.metrics.reserve_spare_files``)."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        from api.observability.metrics import reserve_spare_files
+
+        reserve_spare_files(directory)
+
+
 def child_exit(server, worker) -> None:  # noqa: ANN001 - gunicorn hook signature
     """Let the Prometheus multi-process collector drop the dead worker's live gauges."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

@@ -16,6 +16,7 @@ from api.evaluation import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide,
 from api.evaluation.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED
 from api.evaluation_id import bulk_ids
 from api.eventlog import EventLogUnavailable
+from api.eventlog.failures import WARNING_INTERVAL_S, Throttled
 from api.eventlog.schema import EVALUATION, EvaluationBatch
 from api.metering.meter import month_of
 from api.native import fastpath
@@ -58,6 +59,7 @@ class EvaluationServer:
     def __init__(self, services: Services):
         self._services = services
         self._month: tuple[int, float, float] = (0, 0.0, 0.0)
+        self._loss_log = Throttled(WARNING_INTERVAL_S, log)
 
     def serve(
         self,
@@ -209,8 +211,17 @@ class EvaluationServer:
             self._lost(len(batch.user_identifiers), batch.environment_id, exc)
 
     def _lost(self, lost: int, environment_id: str, exc: EventLogUnavailable) -> None:
+        """Every loss is counted; the error line is throttled (one per kind and interval,
+        with the evaluations lost since the last line), as a full disk loses one batch per
+        request and must not flood the logs too."""
         self._services.metrics.events_lost.labels(EVALUATION).inc(lost)
-        log.error(
+        self._loss_log.warning(
+            "evaluation_events_lost",
             "evaluation events not logged",
-            extra={"lost": lost, "reason": str(exc), "environment_id": environment_id},
+            exc,
+            level=logging.ERROR,
+            total_field="lost",
+            count=lost,
+            reason=str(exc),
+            environment_id=environment_id,
         )

@@ -15,22 +15,42 @@ WARNING_INTERVAL_S = 10.0
 
 
 class Throttled:
-    """Logs the first failure of a kind, then at most one per interval with a count."""
+    """Logs the first failure of a kind, then at most one per interval with a count.
 
-    def __init__(self, interval_s: float):
+    ``suppressed`` on a line is how many calls since the last line were not logged; with
+    ``total_field`` the line also carries the sum of their ``count``s and its own (how many
+    evaluations were lost meanwhile, say), so nothing is hidden by the throttle.
+    """
+
+    def __init__(self, interval_s: float, logger: logging.Logger = log):
         self._interval_s = interval_s
+        self._log = logger
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
+        self._totals: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def warning(self, kind: str, message: str, exc: BaseException, **fields: object) -> None:
+    def warning(
+        self,
+        kind: str,
+        message: str,
+        exc: BaseException,
+        *,
+        level: int = logging.WARNING,
+        total_field: str | None = None,
+        count: int = 1,
+        **fields: object,
+    ) -> None:
         now = time.monotonic()
         with self._lock:
+            total = self._totals.get(kind, 0) + count
             if now - self._last.get(kind, -self._interval_s) < self._interval_s:
                 self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+                self._totals[kind] = total
                 return
             self._last[kind] = now
             suppressed = self._suppressed.pop(kind, 0)
+            self._totals.pop(kind, None)
         extra = {
             "event": kind,
             "error": str(exc),
@@ -39,7 +59,9 @@ class Throttled:
             "suppressed": suppressed,
             **fields,
         }
-        log.warning(message, extra=extra)
+        if total_field is not None:
+            extra[total_field] = total
+        self._log.log(level, message, extra=extra)
 
 
 class FailureReporter:

@@ -7,9 +7,10 @@ same ``Metrics`` object works on its own registry.
 
 prometheus_client keeps each process's figures in memory-mapped files it makes sparse; on a
 full disk the first store into them kills the process with SIGBUS. So each process allocates
-its files whole before prometheus_client maps them (``reserve_process_files``); when the disk
-has no room even for that, the process keeps its figures in memory and is missing from
-``/metrics`` (a warning says so) instead of dying.
+its files whole before prometheus_client maps them (``prepare_process_files``); on a full disk
+it takes one of the spare sets the master keeps (``reserve_spare_files``), so a worker replaced
+while the disk is full still counts what it loses. When there is none, the process keeps its
+figures in memory and is missing from ``/metrics`` (a warning says so) instead of dying.
 """
 
 from __future__ import annotations
@@ -31,37 +32,103 @@ from prometheus_client import values as _values
 
 log = logging.getLogger("flagsight.metrics")
 
-PROCESS_FILE_PREFIXES = ("counter", "histogram", "gauge_livemin", "gauge_max")
-"""The multi-process files ``Metrics`` makes in each process: one per metric type (and gauge
-mode) it uses. ``tests/observability`` checks that this list matches what is created."""
-PROCESS_FILE_BYTES = 512 * 1024
-"""Allocated per file: room for every route x status pair and outcome with a wide margin
-(prometheus_client only grows a file, sparsely, past this)."""
+PROCESS_FILE_BYTES = {
+    "counter": 128 * 1024,
+    "histogram": 64 * 1024,
+    "gauge_livemin": 16 * 1024,
+    "gauge_max": 16 * 1024,
+}
+"""The multi-process files ``Metrics`` makes in each process (one per metric type and gauge
+mode it uses; ``tests/observability`` checks that these are all it creates) and the bytes
+allocated for each. A worker that served every route, status and outcome filled 7 KB of its
+counter file, 5 KB of its histogram file and 1 KB of each gauge file
+(``tests/observability/test_metrics.py`` measures it), so each has ten times the room at least;
+prometheus_client only grows a file, sparsely, past this. 224 KB a process: a small data
+directory is not spent on empty pages."""
+PROCESS_FILE_PREFIXES = tuple(PROCESS_FILE_BYTES)
 
 
-def reserve_process_files(directory: str, pid: int) -> bool:
-    """Allocate this process's multi-process files whole; False (and none left) if no room."""
+SPARE_SETS = 2
+"""Sets of files the master keeps allocated for workers that start on a full disk."""
+
+
+def _allocate(path: str, size: int) -> None:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        if os.fstat(fd).st_size < size:
+            os.posix_fallocate(fd, 0, size)
+    finally:
+        os.close(fd)
+
+
+def _allocate_set(directory: str, name: str) -> bool:
+    """Allocate the files of one process (``counter_{name}.db``, ...) whole; False, and none
+    left behind, if there is no room (a file of size 0 would be made sparse)."""
     made: list[str] = []
     try:
-        for prefix in PROCESS_FILE_PREFIXES:
-            path = os.path.join(directory, f"{prefix}_{pid}.db")
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        for prefix, size in PROCESS_FILE_BYTES.items():
+            path = os.path.join(directory, f"{prefix}_{name}.db")
             made.append(path)
-            try:
-                if os.fstat(fd).st_size < PROCESS_FILE_BYTES:
-                    os.posix_fallocate(fd, 0, PROCESS_FILE_BYTES)
-            finally:
-                os.close(fd)
-    except OSError as exc:
-        for path in made:  # a file of size 0 would be made sparse by prometheus_client
+            _allocate(path, size)
+    except OSError:
+        for path in made:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        log.warning(
-            "no room for this process's metrics files; its figures stay out of /metrics",
-            extra={"reason": str(exc), "directory": directory},
-        )
         return False
     return True
+
+
+def reserve_spare_files(directory: str, sets: int = SPARE_SETS) -> int:
+    """Keep ``sets`` spare sets allocated (``counter_spare0.db``, ...), while there is room:
+    a worker that starts on a full disk takes one (``prepare_process_files``). Called by the
+    master before each worker starts. Empty files add nothing to ``/metrics``. Returns how
+    many sets are ready."""
+    return sum(_allocate_set(directory, f"spare{index}") for index in range(sets))
+
+
+def _adopt_spare_set(directory: str, pid: int) -> bool:
+    """Rename a spare set to this process's names. Renaming its first file claims the set,
+    so two workers starting at once never share one."""
+    prefixes = list(PROCESS_FILE_BYTES)
+    for index in range(SPARE_SETS):
+        spare = f"spare{index}"
+        try:
+            os.rename(
+                os.path.join(directory, f"{prefixes[0]}_{spare}.db"),
+                os.path.join(directory, f"{prefixes[0]}_{pid}.db"),
+            )
+        except OSError:
+            continue
+        for prefix in prefixes[1:]:
+            os.rename(
+                os.path.join(directory, f"{prefix}_{spare}.db"),
+                os.path.join(directory, f"{prefix}_{pid}.db"),
+            )
+        return True
+    return False
+
+
+def prepare_process_files(directory: str, pid: int) -> bool:
+    """This process's multi-process files, allocated whole before prometheus_client maps
+    them: new ones, or on a full disk a spare set the master reserved. False when neither
+    is possible: the process then keeps its figures in memory, out of ``/metrics``."""
+    if _allocate_set(directory, str(pid)):
+        return True
+    try:
+        adopted = _adopt_spare_set(directory, pid)
+    except OSError:
+        adopted = False
+    if adopted:
+        log.warning(
+            "no room for new metrics files; this process took a spare set reserved at start",
+            extra={"directory": directory},
+        )
+        return True
+    log.warning(
+        "no room for this process's metrics files; its figures stay out of /metrics",
+        extra={"directory": directory},
+    )
+    return False
 
 
 class Metrics:
@@ -69,7 +136,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None):
         directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-        if directory and not reserve_process_files(directory, os.getpid()):
+        if directory and not prepare_process_files(directory, os.getpid()):
             # prometheus_client picks each value's class from this module attribute when a
             # metric is made: in-memory values for this process, no file to fault on.
             _values.ValueClass = _values.MutexValue

@@ -3,8 +3,14 @@ the same result, the same event, the same metering and the same tallies."""
 
 from __future__ import annotations
 
+import logging
+import time
+
+import pytest
+
 from api.evaluation import NOT_EVALUATED
 from api.eventlog import EventLogUnavailable
+from api.eventlog.failures import Throttled
 from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE
 from api.serving import EvaluationServer
@@ -118,3 +124,36 @@ def test_serve_one_counts_what_the_log_refuses(services, admin: Admin) -> None:
     )
     assert outcome == 3  # SEGMENT:true: flags keep working
     assert services.metrics.events_lost.labels("evaluation")._value.get() == 1
+
+
+def test_losses_are_all_counted_but_logged_once_per_interval(
+    services, admin: Admin, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full disk loses a batch on every request: each is counted on /metrics, and the
+    error line comes at most once per interval, carrying how many were lost meanwhile."""
+    server, caller = _setup(services, admin, 10**9)
+    services.event_log.refuse = True
+    with caplog.at_level(logging.ERROR, logger="flagsight"):
+        for index in range(50):
+            server.serve_one(
+                caller, caller.environment, "f", f"u{index}", sdk=None, source=SOURCE_EVALUATE
+            )
+        server.serve(caller.key, caller.environment, "f", ["a", "b", "c"], sdk=None,
+                     source=SOURCE_EVALUATE)  # fmt: skip
+    assert services.metrics.events_lost.labels("evaluation")._value.get() == 53
+    lines = [r for r in caplog.records if r.getMessage() == "evaluation events not logged"]
+    assert len(lines) == 1 and lines[0].lost == 1 and lines[0].suppressed == 0
+
+
+def test_a_throttled_line_carries_the_total_of_what_it_held_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    throttled = Throttled(0.2, logging.getLogger("flagsight.test"))
+    failure = EventLogUnavailable("disk full")
+    with caplog.at_level(logging.ERROR, logger="flagsight.test"):
+        for count in (1, 2, 3, 4):
+            throttled.warning("lost", "lost", failure, level=logging.ERROR, total_field="n",
+                              count=count)  # fmt: skip
+        time.sleep(0.25)
+        throttled.warning("lost", "lost", failure, level=logging.ERROR, total_field="n", count=5)
+    assert [(r.n, r.suppressed) for r in caplog.records] == [(1, 0), (14, 3)]

@@ -78,7 +78,7 @@ def test_each_process_metrics_files_are_allocated_whole_before_use(tmp_path) -> 
     assert made == sorted(f"{prefix}_{pid}.db" for prefix in PROCESS_FILE_PREFIXES)
     for path in tmp_path.iterdir():
         stat = path.stat()
-        assert stat.st_size == PROCESS_FILE_BYTES
+        assert stat.st_size == PROCESS_FILE_BYTES[path.name.rsplit("_", 1)[0]]
         assert stat.st_blocks * 512 >= stat.st_size, path.name
 
 
@@ -116,3 +116,53 @@ def test_tallies_lose_nothing_while_another_thread_flushes(monkeypatch) -> None:
     assert (requests, seconds) == (30_000, 15_000)
     outcomes = [metrics.evaluations.labels(outcome_label(code))._value.get() for code in (1, 2)]
     assert outcomes == [20_000, 20_000]
+
+
+def test_the_metrics_files_keep_ten_times_the_room_a_busy_worker_uses(server, server_admin) -> None:
+    """Every public route with good and bad requests, admin, dashboard, OFREP, unknown paths
+    and scrapes: each process's files stay under a tenth full, so the small allocation
+    (``PROCESS_FILE_BYTES``) never has to grow sparsely."""
+    import struct
+    import time
+
+    import requests
+
+    from api.observability.metrics import PROCESS_FILE_BYTES
+
+    tenant = server_admin.tenant()
+    server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
+    time.sleep(1.2)
+    url, key = server.url, {"Authorization": f"ApiKey {tenant.api_key}"}
+    with requests.Session() as http:
+        for index in range(40):
+            user = f"u{index}"
+            http.post(
+                f"{url}/v1/evaluate", json={"flagKey": "f", "userIdentifier": user}, headers=key
+            )
+            http.post(f"{url}/v1/evaluate/bulk", json={"flagKey": "f", "userIdentifiers": [user, "x"]},
+                      headers=key)  # fmt: skip
+            http.post(f"{url}/ofrep/v1/evaluate/flags/f", json={"context": {"targetingKey": user}},
+                      headers=key)  # fmt: skip
+            http.post(f"{url}/ofrep/v1/evaluate/flags", json={"context": {"targetingKey": user}},
+                      headers=key)  # fmt: skip
+            http.post(f"{url}/v1/feedback", json={"evaluationId": "nope", "outcome": "SUCCESS"},
+                      headers=key)  # fmt: skip
+            http.post(f"{url}/v1/evaluate", data=b"junk", headers=key)
+            http.post(
+                f"{url}/v1/evaluate", json={"flagKey": "f"}, headers={"Authorization": "ApiKey x"}
+            )
+            for path in (
+                "/metrics",
+                "/readyz",
+                "/healthz",
+                "/dashboard/",
+                "/openapi.json",
+                f"/nope{index}",
+            ):
+                http.get(f"{url}{path}")
+            http.get(f"{url}/admin/v1/organizations", headers={"Authorization": "Bearer wrong"})
+    files = sorted((server.data_dir / "run" / "prometheus").glob("*.db"))
+    assert files
+    for path in files:
+        used = struct.unpack("<i", path.read_bytes()[:4])[0]  # prometheus_client's header
+        assert used * 10 <= PROCESS_FILE_BYTES[path.name.rsplit("_", 1)[0]], (path.name, used)

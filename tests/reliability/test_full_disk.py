@@ -72,6 +72,14 @@ def worker_deaths(server: GunicornServer) -> int:
     return log.count("was sent SIG") + log.count("exited with code")
 
 
+def figure(metrics: str, name: str) -> float:
+    """The evaluation sample of counter ``name`` on ``/metrics`` (0 when absent)."""
+    for line in metrics.splitlines():
+        if line.startswith(f'{name}{{type="evaluation"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def test_evaluate_answers_on_a_full_disk_no_worker_dies_and_it_heals(small_disk: Path) -> None:
     server = GunicornServer(small_disk, admin_token=ADMIN_TOKEN)
     try:
@@ -106,10 +114,32 @@ def test_evaluate_answers_on_a_full_disk_no_worker_dies_and_it_heals(small_disk:
         assert sorted(server.worker_pids()) == replacement_pids  # none died since
         assert len(replacement_pids) == 2 and killed not in replacement_pids
         assert worker_deaths(server) == deaths + 1  # the one we killed, and no other
+        prometheus = small_disk / "run" / "prometheus"
+        for pid in replacement_pids:  # the replacement took a spare set of metrics files
+            assert (prometheus / f"counter_{pid}.db").is_file(), sorted(prometheus.iterdir())
         metrics = requests.get(f"{server.url}/metrics", timeout=10)
         assert metrics.status_code == 200
-        ready = requests.get(f"{server.url}/readyz", timeout=10)  # feedback would answer 503
-        assert ready.status_code == 503 and "free" in ready.json()["checks"]["eventLog"]
+        answered = 1 + TENANTS + 3 * TENANTS  # every evaluation is logged or counted lost
+        assert (
+            figure(metrics.text, "flagsight_events_logged_total")
+            + figure(metrics.text, "flagsight_events_lost_total")
+            == answered
+        )
+        assert figure(metrics.text, "flagsight_events_lost_total") > 0
+        ready = requests.get(f"{server.url}/readyz", timeout=10)
+        message = ready.json()["checks"]["eventLog"]
+        assert ready.status_code == 503 and message.startswith("error: "), message
+        issued = evaluate(server, tenants[0], "readyz").json()["evaluationId"]
+        feedback = requests.post(
+            f"{server.url}/v1/feedback/report",
+            json={"evaluationId": issued, "result": True},
+            headers={"Authorization": f"ApiKey {tenants[0].api_key}"},
+            timeout=10,
+        )
+        if message.endswith("feedback is refused with 503"):  # /readyz tells what happens
+            assert feedback.status_code == 503, message
+        else:
+            assert "free" in message and "may soon refuse writes" in message, message
 
         filler.unlink()  # room again: the log heals without a restart
         deadline = time.monotonic() + 10
