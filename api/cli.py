@@ -1,4 +1,6 @@
-"""The ``flagsight`` command: init, serve, pipeline run, demo traffic, admin token rotation."""
+"""The ``flagsight`` command: init, serve, pipeline run, demo traffic, admin token rotation,
+and the everyday admin commands (``flags``, ``keys``, ``rollout``, ``status``, in
+``api.cli_admin``), which talk to a running service over its admin API."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from api.cli_admin import add_admin_commands
 from api.settings import Settings
 
 GUNICORN_CONF = Path(__file__).with_name("gunicorn_conf.py")
@@ -130,7 +133,8 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="flagsight",
-        description="flagsight: init, serve, pipeline run, demo traffic, admin token rotation."
+        description="flagsight: init, serve, pipeline run, demo traffic, admin token rotation;"
+        " flags, keys, rollout and status over a running service's admin API."
         " Each command's --help says more; docs: README.md.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -174,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
         "rotate", help="make a new admin token; the old one stops working"
     )
     rotate.set_defaults(func=cmd_admin_token)
+
+    add_admin_commands(sub)
     return parser
 
 
