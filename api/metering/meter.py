@@ -12,6 +12,12 @@ def month_of(timestamp: float) -> int:
     return tm.tm_year * 100 + tm.tm_mon
 
 
+def previous_month(month: int) -> int:
+    """The ``YYYYMM`` before ``month``."""
+    year, number = divmod(month, 100)
+    return month - 1 if number > 1 else (year - 1) * 100 + 12
+
+
 def month_label(month: int) -> str:
     """``YYYYMM`` as the admin API's ``"YYYY-MM"``."""
     return f"{month // 100:04d}-{month % 100:02d}"

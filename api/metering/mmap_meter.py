@@ -21,6 +21,10 @@ the lock.
 The file is allocated whole when it is opened (``posix_fallocate``), so no page of the
 mapping can fault on a full disk; ``flagsight serve`` creates it before the workers start.
 
+Only the current month is ever read (usage, quota, thresholds; past months are in the
+warehouse), so a slot of a month before the previous one is reused by the next new
+organization-month that probes past it.
+
 Layout: a 64-byte header (magic, capacity), ``capacity`` slots of 32 bytes (organization
 digest, month ``YYYYMM``, padding, allocated), then ``LEASE_CELLS`` cells of 24 bytes (pid,
 padding, slot offset, unspent). Slots are found by linear probing and never move.
@@ -39,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from api.metering import leasing
+from api.metering.meter import previous_month
 from api.processes import pid_alive
 
 MAGIC = b"FSMETER2"
@@ -53,7 +58,10 @@ _CELL = struct.Struct("<iiqq")
 _CELL_DTYPE = np.dtype([("pid", "<i4"), ("pad", "<i4"), ("slot", "<i8"), ("unspent", "<i8")])
 _CELL_SIZE = 24
 _CELL_UNSPENT_OFFSET = 16
-DEFAULT_CAPACITY = 1 << 16
+DEFAULT_CAPACITY = 1 << 14
+"""Organization-months: 512 KB of slots. Only this month and the last are kept (a slot of an
+older month is taken over when a new one needs room), so this holds 8,000 organizations at
+once; a file made with more keeps its capacity (its header says it)."""
 LEASE_CELLS = 4096
 MAX_LEASE = 1_000
 """A file lock is cheap: a lease of this much already takes it off the request path."""
@@ -136,6 +144,8 @@ class MmapMeter:
         digest = hashlib.blake2b(organization_id.encode(), digest_size=16).digest()
         mask = self._capacity - 1
         index = (int.from_bytes(digest[:8], "little") ^ month) & mask
+        oldest_kept = previous_month(month)
+        reusable: int | None = None
         for _ in range(self._capacity):
             offset = _HEADER_SIZE + index * _SLOT_SIZE
             key, slot_month, _pad, _count = _SLOT.unpack_from(self._map, offset)
@@ -143,13 +153,31 @@ class MmapMeter:
                 self._offsets[(organization_id, month)] = offset
                 return offset
             if slot_month == 0:
-                if not create:
-                    return None
-                _SLOT.pack_into(self._map, offset, digest, month, 0, 0)
-                self._offsets[(organization_id, month)] = offset
-                return offset
+                break
+            if reusable is None and slot_month < oldest_kept:
+                reusable = offset
             index = (index + 1) & mask
-        raise MeterFull(f"meter file holds at most {self._capacity} organization-months")
+        else:
+            offset = None
+        if not create:
+            return None
+        if reusable is not None:  # a month no one reads any more: its slot is taken over
+            offset = reusable
+            self._forget(offset)
+        if offset is None:
+            raise MeterFull(f"meter file holds at most {self._capacity} organization-months")
+        _SLOT.pack_into(self._map, offset, digest, month, 0, 0)
+        self._offsets[(organization_id, month)] = offset
+        return offset
+
+    def _forget(self, slot: int) -> None:
+        """Drop what refers to ``slot`` before it is reused: leases on it (left only by
+        workers that died before they could give them back) and this process's cache."""
+        table = self._cell_table
+        for index in np.flatnonzero((table["slot"] == slot) & (table["pid"] != 0)):
+            _CELL.pack_into(self._map, self._cells_at + int(index) * _CELL_SIZE, 0, 0, 0, 0)
+        for key in [key for key, offset in self._offsets.items() if offset == slot]:
+            del self._offsets[key]
 
     def _allocated(self, slot: int) -> int:
         return _COUNT.unpack_from(self._map, slot + _COUNT_OFFSET)[0]

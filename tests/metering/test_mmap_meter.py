@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from api.metering.meter import month_label, month_of, seconds_until_next_month
-from api.metering.mmap_meter import MmapMeter, lease_size
+from api.metering.meter import month_label, month_of, previous_month, seconds_until_next_month
+from api.metering.mmap_meter import MeterFull, MmapMeter, lease_size
 from tests.support.processes import run_forked
 
 
@@ -48,6 +48,26 @@ def test_months_and_organizations_are_counted_apart(tmp_path: Path) -> None:
     assert meter.usage("org_c", 202611) == 0
 
 
+def test_slots_of_months_before_the_last_are_taken_over_when_room_is_needed(
+    tmp_path: Path,
+) -> None:
+    """Only this month and the last are read; a full file reuses older months' slots, and
+    the counts of the months kept are never touched."""
+    meter = MmapMeter(tmp_path / "m.bin", capacity=4)
+    for name in "abcd":
+        meter.consume(f"org_{name}", 202611, 10, 100)
+    with pytest.raises(MeterFull):  # November is December's previous month: kept
+        meter.consume("org_e", 202612, 1, 100)
+    for index, name in enumerate("efgh"):
+        assert meter.consume(f"org_{name}", 202701, index + 1, 100) == index + 1
+    assert [meter.usage(f"org_{name}", 202701) for name in "efgh"] == [1, 2, 3, 4]
+    assert meter.usage("org_a", 202611) == 0  # two months before: gone
+    reopened = MmapMeter(tmp_path / "m.bin")  # the capacity is the file's
+    assert reopened.usage("org_h", 202701) == 4
+    with pytest.raises(MeterFull):
+        reopened.consume("org_i", 202702, 1, 100)  # January is kept for February
+
+
 def test_counts_survive_reopening(tmp_path: Path) -> None:
     MmapMeter(tmp_path / "m.bin").consume("org_a", 202611, 42, 100)
     assert MmapMeter(tmp_path / "m.bin").usage("org_a", 202611) == 42
@@ -56,6 +76,7 @@ def test_counts_survive_reopening(tmp_path: Path) -> None:
 def test_month_helpers() -> None:
     assert month_of(1_800_000_000) == 202701  # 2027-01-15 08:00 UTC
     assert month_label(202611) == "2026-11"
+    assert (previous_month(202701), previous_month(202611)) == (202612, 202610)
     last_second_of_november = 1_796_083_199  # 2026-11-30T23:59:59Z
     assert month_of(last_second_of_november) == 202611
     assert seconds_until_next_month(last_second_of_november) == 1
