@@ -177,3 +177,31 @@ def pending_feedback_count(warehouse_path: Path) -> int | None:
             return None
         row = con.execute("SELECT pending_feedback_count FROM warehouse_info").fetchone()
     return int(row[0]) if row else 0
+
+
+def flag_activity(warehouse_path: Path, environment_id: str, since: date) -> dict | None:
+    """How much and how recently each flag key of an environment was evaluated, from
+    ``flag_environment_daily``: ``{"published_at": ISO or None, "flags": {flag_key:
+    {"evaluations_since": n, "last_evaluation_date": "YYYY-MM-DD"}}}``, where
+    ``evaluations_since`` counts the evaluations of UTC dates on or after ``since``. A key never
+    evaluated (as of ``published_at``, the pipeline's last publication) is not in ``flags``.
+    ``None`` before the first pipeline run."""
+    with _reading(warehouse_path) as con:
+        if con is None:
+            return None
+        rows = con.execute(
+            "SELECT flag_key, "
+            "coalesce(sum(evaluations) FILTER (WHERE evaluation_date >= ?), 0)::BIGINT, "
+            "max(evaluation_date) "
+            "FROM flag_environment_daily WHERE environment_id = ? "
+            "GROUP BY flag_key ORDER BY flag_key",
+            [since, environment_id],
+        ).fetchall()
+        published = con.execute("SELECT epoch_us(published_at) FROM warehouse_info").fetchone()
+    return {
+        "published_at": _iso_utc(published[0]) if published else None,
+        "flags": {
+            key: {"evaluations_since": int(count), "last_evaluation_date": last.isoformat()}
+            for key, count, last in rows
+        },
+    }

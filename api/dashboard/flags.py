@@ -1,17 +1,23 @@
-"""Flags of an environment: the list (enabled and archived state, toggle, create) and the
-editor of a flag's state and ordered rules.
+"""Flags of an environment: the list (enabled and archived state, evaluations over the last
+30 days and the last one, toggle, create) and the editor of a flag's state and ordered rules.
 
 Toggling sends the wanted state, not "flip", so a double submission cannot undo itself. The
 editor validates every rule before writing anything and shows each problem next to its field.
+The list's evaluation figures come from the warehouse (``activity``), so a stale flag can be
+seen.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import falcon
 import falcon.asgi
 
+from api.controlplane.changes import ScheduleState
 from api.controlplane.model import Environment, FlagRecord, Organization
 from api.controlplane.store import KEY_PATTERN, InvalidError
+from api.dashboard.activity import ACTIVITY_DAYS, read_activity
 from api.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
 from api.dashboard.rule_editor import (
     RULE_TYPES,
@@ -68,9 +74,15 @@ class FlagsPage(Page):
     ) -> None:
         environment, organization = await self.environment(env_id)
         flags = await self.read(self.store.list_flags, env_id)
+        today = datetime.fromtimestamp(self.services.clock(), UTC).date()
+        warehouse = self.services.settings.warehouse_path
+        activity = await self.read(read_activity, warehouse, env_id, today)
+        uses = {flag.key: activity.of(flag.key) for flag in flags}
         self.render(
             req, resp, "flags.html", status=status, environment=environment,
             organization=organization, flags=flags, errors=errors or {}, new_key=key,
+            activity=activity, uses=uses, activity_days=ACTIVITY_DAYS,
+            stale=sum(1 for use in uses.values() if use and use.stale),
             section="flags", crumbs=[*environment_crumbs(environment, organization),
                                      ("Flags", flags_path(env_id))],
         )  # fmt: skip
@@ -162,10 +174,13 @@ class FlagEditorPage(FlagPage):
     ) -> None:
         flag, environment, organization = await self.flag(env_id, flag_key)
         segments = await self.read(self.store.list_segments, organization.id)
+        schedules = await self.read(self.store.list_schedules, env_id, flag_key)
+        pending = sum(1 for s in schedules if s.state == ScheduleState.PENDING)
         has_errors = any(row.errors for row in rows)
         self.render(
             req, resp, "flag_editor.html", status=status, flag=flag, environment=environment,
             organization=organization, enabled=enabled, archived=archived, rows=rows,
+            pending_schedules=pending,
             rule_types=RULE_TYPES, segments=segments, saved=saved, draft=draft,
             problem=problem, has_errors=has_errors, section="flags",
             crumbs=[*environment_crumbs(environment, organization),

@@ -18,10 +18,12 @@ from api.dashboard.insights import InsightsPage
 from api.dashboard.organizations import InsightsSwitchAction, OrganizationPage, OrganizationsPage
 from api.dashboard.rendering import Renderer
 from api.dashboard.rollouts import StartRolloutAction, StopRolloutAction
+from api.dashboard.schedules import CancelScheduleAction, SchedulesPage
 from api.dashboard.segments import DeleteSegmentAction, SegmentMembersPage, SegmentsPage
 from api.dashboard.sessions import SessionSigner
 from api.dashboard.static_files import StaticFile
 from api.dashboard.usage import UsagePage
+from api.dashboard.webhooks import DeleteWebhookAction, WebhooksPage
 from api.services import Services
 
 PUBLIC_ROUTES: dict[str, type[Page]] = {"/sign-in": SignInPage}
@@ -45,8 +47,12 @@ ROUTES: dict[str, type[Page]] = {
     "/environments/{env_id}/flags/{flag_key}/insights": InsightsPage,
     "/environments/{env_id}/flags/{flag_key}/rollout": StartRolloutAction,
     "/environments/{env_id}/flags/{flag_key}/rollout/stop": StopRolloutAction,
+    "/environments/{env_id}/flags/{flag_key}/schedules": SchedulesPage,
+    "/environments/{env_id}/flags/{flag_key}/schedules/{schedule_id}/cancel": CancelScheduleAction,
     "/organizations/{org_id}/audit": AuditPage,
     "/organizations/{org_id}/audit/{audit_id}/restore": RestoreAction,
+    "/organizations/{org_id}/webhooks": WebhooksPage,
+    "/organizations/{org_id}/webhooks/{webhook_id}/delete": DeleteWebhookAction,
 }
 """Every route that needs a session (and, for POST, the session's CSRF token)."""
 

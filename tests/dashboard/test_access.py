@@ -31,7 +31,22 @@ FORM_FIELDS: dict[str, dict[str, str]] = {
     "/environments/{env_id}/flags/{flag_key}/rollout": {"steps": "1, 100", "step_minutes": "1"},
     "/environments/{env_id}/flags/{flag_key}/rollout/stop": {},
     "/organizations/{org_id}/audit/{audit_id}/restore": {},
+    "/environments/{env_id}/flags/{flag_key}/schedules": {"at": "2099-01-01T00:00", "rules": "[]"},
+    "/environments/{env_id}/flags/{flag_key}/schedules/{schedule_id}/cancel": {},
+    "/organizations/{org_id}/webhooks": {
+        "url": "https://hooks.example.com/",
+        "events": "flag.changed",
+    },
+    "/organizations/{org_id}/webhooks/{webhook_id}/delete": {},
 }
+
+AUDITED_ONLY = {
+    "/environments/{env_id}/flags/{flag_key}/schedules",
+    "/environments/{env_id}/flags/{flag_key}/schedules/{schedule_id}/cancel",
+    "/organizations/{org_id}/webhooks",
+    "/organizations/{org_id}/webhooks/{webhook_id}/delete",
+}
+"""Forms whose change serves nothing new (no config version): the audit log shows them."""
 
 GET_ROUTES = sorted(path for path, page in ROUTES.items() if hasattr(page, "on_get"))
 POST_ROUTES = sorted(path for path, page in ROUTES.items() if hasattr(page, "on_post"))
@@ -52,7 +67,19 @@ def world(dash_admin: Admin) -> dict[str, str]:
         "PUT", f"/environments/{tenant.environment_id}/flags/secret-checkout/rollout", {}
     )
     audit = dash_admin.request("GET", f"/organizations/{tenant.organization_id}/audit")
+    schedule = dash_admin.request(
+        "POST",
+        f"/environments/{tenant.environment_id}/flags/secret-checkout/schedules",
+        {"at": "2099-01-01T00:00:00Z", "flag": {"enabled": False, "rules": []}},
+    )
+    webhook = dash_admin.request(
+        "POST",
+        f"/organizations/{tenant.organization_id}/webhooks",
+        {"url": "https://hooks.example.com/secret", "events": ["flag.changed"]},
+    )
     return {
+        "schedule_id": schedule["id"],
+        "webhook_id": webhook["id"],
         "audit_id": audit["items"][0]["id"],
         "org_id": tenant.organization_id,
         "env_id": tenant.environment_id,
@@ -86,10 +113,12 @@ def test_every_form_is_refused_without_a_session(
     path: str, world: dict[str, str], visitor: Any, services: Services
 ) -> None:
     before = services.store.config_version()
+    audited = len(services.store.list_audit(world["org_id"]))
     result = visitor.post(url(path, world), FORM_FIELDS[path], csrf=False)
     assert result.status_code == 303
     assert result.headers["location"] == "/dashboard/sign-in"
     assert services.store.config_version() == before
+    assert len(services.store.list_audit(world["org_id"])) == audited
 
 
 @pytest.mark.parametrize("path", POST_ROUTES)
@@ -97,10 +126,12 @@ def test_every_form_is_refused_without_the_csrf_token(
     path: str, world: dict[str, str], person: Any, services: Services
 ) -> None:
     before = services.store.config_version()
+    audited = len(services.store.list_audit(world["org_id"]))
     result = person.post(url(path, world), FORM_FIELDS[path], csrf=False)
     assert result.status_code == 403
     assert "The form was refused" in result.text
     assert services.store.config_version() == before
+    assert len(services.store.list_audit(world["org_id"])) == audited
     assert person.get("/dashboard/organizations").status_code == 200  # still signed in
 
 
@@ -128,10 +159,13 @@ def test_the_same_forms_are_accepted_with_the_token(
 ) -> None:
     """The refusals above are for the missing token alone: with it, each form acts."""
     before = services.store.config_version()
+    audited = len(services.store.list_audit(world["org_id"]))
     result = person.post(url(path, world), FORM_FIELDS[path])
     assert result.status_code in (201, 303), result.text
     if path.endswith("/rollout/stop"):  # serves the same flag: the rollout is what goes
         assert services.store.get_rollout(world["env_id"], world["flag_key"]) is None
+    elif path in AUDITED_ONLY:
+        assert len(services.store.list_audit(world["org_id"])) > audited
     else:
         assert services.store.config_version() > before
 
