@@ -24,7 +24,7 @@ from api.controlplane.changes import GUARDRAILS, AuditRecord
 from api.controlplane.model import Environment
 from api.controlplane.store import ControlPlaneStore
 from api.dashboard.base import environment_crumbs, signed_in
-from api.dashboard.charts import Point, column_chart, interval_chart, line_chart
+from api.dashboard.charts import Point, column_chart, full_time, interval_chart, line_chart
 from api.dashboard.flags import FlagPage, flag_path, flags_path
 from warehouse.read import arm_windows, daily_series
 from warehouse.statistics import MIN_USERS_WITH_FEEDBACK
@@ -110,43 +110,57 @@ def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+GRAINS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+"""Each range's grain as the length of its windows."""
+
+
 def arm_charts(
-    windows: list[dict[str, Any]], caption: str, changes: dict[str, str] | None = None
+    windows: list[dict[str, Any]],
+    caption: str,
+    grain: str,
+    changes: dict[datetime, str] | None = None,
 ) -> dict[str, Any] | None:
-    """Per-arm failure rate and evaluations over the range's windows, with the flag's changes
-    marked where they fall in a window of the chart."""
+    """Per-arm failure rate and evaluations over the range's windows (the charts and, for the
+    table beside them, a row per window), with the flag's changes marked where they fall."""
     if not windows:
         return None
+    length = GRAINS[grain]
 
     def series(name: str) -> dict[str, list[Point]]:
         by_arm: dict[str, list[Point]] = {"treatment": [], "control": []}
         for row in windows:
-            by_arm.setdefault(row["arm"], []).append(Point(_label(row["window_start"]), row[name]))
+            by_arm.setdefault(row["arm"], []).append(Point(_utc(row["window_start"]), row[name]))
         return by_arm
 
+    rows: dict[datetime, dict[str, Any]] = {}
+    for row in windows:
+        at = _utc(row["window_start"])
+        empty = {"at": full_time(at, length), "treatment": {}, "control": {}}
+        rows.setdefault(at, empty)[row["arm"]] = row
     return {
         "caption": caption,
         "failure": line_chart(
             series("failure_rate"),
             title="Failure rate by arm, per evaluation with feedback",
+            grain=length,
             unit=" %",
             markers=changes,
         ),
         "evaluations": line_chart(
-            series("evaluations"), title="Evaluations by arm", markers=changes
+            series("evaluations"), title="Evaluations by arm", grain=length, markers=changes
         ),
+        "rows": [rows[at] for at in sorted(rows)],
     }
 
 
-def _label(iso: str) -> str:
-    """``YYYY-MM-DD HH:MM`` of an ISO time (UTC): the charts order their points by label, so
-    the year stays in (without it, a range across New Year drew January before December)."""
-    return iso[:16].replace("T", " ")
+def _utc(iso: str) -> datetime:
+    """An ISO time (``...Z``) as an aware datetime in UTC."""
+    return datetime.fromisoformat(iso).astimezone(UTC)
 
 
 def charts(series: list[dict[str, Any]]) -> dict[str, Any]:
     def points(name: str) -> list[Point]:
-        return [Point(row["date"], row[name]) for row in series]
+        return [Point(_utc(f"{row['date']}T00:00:00Z"), row[name]) for row in series]
 
     return {
         "evaluations": column_chart(points("evaluations"), title="Evaluations per day"),
@@ -195,7 +209,7 @@ class InsightsView(FlagPage):
             warnings=warnings_for(metrics) if metrics else [],
             charts=charts(series) if series else None,
             health=health_view(health_answer(row) if row else None),
-            arm_charts=arm_charts(windows, caption, markers(changes, grain)), ranges=RANGES,
+            arm_charts=arm_charts(windows, caption, grain, markers(changes, grain)), ranges=RANGES,
             chosen_range=chosen, rollout=rollout, rollout_error=rollout_error,
             rollout_form=rollout_form or default_rollout_form(), guardrails=GUARDRAILS,
             changes=changes[:10], section="flags",
@@ -236,15 +250,14 @@ def flag_changes(
     return [r for r in store.list_audit(environment.organization_id) if r.target == target]
 
 
-def markers(changes: list[AuditRecord], grain: str) -> dict[str, str]:
-    """Chart labels (``YYYY-MM-DD HH:MM`` of the window) at which the flag changed, and what."""
-    found: dict[str, str] = {}
+def markers(changes: list[AuditRecord], grain: str) -> dict[datetime, str]:
+    """The starts of the windows (UTC) in which the flag changed, and what changed."""
+    found: dict[datetime, str] = {}
     for record in changes:
-        at = datetime.fromisoformat(record.at.replace("Z", "+00:00")).astimezone(UTC)
+        at = _utc(record.at).replace(second=0, microsecond=0)
         if grain == "hour":
-            at = at.replace(minute=0, second=0, microsecond=0)
+            at = at.replace(minute=0)
         elif grain == "day":
-            at = at.replace(hour=0, minute=0, second=0, microsecond=0)
-        label = _label(at.isoformat())
-        found[label] = f"{found[label]}; {record.action}" if label in found else record.action
+            at = at.replace(hour=0, minute=0)
+        found[at] = f"{found[at]}; {record.action}" if at in found else record.action
     return found
