@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from api.app import create_asgi_app
-from api.front import EvaluateFront
-from api.lifecycle import LifespanMiddleware
 from api.observability.logging import configure_logging
+from api.server.lifecycle import LifespanMiddleware
+from api.server.wiring import build_services
 from api.settings import Settings
-from api.wiring import build_services
+from api.web.app import create_asgi_app
+from api.web.front import EvaluateFront
 
 
 def get_app() -> EvaluateFront:

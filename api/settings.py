@@ -82,7 +82,7 @@ class Settings:
     webhook_timeout_s: float = 10.0
     webhook_allow_private: bool = False
     """``FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE=1``: webhooks may go to loopback and private addresses
-    (receivers on the same network); link-local stays refused (``api.webhook_targets``)."""
+    (receivers on the same network); link-local stays refused (``api.controlplane.webhook_targets``)."""
     warehouse_poll_interval_s: float = 10.0
     """With the lake in a bucket: how often a host looks for a newer warehouse snapshot."""
 
@@ -102,7 +102,7 @@ class Settings:
 
     @property
     def host_id_path(self) -> Path:
-        """This host's stable identity in the shared lake (``api.host_identity``)."""
+        """This host's stable identity in the shared lake (``api.infra.host_identity``)."""
         return self.data_dir / "host-id"
 
     @property

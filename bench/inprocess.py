@@ -21,10 +21,10 @@ from typing import Any
 
 import falcon.testing
 
-from api.app import create_asgi_app
-from api.lifecycle import start_services, stop_services
+from api.server.lifecycle import start_services, stop_services
+from api.server.wiring import build_services
 from api.settings import Settings
-from api.wiring import build_services
+from api.web.app import create_asgi_app
 from bench import reference_app
 from bench.workload import FLAG_KEY, LIMIT, RULES, SEGMENT_KEY
 

@@ -80,7 +80,7 @@ def copy_lake_to_bucket(data_dir: Path, s3_env: dict[str, str]) -> str:
     """Copy the local lake's files into the bucket of ``s3_env``; the events URI there."""
     import pyarrow.fs as pafs
 
-    from api.objectstore import filesystem_for
+    from api.infra.objectstore import filesystem_for
     from api.settings import Settings
 
     target = s3_env["FLAGSIGHT_EVENTS_URI"].rstrip("/") + "-bench-lake"

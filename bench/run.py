@@ -57,8 +57,8 @@ def _machine() -> str:
 @contextlib.contextmanager
 def cluster_engines(work_dir: Path) -> Iterator[dict[str, str]]:
     """A private PostgreSQL and SeaweedFS for the cluster-mode host; its environment."""
-    from api.engines.postgres import PostgresCluster
-    from api.engines.seaweedfs import SeaweedFS
+    from devtools.engines.postgres import PostgresCluster
+    from devtools.engines.seaweedfs import SeaweedFS
 
     # Outside the (private) work directory: the postgres user must reach its cluster's folder.
     root = Path(tempfile.mkdtemp(prefix="flagsight-bench-engines-"))

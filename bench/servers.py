@@ -16,10 +16,10 @@ from pathlib import Path
 
 import requests
 
-from api.engines.ports import free_port
+from devtools.engines.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-GUNICORN_CONF = REPO / "api" / "gunicorn_conf.py"
+GUNICORN_CONF = REPO / "api" / "server" / "gunicorn_conf.py"
 
 
 class Server:

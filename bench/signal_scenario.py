@@ -21,7 +21,7 @@ from pathlib import Path
 
 import requests
 
-from api.dagster_home import prepare_dagster_home
+from api.infra.dagster_home import prepare_dagster_home
 from bench.servers import REPO, FlagsightServer
 from bench.workload import CONFIG_PROPAGATION_S, create_tenant
 

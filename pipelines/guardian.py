@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.admin.health import health_answer
 from api.controlplane.changes import JsonDocument, Rollout, RolloutAction
+from api.web.admin.health import health_answer
 from warehouse.statistics import MIN_USERS_WITH_FEEDBACK, Decision, rollout_confidence
 
 GUARDRAIL_COLUMNS = {

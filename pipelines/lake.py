@@ -30,7 +30,7 @@ import duckdb
 
 from api.eventlog.layout import ledger_path, legacy_type_dir, type_dir
 from api.eventlog.segments import fsync_dir
-from api.objectstore import filesystem_for, is_object_store
+from api.infra.objectstore import filesystem_for, is_object_store
 from api.settings import S3Options
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ traffic flows: about 400 KB of run storage each, far more than the events they l
 sensor deletes the insights job's finished runs beyond the newest ``RUNS_KEPT`` (failed ones are
 kept ``FAILED_KEPT_DAYS`` whatever their rank, so an operator can still read why). The schedule's
 and sensors' ticks are pruned by Dagster itself (``retention`` in ``dagster.yaml``,
-``api.dagster_home``).
+``api.infra.dagster_home``).
 """
 
 from __future__ import annotations

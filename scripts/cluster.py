@@ -23,8 +23,8 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from api.engines.postgres import PostgresCluster  # noqa: E402
-from api.engines.seaweedfs import SeaweedFS  # noqa: E402
+from devtools.engines.postgres import PostgresCluster  # noqa: E402
+from devtools.engines.seaweedfs import SeaweedFS  # noqa: E402
 
 BIN = Path(sys.executable).parent
 HOSTS = int(os.environ.get("FLAGSIGHT_CLUSTER_HOSTS", "3"))

@@ -9,13 +9,13 @@ from pathlib import Path
 import falcon.testing
 import pytest
 
-from api.app import create_asgi_app
-from api.engines.postgres import PostgresCluster
-from api.engines.seaweedfs import SeaweedFS
-from api.lifecycle import start_services, stop_services
-from api.services import Services
+from api.server.lifecycle import start_services, stop_services
+from api.server.wiring import build_services
+from api.serving.services import Services
 from api.settings import Settings
-from api.wiring import build_services
+from api.web.app import create_asgi_app
+from devtools.engines.postgres import PostgresCluster
+from devtools.engines.seaweedfs import SeaweedFS
 from tests.support.admin import Admin, Tenant, requests_caller, testclient_caller
 from tests.support.engines import fresh_database, postgres_session, seaweedfs_for
 from tests.support.server import GunicornServer

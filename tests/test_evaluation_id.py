@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from api.evaluation_id import EvaluationIdIssuer, InvalidEvaluationId
+from api.evaluation.ids import EvaluationIdIssuer, InvalidEvaluationId
 
 ENV = "env_0123456789abcdef"
 OTHER_ENV = "env_fedcba9876543210"

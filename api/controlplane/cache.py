@@ -21,7 +21,7 @@ from api.controlplane.model import KeyContext, Organization
 from api.controlplane.segments import SegmentMembership
 from api.controlplane.store import ConfigSnapshot, ControlPlaneStore, SegmentId
 from api.evaluation import Flag
-from api.evaluation_id import environment_id_to_bytes
+from api.evaluation.ids import environment_id_to_bytes
 from api.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)

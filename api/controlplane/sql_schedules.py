@@ -1,6 +1,6 @@
 """Scheduled flag changes in SQL: created, listed, cancelled, and applied when due.
 
-Every worker calls ``apply_due_schedules`` a few times a second (``api.schedules``); the write
+Every worker calls ``apply_due_schedules`` a few times a second (``api.jobs.schedules``); the write
 lock makes exactly one of them apply each due schedule (the others find it applied), and the
 flag write bumps the config version in the same transaction, so every worker serves it within
 a poll. A schedule that cannot be applied any more (its segment was deleted) is marked failed

@@ -1,7 +1,7 @@
 """Webhooks and their outbox in SQL.
 
 Events are queued by the transaction that made the change (``sql_history.emit``); the one
-deliverer of the server (``api.webhooks``) takes due rows, posts them and records each
+deliverer of the server (``api.jobs.webhooks``) takes due rows, posts them and records each
 attempt. A row leaves the queue delivered (a 2xx) or failed (24 hours of attempts, or its
 webhook deleted); until then it stays, so a restart loses none.
 """

@@ -8,7 +8,7 @@ import pyarrow.fs as pafs
 
 from api.eventlog.layout import type_dir
 from api.eventlog.schema import SCHEMAS
-from api.objectstore import filesystem_for
+from api.infra.objectstore import filesystem_for
 from api.settings import S3Options
 
 PARTITION_FIELD = pa.field("date", pa.date32())

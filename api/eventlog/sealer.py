@@ -40,7 +40,7 @@ from api.eventlog.segments import (
     remove_abandoned_pending,
     remove_segment,
 )
-from api.objectstore import LakeUnavailable
+from api.infra.objectstore import LakeUnavailable
 from api.observability.metrics import Metrics
 from api.settings import Settings
 

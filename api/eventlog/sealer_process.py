@@ -1,7 +1,7 @@
 """The sealer process: seals the segments that the workers of one server hand off.
 
 ``flagsight serve`` starts one next to the gunicorn workers (a master hook in
-``api/gunicorn_conf.py``). It holds an exclusive ``flock`` on ``run/sealer.lock`` for its whole
+``api/server/gunicorn_conf.py``). It holds an exclusive ``flock`` on ``run/sealer.lock`` for its whole
 life; while it does, workers fsync and close each rotated segment instead of sealing it, and
 this process seals every such orphan within a tick. pyarrow (and the pandas it imports when
 converting) thus lives in one process instead of in every worker.
@@ -25,9 +25,9 @@ import threading
 from api.eventlog.sealer import Backoff, Sealer, settings_sink
 from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
 from api.eventlog.segmented import MAX_TICK_S, TICK_FRACTION
+from api.infra.processes import pid_alive
 from api.observability.logging import configure_logging
 from api.observability.metrics import Metrics
-from api.processes import pid_alive
 from api.settings import Settings
 
 log = logging.getLogger("flagsight.sealer")

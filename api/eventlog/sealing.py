@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from api.evaluation.ids import bulk_ids
 from api.evaluation.model import NOT_EVALUATED
-from api.evaluation_id import bulk_ids
 from api.eventlog.frames import InvalidFrame, Run, iter_runs
 from api.eventlog.schema import (
     ARM_CONTROL,

@@ -8,7 +8,7 @@ replaces it with identical bytes, which is what makes re-sealing after a crash s
   Written under a hidden temporary name in the final directory, fsynced, renamed.
 * ``ObjectStoreSink``: S3-compatible storage. One PUT of the whole file, which the store makes
   visible atomically, so there is no temporary object (an S3 "rename" is a copy and a delete).
-  Object names carry the host's id (``api.host_identity``): hosts sharing a bucket never
+  Object names carry the host's id (``api.infra.host_identity``): hosts sharing a bucket never
   collide, and a segment re-sealed by another process of the same host gets the same name.
 """
 
@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 
 from api.eventlog.layout import partition_dir, type_dir
 from api.eventlog.segments import fsync_dir
-from api.host_identity import host_id
-from api.objectstore import LakeUnavailable, filesystem_for, is_object_store
+from api.infra.host_identity import host_id
+from api.infra.objectstore import LakeUnavailable, filesystem_for, is_object_store
 from api.settings import Settings
 
 ROW_GROUP_ROWS = 128 * 1024

@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
+from api.infra.processes import pid_alive
 from api.metering import leasing
 from api.metering.meter import previous_month
-from api.processes import pid_alive
 
 MAGIC = b"FSMETER2"
 _OLD_MAGIC = b"FSMETER1"  # the same slots without lease cells: extended in place

@@ -555,5 +555,5 @@ def meter_for_database(
     metrics: Metrics | None = None,
     options: PostgresMeterOptions = PostgresMeterOptions(),  # noqa: B008 - frozen
 ) -> PostgresMeter:
-    """The meter ``api/wiring.py`` builds when ``settings.database_url`` is set."""
+    """The meter ``api/server/wiring.py`` builds when ``settings.database_url`` is set."""
     return PostgresMeter(url, metrics=metrics, options=options)

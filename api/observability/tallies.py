@@ -125,7 +125,7 @@ class TimedRequest(falcon.asgi.Request):
 
 class RequestTallyMiddleware:
     """Counts every answer Falcon makes by route template and status, and the time it took
-    (``api.front`` counts the answers it makes itself in the same way). The app's requests
+    (``api.web.front`` counts the answers it makes itself in the same way). The app's requests
     must be ``TimedRequest``s (``falcon.asgi.App(request_type=TimedRequest)``)."""
 
     def __init__(self, tallies: Tallies):

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from api.objectstore import is_remote
-from api.warehouse_snapshot import upload_snapshot
+from api.infra.objectstore import is_remote
+from api.jobs.warehouse_snapshot import upload_snapshot
 from pipelines.constants import (
     ATTRIBUTED_FEEDBACK,
     ENVIRONMENT_KEYS,

@@ -13,15 +13,15 @@ import falcon.asgi
 import falcon.testing
 import pytest
 
-from api.admin.routes import add_admin_routes
 from api.controlplane.cache import ConfigCache
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from api.errors import serialize_error
-from api.evaluation_id import EvaluationIdIssuer
+from api.evaluation.ids import EvaluationIdIssuer
 from api.metering.mmap_meter import MmapMeter
 from api.observability.metrics import Metrics
-from api.services import Services
+from api.serving.services import Services
 from api.settings import Settings
+from api.web.admin.routes import add_admin_routes
+from api.web.errors import serialize_error
 from tests.support.openapi import OpenApiChecker
 
 ADMIN_TOKEN = "admin-test-token-0123456789"

@@ -7,10 +7,10 @@ import sqlite3
 
 import pytest
 
-from api.admin.auth import AdminAuth, bearer_token, ensure_admin_token, rotate_admin_token
-from api.admin.routes import PREFIX, ROUTES
-from api.openapi.admin import ADMIN_PATHS
 from api.settings import Settings
+from api.web.admin.auth import AdminAuth, bearer_token, ensure_admin_token, rotate_admin_token
+from api.web.admin.routes import PREFIX, ROUTES
+from api.web.openapi.admin import ADMIN_PATHS
 
 UNAUTHORIZED = {
     "status": 401,

@@ -174,7 +174,7 @@ def test_a_rollout_put_without_a_body_starts_with_the_documented_defaults(
     admin_api: AdminClient, flag_path: str
 ) -> None:
     """The body is optional (every field has a default), and the OpenAPI document says so."""
-    from api.openapi.document import openapi_document
+    from api.web.openapi.document import openapi_document
 
     answer = admin_api.put(f"{flag_path}/rollout")  # no body at all
     assert answer.status == 200

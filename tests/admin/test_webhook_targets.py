@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from api.webhook_targets import ForbiddenTarget, check_delivery, check_url
+from api.controlplane.webhook_targets import ForbiddenTarget, check_delivery, check_url
 
 REFUSED_ALWAYS = [
     ("http://user:s3cr3t@hooks.example.com/", "user information"),
@@ -115,8 +115,8 @@ def test_the_deliverer_refuses_a_name_that_now_resolves_to_loopback(
 ) -> None:
     """Accepted at creation (a public-looking name), refused at delivery: the attempt is a
     failure with the reason, retried like an unreachable receiver, and nothing is sent."""
-    from api import webhook_targets
-    from api.webhooks import WebhookDeliverer
+    from api.controlplane import webhook_targets
+    from api.jobs.webhooks import WebhookDeliverer
 
     admin = make_admin(webhook_allow_private=False)
     org = admin.organization()

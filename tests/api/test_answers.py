@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.evaluation import RESULTS
-from api.evaluation_id import bulk_ids
-from api.resources.answers import encode_bulk_response, response_object
+from api.evaluation.ids import bulk_ids
+from api.serving.answers import encode_bulk_response, response_object
 
 PREFIX = "AQAAAAAAAAChAAAAAAAAAAEAAb0pOmV1Ym9r5e1xUQ"
 

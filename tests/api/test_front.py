@@ -1,4 +1,4 @@
-"""``api.front``: a valid single evaluate answered before Falcon, answer for answer as Falcon's.
+"""``api.web.front``: a valid single evaluate answered before Falcon, answer for answer as Falcon's.
 
 Every request below goes twice through one set of services: once to the Falcon app alone and
 once to the front. The two answers must be the same status, the same header fields in the
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-from api.app import create_asgi_app
-from api.errors import FRONT_FAILURE, HandedOn, ServiceUnavailable
 from api.metering.meter import month_of
+from api.web.app import create_asgi_app
+from api.web.errors import FRONT_FAILURE, HandedOn, ServiceUnavailable
 from tests.support.admin import Admin, Tenant
 
 NOW = 1_800_000_000.5
@@ -329,7 +329,7 @@ def test_long_header_values_are_not_remembered(setup) -> None:
 
 
 def call_now(front, ask: Ask, api_key: str) -> Answer | None:
-    """The request as the worker hands a whole one to ``answer_now`` (``api.http_worker``)."""
+    """The request as the worker hands a whole one to ``answer_now`` (``api.server.http_worker``)."""
     ask = with_key(ask, api_key)
     headers = ask.headers if ask.headers is not None else default_headers(ask, api_key)
     answered = front.answer_now(ask.method, ask.path, headers + ask.extra, ask.body)

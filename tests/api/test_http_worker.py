@@ -1,4 +1,4 @@
-"""``api.http_worker``'s memo of response fields: what gunicorn would send and refuse, from a
+"""``api.server.http_worker``'s memo of response fields: what gunicorn would send and refuse, from a
 dictionary; and the seams it is bound through, which a gunicorn upgrade could move."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import gunicorn.workers.gasgi as gasgi
 import pytest
 from gunicorn.asgi.protocol import ASGIProtocol
 
-from api.http_worker import FlagsightProtocol, ResponseFields, install_seams
+from api.server.http_worker import FlagsightProtocol, ResponseFields, install_seams
 
 ORIGINAL_SCAN = gprotocol._scan_response_headers
 EVALUATE = [
@@ -88,7 +88,7 @@ def test_a_field_gunicorn_refuses_is_refused_every_time(field: tuple, refusal: t
 
 
 def test_the_memo_is_bounded(monkeypatch) -> None:
-    monkeypatch.setattr("api.http_worker.FIELDS_KEPT", 8)
+    monkeypatch.setattr("api.server.http_worker.FIELDS_KEPT", 8)
     fields = ResponseFields()
     for length in range(100):
         headers = [(b"content-length", str(length).encode())]

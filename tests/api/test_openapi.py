@@ -42,7 +42,7 @@ def test_every_api_route_is_documented(client, checker) -> None:
     documented = {_shape(path) for path in checker.document["paths"]}
     undocumented = {
         route
-        for route in _routes(client.app.app)  # the Falcon app behind api.front
+        for route in _routes(client.app.app)  # the Falcon app behind api.web.front
         if not route.startswith(("/dashboard", "/favicon.ico"))  # pages for a browser
         and _shape(route) not in documented
     }
@@ -102,7 +102,7 @@ def test_docs_api_md_documents_every_public_and_ofrep_operation_with_its_statuse
     import re
     from pathlib import Path
 
-    from api.openapi.document import openapi_document
+    from api.web.openapi.document import openapi_document
 
     root = Path(__file__).resolve().parents[2]
     text = (root / "docs" / "api.md").read_text()

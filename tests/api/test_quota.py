@@ -12,10 +12,10 @@ from pathlib import Path
 import falcon.testing
 import pytest
 
-from api.app import create_asgi_app
-from api.lifecycle import start_services, stop_services
+from api.server.lifecycle import start_services, stop_services
+from api.server.wiring import build_services
 from api.settings import Settings
-from api.wiring import build_services
+from api.web.app import create_asgi_app
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, Tenant
 from tests.support.admin import testclient_caller as in_process

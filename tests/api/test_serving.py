@@ -13,7 +13,7 @@ from api.eventlog import EventLogUnavailable
 from api.eventlog.failures import Throttled
 from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE
-from api.serving import EvaluationServer
+from api.serving.evaluations import EvaluationServer
 from tests.support.admin import Admin
 
 RULES = [

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+from api.jobs.webhooks import WebhookDeliverer
 from api.metering.meter import month_of
-from api.webhooks import WebhookDeliverer
 
 
 def announced(services) -> list[dict]:

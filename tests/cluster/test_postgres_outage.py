@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from api.engines.postgres import PostgresCluster
+from devtools.engines.postgres import PostgresCluster
 from tests.support.admin import Admin, requests_caller
 from tests.support.server import GunicornServer
 

@@ -16,9 +16,9 @@ import duckdb
 import pytest
 import requests
 
-from api.engines.postgres import PostgresCluster
-from api.engines.seaweedfs import SeaweedFS
 from api.settings import Settings
+from devtools.engines.postgres import PostgresCluster
+from devtools.engines.seaweedfs import SeaweedFS
 from pipelines.cli import run_pipeline_once
 from pipelines.definitions import working_database_path
 from tests.support.admin import Admin, Tenant, requests_caller

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from api.cli.demo_seed import seed_demo
 from api.controlplane.cache import ConfigCache
-from api.controlplane.demo import seed_demo
 from api.controlplane.model import Plan
 from api.evaluation import evaluate
 

@@ -12,10 +12,10 @@ import falcon.testing
 import pytest
 import requests
 
-from api.app import create_app
-from api.dashboard.routes import add_dashboard_routes
-from api.dashboard.sessions import SESSION_COOKIE, SIGNIN_COOKIE
-from api.services import Services
+from api.serving.services import Services
+from api.web.app import create_app
+from api.web.dashboard.routes import add_dashboard_routes
+from api.web.dashboard.sessions import SESSION_COOKIE, SIGNIN_COOKIE
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, testclient_caller
 from tests.support.server import GunicornServer

@@ -1,6 +1,6 @@
 """No page shows data without a session, and no form acts without its session's CSRF token.
 
-The cases walk ``api.dashboard.routes.ROUTES``, so a route added later is covered (or fails
+The cases walk ``api.web.dashboard.routes.ROUTES``, so a route added later is covered (or fails
 here until it has a case).
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from api.dashboard.routes import ROUTES
-from api.dashboard.sessions import SESSION_COOKIE, SESSION_TTL_S
-from api.services import Services
+from api.serving.services import Services
+from api.web.dashboard.routes import ROUTES
+from api.web.dashboard.sessions import SESSION_COOKIE, SESSION_TTL_S
 from tests.support.admin import Admin
 
 FORM_FIELDS: dict[str, dict[str, str]] = {

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 
 from api.controlplane.changes import AuditRecord
-from api.dashboard.insights import arm_charts, markers
+from api.web.dashboard.insights import arm_charts, markers
 
 ACROSS_NEW_YEAR = ["2026-12-31T22:00:00Z", "2026-12-31T23:00:00Z", "2027-01-01T00:00:00Z",
                    "2027-01-01T01:00:00Z"]  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from api.services import Services
+from api.serving.services import Services
 from tests.dashboard.conftest import DashClient
 from tests.support.admin import Admin
 

@@ -10,8 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
-from api.dashboard.forms import MAX_FORM_FIELDS
-from api.services import Services
+from api.serving.services import Services
+from api.web.dashboard.forms import MAX_FORM_FIELDS
 from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.conftest import BROWSER_ACCEPT, FORM, DashClient
 
@@ -122,7 +122,7 @@ def test_a_next_holding_cr_or_lf_goes_to_the_dashboard_home(
 
 @pytest.mark.parametrize("issued", ["²", "9" * 5000, "١٢٣"])
 def test_a_sign_in_cookie_whose_time_is_not_plain_digits_is_refused_not_a_500(issued: str) -> None:
-    from api.dashboard.sessions import SessionSigner
+    from api.web.dashboard.sessions import SessionSigner
 
     signer = SessionSigner(b"k" * 32, lambda: None, lambda: 1_000.0)
     nonce = f"{issued}.abc"
@@ -133,6 +133,6 @@ def test_a_sign_in_cookie_whose_time_is_not_plain_digits_is_refused_not_a_500(is
 
 @pytest.mark.parametrize("op", ["remove:²", "up:" + "9" * 5000, "down:١"])
 def test_a_rule_editor_op_whose_index_is_not_plain_digits_is_not_an_op(op: str) -> None:
-    from api.dashboard.rule_editor import RuleRow, apply_op
+    from api.web.dashboard.rule_editor import RuleRow, apply_op
 
     assert apply_op([RuleRow(type="STATIC")], op) is None

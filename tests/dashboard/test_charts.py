@@ -9,7 +9,7 @@ from itertools import pairwise
 
 import pytest
 
-from api.dashboard.charts import (
+from api.web.dashboard.charts import (
     FONT_SIZE,
     LABEL_GAP,
     LABEL_LEFT,

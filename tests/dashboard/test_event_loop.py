@@ -9,7 +9,7 @@ import threading
 import falcon.testing
 import pytest
 
-from api.dashboard import segments
+from api.web.dashboard import segments
 from tests.dashboard.conftest import DashClient
 from tests.support.admin import Admin
 

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from api.dashboard.activity import days_ago
 from api.eventlog.layout import type_dir
 from api.eventlog.schema import EVALUATION, EVALUATION_SCHEMA
-from api.services import Services
+from api.serving.services import Services
+from api.web.dashboard.activity import days_ago
 from tests.dashboard.conftest import DashClient
 from tests.pipelines.support import materialize_all
 from tests.support.admin import Admin, Tenant

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from api.controlplane.changes import ScheduleState
-from api.schedules import apply_due
-from api.services import Services
+from api.jobs.schedules import apply_due
+from api.serving.services import Services
 from tests.dashboard.conftest import DashClient
 from tests.support.admin import Admin, Tenant
 

@@ -6,8 +6,8 @@ import psycopg
 import pyarrow.fs as pafs
 import pytest
 
-from api.engines.postgres import PostgresCluster
-from api.engines.seaweedfs import SeaweedFS
+from devtools.engines.postgres import PostgresCluster
+from devtools.engines.seaweedfs import SeaweedFS
 
 
 def test_postgres_gives_each_test_its_own_database(

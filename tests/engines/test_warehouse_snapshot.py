@@ -8,10 +8,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from api.engines.seaweedfs import SeaweedFS
-from api.objectstore import is_remote
+from api.infra.objectstore import is_remote
+from api.jobs.warehouse_snapshot import download_if_newer, upload_snapshot
 from api.settings import S3Options, Settings
-from api.warehouse_snapshot import download_if_newer, upload_snapshot
+from devtools.engines.seaweedfs import SeaweedFS
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from api.evaluation_id import EvaluationIdIssuer
+from api.evaluation.ids import EvaluationIdIssuer
 from api.eventlog.frames import (
     EVALUATION_BATCH_CODE,
     InvalidFrame,

@@ -20,7 +20,7 @@ from api.eventlog.sealer import Backoff, Sealer
 from api.eventlog.sealing import seal_segment
 from api.eventlog.segments import SegmentNamer, create_segment
 from api.eventlog.sinks import ObjectStoreSink, open_sink
-from api.host_identity import host_id
+from api.infra.host_identity import host_id
 from api.observability.metrics import Metrics
 from api.settings import Settings
 from tests.eventlog.support import LAST_US_OF_DAY, evaluation, feedback
@@ -209,7 +209,7 @@ def test_settings_read_the_standard_aws_variables() -> None:
 
 @pytest.mark.parametrize("endpoint", ["127.0.0.1:8333", "ftp://host", "http://"])
 def test_an_endpoint_without_an_http_scheme_is_refused(endpoint: str) -> None:
-    from api.objectstore import s3_filesystem
+    from api.infra.objectstore import s3_filesystem
     from api.settings import S3Options
 
     with pytest.raises(ValueError, match="AWS_ENDPOINT_URL"):

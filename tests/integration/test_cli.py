@@ -132,8 +132,8 @@ def test_admin_token_rotate_replaces_the_token(tmp_path: Path) -> None:
     rotated = flagsight(tmp_path, "admin-token", "rotate")
     new = re.search(r": (\S+)$", rotated.stdout.strip()).group(1)
     assert new != old
-    from api.admin.auth import token_hash
     from api.controlplane.sqlite_store import SqliteControlPlaneStore
+    from api.web.admin.auth import token_hash
 
     assert SqliteControlPlaneStore(
         tmp_path / "controlplane.sqlite3"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import requests
 
-from api.engines.ports import free_ports
+from devtools.engines.ports import free_ports
 from tests.support.server import REPO
 
 

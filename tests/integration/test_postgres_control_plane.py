@@ -14,12 +14,12 @@ from typing import Any
 import falcon.testing
 import pytest
 
-from api.app import create_asgi_app
 from api.controlplane.postgres_store import PostgresControlPlaneStore
-from api.engines.postgres import PostgresCluster
-from api.lifecycle import start_services, stop_services
+from api.server.lifecycle import start_services, stop_services
+from api.server.wiring import build_services
 from api.settings import Settings
-from api.wiring import build_services
+from api.web.app import create_asgi_app
+from devtools.engines.postgres import PostgresCluster
 from tests.integration.test_cli import flagsight
 from tests.support.admin import Admin
 from tests.support.admin import testclient_caller as in_process

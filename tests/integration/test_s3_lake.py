@@ -19,11 +19,11 @@ import pyarrow.fs as pafs
 import pytest
 import requests
 
-from api.engines.seaweedfs import SeaweedFS
 from api.eventlog.reading import read_events
 from api.eventlog.schema import EVALUATION, FEEDBACK
-from api.host_identity import host_id
+from api.infra.host_identity import host_id
 from api.settings import Settings
+from devtools.engines.seaweedfs import SeaweedFS
 from pipelines.cli import run_pipeline_once
 from pipelines.definitions import working_database_path
 from pipelines.lake import open_lake

@@ -16,10 +16,10 @@ import pytest
 import requests
 
 from api.controlplane.changes import FlagBody
-from api.engines.ports import free_port
 from api.evaluation import StaticRule
+from api.server.wiring import open_control_plane
 from api.settings import Settings
-from api.wiring import open_control_plane
+from devtools.engines.ports import free_port
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.server import GunicornServer
 

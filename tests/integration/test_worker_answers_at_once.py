@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from api.engines.ports import free_port
+from devtools.engines.ports import free_port
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.answer_now_app import MARK
 from tests.support.server import REPO, GunicornServer
@@ -35,7 +35,7 @@ def start_gunicorn(log: Path, *options: str) -> tuple[subprocess.Popen[bytes], i
     port = free_port()
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--config", str(REPO / "api" / "gunicorn_conf.py"),
+            [sys.executable, "-m", "gunicorn", "--config", str(REPO / "api" / "server" / "gunicorn_conf.py"),
              "--bind", f"127.0.0.1:{port}", "--workers", "1", *options,
              "tests.support.answer_now_app:app"],
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
@@ -199,10 +199,10 @@ def test_the_answer_that_reaches_max_requests_closes_the_connection(tmp_path: Pa
 
 
 def test_the_app_gunicorn_loads_for_flagsight_answers_at_once(tmp_path: Path) -> None:
-    """What ``flagsight serve`` loads (``api.gunicorn_conf.FLAGSIGHT_APP``) offers the worker
+    """What ``flagsight serve`` loads (``api.server.gunicorn_conf.FLAGSIGHT_APP``) offers the worker
     ``answer_now``: the door the tests above hold is the one its evaluates take."""
     check = (
-        "import importlib; from api.gunicorn_conf import FLAGSIGHT_APP; "
+        "import importlib; from api.server.gunicorn_conf import FLAGSIGHT_APP; "
         "module, _, name = FLAGSIGHT_APP.partition(':'); "
         "app = getattr(importlib.import_module(module), name); "
         "print(callable(getattr(app, 'answer_now', None)))"
@@ -227,7 +227,7 @@ def flagsight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gunico
     env = {**os.environ, "FLAGSIGHT_DATA_DIR": str(data), "FLAGSIGHT_ADMIN_TOKEN": ADMIN_TOKEN}
     with (data.parent / "gunicorn.log").open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--config", str(REPO / "api" / "gunicorn_conf.py"),
+            [sys.executable, "-m", "gunicorn", "--config", str(REPO / "api" / "server" / "gunicorn_conf.py"),
              "--bind", f"127.0.0.1:{server.port}", "--workers", "1",
              "tests.support.marked_flagsight_app:app"],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,

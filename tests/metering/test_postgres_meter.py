@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from api.engines.postgres import PostgresCluster
 from api.metering import leasing
 from api.metering import postgres_meter as pm
 from api.metering.postgres_meter import (
@@ -23,6 +22,7 @@ from api.metering.postgres_meter import (
     ensure_schema,
 )
 from api.observability.metrics import Metrics
+from devtools.engines.postgres import PostgresCluster
 from tests.support.engines import postgres_session
 from tests.support.processes import run_forked
 

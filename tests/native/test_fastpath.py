@@ -14,11 +14,11 @@ import pytest
 from api.controlplane.segments import SegmentMembership, identifier_hash
 from api.evaluation import Flag, decide_one, rule_from_json
 from api.evaluation.hashing import bucket
-from api.evaluation_id import EvaluationIdIssuer, environment_id_to_bytes
+from api.evaluation.ids import EvaluationIdIssuer, environment_id_to_bytes
 from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_OFREP, EvaluationBatch
 from api.native import fastpath
-from api.serving import EvaluationServer
+from api.serving.evaluations import EvaluationServer
 from tests.api.test_serving import RULES, Recording
 from tests.support.admin import Admin
 
@@ -131,7 +131,7 @@ def test_serve_one_answers_and_logs_alike_with_and_without_the_module(
     logged = {}
     for native in (True, False):
         if not native:
-            monkeypatch.setattr("api.serving.fastpath", None)
+            monkeypatch.setattr("api.serving.evaluations.fastpath", None)
         answers = [
             server.serve_one(caller, caller.environment, f, u, sdk="s", source=SOURCE_EVALUATE)
             for f, u in asked

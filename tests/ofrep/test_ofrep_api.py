@@ -11,7 +11,7 @@ import pytest
 
 from api.eventlog.frames import decode_evaluation_frame
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK, EvaluationBatch, EvaluationEvent
-from api.openapi.document import openapi_document
+from api.web.openapi.document import openapi_document
 from tests.support.admin import Admin, Tenant
 
 UNAUTHORIZED = {

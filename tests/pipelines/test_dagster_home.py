@@ -10,7 +10,7 @@ import dagster as dg
 import psycopg
 import pytest
 
-from api.dagster_home import MARK, prepare_dagster_home
+from api.infra.dagster_home import MARK, prepare_dagster_home
 
 
 @dg.asset

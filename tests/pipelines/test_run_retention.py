@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from api.dagster_home import prepare_dagster_home
+from api.infra.dagster_home import prepare_dagster_home
 from pipelines.constants import JOB_NAME
 from pipelines.retention import purge_old_runs, run_retention_sensor
 

@@ -22,12 +22,12 @@ import falcon.testing
 import pytest
 import requests
 
-from api.app import create_asgi_app
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from api.lifecycle import start_services, stop_services
-from api.services import Services
+from api.server.lifecycle import start_services, stop_services
+from api.server.wiring import build_services
+from api.serving.services import Services
 from api.settings import Settings
-from api.wiring import build_services
+from api.web.app import create_asgi_app
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, requests_caller
 from tests.support.admin import testclient_caller as in_process

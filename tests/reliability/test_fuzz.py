@@ -21,8 +21,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from api.jsonio import encode
-from api.openapi.document import openapi_document
+from api.web.jsonio import encode
+from api.web.openapi.document import openapi_document
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin
 from tests.support.server import GunicornServer
@@ -298,7 +298,7 @@ def every_route(services: Any) -> list[tuple[str, str]]:
     """(method, path template) of every responder of the app, from its own router."""
     from falcon.inspect import inspect_routes
 
-    from api.app import create_app
+    from api.web.app import create_app
 
     found = []
     for route in inspect_routes(create_app(services)):

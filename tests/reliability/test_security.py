@@ -18,9 +18,9 @@ import falcon.testing
 import pytest
 import requests
 
-from api.admin.auth import rotate_admin_token
-from api.app import create_app
-from api.services import Services
+from api.serving.services import Services
+from api.web.admin.auth import rotate_admin_token
+from api.web.app import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, Tenant
 from tests.support.admin import testclient_caller as in_process

@@ -282,8 +282,10 @@ def test_the_event_log_survives_running_out_of_descriptors(
     cramped_server: GunicornServer,
 ) -> None:
     """Flood the workers past their descriptor limit while a kept-alive client evaluates:
-    its answers go on, the log's background steps fail and recover, every acknowledged
-    evaluation reaches the lake, and no worker dies."""
+    each worker accepts only as many connections as leave it its reserve of descriptors
+    (``api.server.acceptor``), the rest wait in the backlog, so the event log never runs
+    out; its answers go on, every acknowledged evaluation reaches the lake, and no worker
+    dies."""
     timed_server = cramped_server
     admin = Admin(requests_caller(timed_server.url), ADMIN_TOKEN)
     tenant = admin.tenant()
@@ -316,7 +318,7 @@ def test_the_event_log_survives_running_out_of_descriptors(
         for sock in flood:
             sock.close()
     log = timed_server.log_path.read_text()
-    assert "Too many open files" in log  # the flood did exhaust a worker
+    assert "Too many open files" not in log  # the reserve kept descriptors for the log
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -348,7 +350,7 @@ def test_the_listen_backlog_is_gunicorns_configured_one_not_the_event_loops(
     listening socket's backlog as its send queue."""
     import subprocess
 
-    from api.gunicorn_conf import backlog
+    from api.server.gunicorn_conf import backlog
 
     listening = subprocess.run(
         ["ss", "-ltnH", f"sport = :{slow_server.port}"], capture_output=True, text=True, check=True

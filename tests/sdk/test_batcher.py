@@ -16,7 +16,7 @@ from flagsight_sdk.batcher import (
     DROP_UNSENT_AT_EXIT,
 )
 
-from api.engines.ports import free_port
+from devtools.engines.ports import free_port
 from tests.sdk.fake_server import FakeServer, json_reply
 from tests.support.server import REPO
 

@@ -1,4 +1,4 @@
-"""An ASGI app with ``answer_now``, for the worker's own tests (``api.http_worker``): it says
+"""An ASGI app with ``answer_now``, for the worker's own tests (``api.server.http_worker``): it says
 which door each answer came through, so a test can tell the worker's path from gunicorn's.
 
 ``POST /now`` is answered by ``answer_now`` (its body echoed after ``now:``), ``POST /fail``
@@ -10,7 +10,7 @@ anything else is left to the ASGI call, which answers
 
 from __future__ import annotations
 
-from api.errors import FRONT_FAILURE, HandedOn
+from api.web.errors import FRONT_FAILURE, HandedOn
 
 MARK = (b"x-test-door", b"at-once")
 """The header field ``tests.support.marked_flagsight_app`` adds to flagsight's at-once answers."""

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psycopg
 
-from api.engines.postgres import PostgresCluster
-from api.engines.seaweedfs import SeaweedFS
+from devtools.engines.postgres import PostgresCluster
+from devtools.engines.seaweedfs import SeaweedFS
 
 _databases = itertools.count(1)
 

@@ -9,7 +9,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from api.openapi.document import openapi_document
+from api.web.openapi.document import openapi_document
 
 _ROOT_URI = "urn:flagsight:openapi"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import requests
 
-from api.engines.ports import free_port
+from devtools.engines.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,8 +95,8 @@ class GunicornServer:
         over the live workers (multiprocess mode ``livemin``), so once it reaches the store's version,
         each worker has every change made so far.
         """
+        from api.server.wiring import open_control_plane
         from api.settings import Settings
-        from api.wiring import open_control_plane
 
         env = {**os.environ, "FLAGSIGHT_DATA_DIR": str(self.data_dir), **self.extra_env}
         store = open_control_plane(Settings.from_env(env))

@@ -1,0 +1,617 @@
+"""``flagsight flags|keys|rollout|status``: everyday admin work from a shell, over the admin API.
+
+Why these talk to a running service (through ``api.cli.admin_client``) while ``init`` opens the
+store: they change what a live service serves, so they go where every admin client goes (the
+token check, validation, the audit log, propagation to every worker and host) and answer with
+the same errors. ``api.cli.main`` only registers them.
+
+What a user sees: the answer as a table, or with ``--json`` the API's JSON as it was sent
+(nothing for a ``204``), and exit status 0. An error answer is printed as the API gave it,
+``flagsight: 404 Not Found: <message>`` (with ``--json``, its body) on stderr, exit status 1;
+so is a service that does not answer. What is refused before any call (a URL without a
+scheme, no token, an organization left to choose) exits 2, as argparse's own usage errors do.
+
+Flags, keys and rollouts live in an environment, which the admin API addresses by id:
+``--env`` takes the id (``env_...``) or the key (``production``), a key being looked up in
+``--org`` (an id or an exact name), which may be left out while the service has a single
+organization.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from api.cli.admin_client import (
+    AdminApiError,
+    AdminClient,
+    InvalidBaseUrl,
+    ServiceUnreachable,
+    check_base_url,
+    segment,
+)
+
+if TYPE_CHECKING:
+    from api.settings import Settings
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+"""Where ``flagsight serve`` and ``make run`` listen by default."""
+DEFAULT_ENVIRONMENT = "production"
+"""The environment ``flagsight init``'s demo makes, and the usual first one."""
+ENVIRONMENT_ID = re.compile(r"env_[0-9a-f]{16}")
+ORGANIZATION_ID = re.compile(r"org_[0-9a-f]{16}")
+STATUS_ORGANIZATIONS = 50
+"""``status`` looks up usage for at most this many organizations (two calls each)."""
+
+Handler = Callable[[AdminClient, argparse.Namespace], int]
+
+
+class UsageProblem(Exception):
+    """Refused by the CLI itself (not by the API), with the exit status to leave with."""
+
+    def __init__(self, message: str, exit_status: int = 2):
+        super().__init__(message)
+        self.message = message
+        self.exit_status = exit_status
+
+
+@dataclass(frozen=True)
+class Environment:
+    id: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.id})"
+
+
+# --- wiring -------------------------------------------------------------------------------
+
+
+def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``flags``, ``keys``, ``rollout`` and ``status`` on ``flagsight``'s subparsers."""
+    service = _service_options()
+    scoped = [service, _environment_options()]
+
+    flags = _group(sub, "flags", "list, show, enable or disable flags (over the admin API)")
+    _command(flags, "list", flags_list, "the environment's flags, by key", scoped)
+    _command(flags, "show", flags_show, "one flag and its rules", scoped, flag=True)
+    _command(flags, "enable", flags_enable, "turn a flag on (its rules decide)", scoped, flag=True)
+    _command(flags, "disable", flags_disable, "turn a flag off for everyone", scoped, flag=True)
+
+    keys = _group(sub, "keys", "list, create or revoke API keys (over the admin API)")
+    _command(keys, "list", keys_list, "the environment's live API keys, without secrets", scoped)
+    create = _command(keys, "create", keys_create, "make an API key; prints it once", scoped)
+    create.add_argument("--name", default="", help="what uses the key (up to 200 characters)")
+    revoke = _command(keys, "revoke", keys_revoke, "revoke a key: 401 within a second", [service])
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key_...), not the key")
+
+    rollout = _group(sub, "rollout", "start, show or stop a flag's guarded rollout")
+    started = "start (or restart) a guarded rollout of the flag's first PERCENTAGE rule"
+    start = _command(rollout, "start", rollout_start, started, scoped, flag=True)
+    start.add_argument(
+        "--steps", type=_numbers, metavar="P,P,...", help="percentages (default 1,5,25,50,100)"
+    )
+    start.add_argument("--step-minutes", type=float, help="minutes per step (default 10)")
+    start.add_argument(
+        "--guardrails",
+        type=_names,
+        metavar="NAME,...",
+        help="what may roll it back (default failureRate,latencyP95Ms,coverage)",
+    )
+    shown, stopped = "the rollout's state, step and decisions", "stop it; the percentage stays"
+    _command(rollout, "show", rollout_show, shown, scoped, flag=True)
+    _command(rollout, "stop", rollout_stop, stopped, scoped, flag=True)
+
+    status = sub.add_parser(
+        "status",
+        parents=[service],
+        help="is the service ready; its organizations and this month's usage",
+        description="Readiness (/readyz), the API version, and each organization's plan,"
+        " environments and evaluations this month. Exit status 1 when not ready.",
+    )
+    status.add_argument("--org", help="only this organization (id or exact name)")
+    status.set_defaults(func=_runner(show_status))
+
+
+def _group(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    parser = sub.add_parser(name, help=summary, description=_sentence(summary))
+    return parser.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
+
+
+def _command(
+    group: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    handler: Handler,
+    summary: str,
+    parents: list[argparse.ArgumentParser],
+    *,
+    flag: bool = False,
+) -> argparse.ArgumentParser:
+    parser = group.add_parser(name, parents=parents, help=summary, description=_sentence(summary))
+    if flag:
+        parser.add_argument("flag", metavar="FLAG_KEY", help="the flag's key (case-sensitive)")
+    parser.set_defaults(func=_runner(handler))
+    return parser
+
+
+def _sentence(summary: str) -> str:
+    return summary[0].upper() + summary[1:] + "."
+
+
+def _service_options() -> argparse.ArgumentParser:
+    """Options of every command: on each leaf, where argparse keeps their values."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("service")
+    group.add_argument(
+        "--url", help=f"the service's base URL (default: $FLAGSIGHT_URL, else {DEFAULT_URL})"
+    )
+    group.add_argument(
+        "--token",
+        help="the admin token (default: $FLAGSIGHT_ADMIN_TOKEN; prefer it, a command line is"
+        " visible to every user of this machine)",
+    )
+    group.add_argument(
+        "--json", action="store_true", help="print the API's JSON answer instead of a table"
+    )
+    return parent
+
+
+def _environment_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("where")
+    group.add_argument(
+        "--org",
+        help="organization id or exact name, to look --env's key up in (default:"
+        " $FLAGSIGHT_ORG, else the only organization)",
+    )
+    group.add_argument(
+        "--env",
+        help=f"environment id (env_...) or key (default: $FLAGSIGHT_ENV, else"
+        f" {DEFAULT_ENVIRONMENT})",
+    )
+    return parent
+
+
+def _numbers(text: str) -> list[int | float]:
+    """``1,5,25.5`` as JSON numbers; the API judges them (increasing, the last 100, ...)."""
+    try:
+        values = [float(item) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of numbers like 1,5,25") from None
+    return [int(v) if v.is_integer() else v for v in values]
+
+
+def _names(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",")]
+
+
+def _runner(handler: Handler) -> Callable[[Settings, argparse.Namespace], int]:
+    """``handler`` as ``flagsight``'s commands are called, with every failure printed."""
+
+    def run(settings: Settings, args: argparse.Namespace) -> int:
+        try:
+            return handler(_client(args), args)
+        except UsageProblem as problem:
+            print(f"flagsight: {problem.message}", file=sys.stderr)
+            return problem.exit_status
+        except AdminApiError as error:
+            shown = json.dumps(error.body) if args.json else f"flagsight: {error}"
+            print(shown, file=sys.stderr)
+            return 1
+        except ServiceUnreachable as failure:
+            print(f"flagsight: {failure}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _client(args: argparse.Namespace) -> AdminClient:
+    """The base URL and the admin token, checked before anything is sent."""
+    from_env = os.environ.get("FLAGSIGHT_URL")
+    source = "--url" if args.url else "FLAGSIGHT_URL" if from_env else "the default URL"
+    try:
+        url = check_base_url(args.url or from_env or DEFAULT_URL, source=source)
+    except InvalidBaseUrl as refused:
+        raise UsageProblem(str(refused)) from None
+    token = args.token or os.environ.get("FLAGSIGHT_ADMIN_TOKEN")
+    if not token:
+        raise UsageProblem(
+            "no admin token: set FLAGSIGHT_ADMIN_TOKEN (the token the server uses, or the one"
+            " `flagsight init` printed), or give --token"
+        )
+    if not token.isprintable():
+        raise UsageProblem("the admin token contains a control character (a stray newline?)")
+    return AdminClient(url, token)
+
+
+# --- where: organization and environment --------------------------------------------------
+
+
+def _environment(client: AdminClient, args: argparse.Namespace) -> Environment:
+    """The environment ``--env`` names: an id as is (checked), a key within ``--org``."""
+    wanted = args.env or os.environ.get("FLAGSIGHT_ENV") or DEFAULT_ENVIRONMENT
+    if ENVIRONMENT_ID.fullmatch(wanted):
+        return Environment(wanted, client.get(f"/environments/{wanted}")["key"])
+    organization = _organization(client, args.org or os.environ.get("FLAGSIGHT_ORG"))
+    environments = client.get(f"/organizations/{segment(organization)}/environments")["items"]
+    for environment in environments:
+        if environment["key"] == wanted:
+            return Environment(environment["id"], environment["key"])
+    known = ", ".join(environment["key"] for environment in environments) or "none"
+    raise UsageProblem(
+        f"organization {organization} has no environment {wanted!r} (its environments: {known})",
+        exit_status=1,
+    )
+
+
+def _organization(client: AdminClient, chosen: str | None) -> str:
+    """The id of the organization ``chosen`` names, or of the only one when none is chosen."""
+    if chosen and ORGANIZATION_ID.fullmatch(chosen):
+        return chosen
+    organizations = client.get("/organizations")["items"]
+    if chosen:
+        named = [org for org in organizations if org["name"] == chosen]
+        if len(named) == 1:
+            return str(named[0]["id"])
+        if not named:
+            raise UsageProblem(
+                f"no organization has the id or name {chosen!r}; there are"
+                f" {_listing(organizations)}",
+                exit_status=1,
+            )
+        raise UsageProblem(
+            f"{len(named)} organizations are named {chosen!r}: give --org the id of one of"
+            f" {_listing(named)}"
+        )
+    if len(organizations) == 1:
+        return str(organizations[0]["id"])
+    if not organizations:
+        raise UsageProblem(
+            "the service has no organization yet (create one: docs/admin-api.md)", exit_status=1
+        )
+    raise UsageProblem(
+        f"choose an organization with --org or FLAGSIGHT_ORG; the service has"
+        f" {_listing(organizations)}"
+    )
+
+
+def _listing(organizations: Sequence[dict[str, Any]], shown: int = 10) -> str:
+    names = ", ".join(f"{org['id']} ({org['name']})" for org in organizations[:shown])
+    more = f" and {len(organizations) - shown} more" if len(organizations) > shown else ""
+    count = len(organizations)
+    return f"{count} organization{'s' if count != 1 else ''}: {names}{more}" if count else "none"
+
+
+# --- flags --------------------------------------------------------------------------------
+
+
+def flags_list(client: AdminClient, args: argparse.Namespace) -> int:
+    environment = _environment(client, args)
+    answer = client.get(f"/environments/{environment.id}/flags")
+    if args.json:
+        return _print_json(answer)
+    flags = answer["items"]
+    if not flags:
+        print(f"No flags in {environment}.")
+        return 0
+    rows = [(f["key"], _state(f), _rules(f["rules"]), f["updatedAt"]) for f in flags]
+    print(_table(("KEY", "STATE", "RULES", "UPDATED"), rows))
+    return 0
+
+
+def flags_show(client: AdminClient, args: argparse.Namespace) -> int:
+    environment = _environment(client, args)
+    flag = client.get(_flag_path(environment, args.flag))
+    if args.json:
+        return _print_json(flag)
+    _print_flag(flag, environment)
+    return 0
+
+
+def flags_enable(client: AdminClient, args: argparse.Namespace) -> int:
+    return _set_enabled(client, args, True)
+
+
+def flags_disable(client: AdminClient, args: argparse.Namespace) -> int:
+    return _set_enabled(client, args, False)
+
+
+def _set_enabled(client: AdminClient, args: argparse.Namespace, enabled: bool) -> int:
+    """Read the flag, then put it back with only ``enabled`` changed (the API replaces a flag
+    whole). A flag already so is left alone: no write, no audit record, no webhook."""
+    environment = _environment(client, args)
+    path = _flag_path(environment, args.flag)
+    flag = client.get(path)
+    word = "enabled" if enabled else "disabled"
+    if flag["enabled"] == enabled:
+        said = f"Flag {args.flag!r} is already {word} in {environment}; nothing changed."
+    else:
+        body = {"enabled": enabled, "archived": flag["archived"], "rules": flag["rules"]}
+        flag = client.put(path, body)
+        said = f"Flag {args.flag!r} {word} in {environment}."
+    if args.json:
+        return _print_json(flag)
+    print(said)
+    if enabled and flag["archived"]:
+        print("It is archived, so evaluations still answer FLAG_ARCHIVED.")
+    return 0
+
+
+def _flag_path(environment: Environment, flag_key: str) -> str:
+    return f"/environments/{environment.id}/flags/{segment(flag_key)}"
+
+
+def _print_flag(flag: dict[str, Any], environment: Environment) -> None:
+    print(
+        _fields(
+            [
+                ("flag", flag["key"]),
+                ("environment", str(environment)),
+                ("state", _state(flag)),
+                ("updated", flag["updatedAt"]),
+                ("rules", "none: every evaluation answers false" if not flag["rules"] else ""),
+            ]
+        )
+    )
+    for number, rule in enumerate(flag["rules"], 1):
+        print(f"  {number}. {_rule(rule)}")
+
+
+def _state(flag: dict[str, Any]) -> str:
+    """As evaluation sees it: archived wins over disabled."""
+    if flag["archived"]:
+        return "archived"
+    return "enabled" if flag["enabled"] else "disabled"
+
+
+def _rules(rules: Sequence[dict[str, Any]]) -> str:
+    return "; ".join(_rule(rule) for rule in rules) or "-"
+
+
+def _rule(rule: dict[str, Any]) -> str:
+    kind = rule.get("type")
+    if kind == "SEGMENT":
+        kind = f"SEGMENT {rule.get('segment')}"
+    elif kind == "PERCENTAGE":
+        kind = f"PERCENTAGE {_percent(rule.get('percentage'))}"
+    elif kind != "STATIC":
+        return json.dumps(rule)  # a rule type newer than this CLI
+    return f"{kind} -> {json.dumps(rule.get('value', True))}"
+
+
+# --- API keys -----------------------------------------------------------------------------
+
+
+def keys_list(client: AdminClient, args: argparse.Namespace) -> int:
+    environment = _environment(client, args)
+    answer = client.get(f"/environments/{environment.id}/api-keys")
+    if args.json:
+        return _print_json(answer)
+    keys = answer["items"]
+    if not keys:
+        print(f"No live API keys in {environment}.")
+        return 0
+    rows = [(key["id"], key["name"] or "-", key["createdAt"]) for key in keys]
+    print(_table(("ID", "NAME", "CREATED"), rows))
+    return 0
+
+
+def keys_create(client: AdminClient, args: argparse.Namespace) -> int:
+    """The secret goes to stdout, on its own last line, this once: the service keeps its hash."""
+    environment = _environment(client, args)
+    created = client.post(f"/environments/{environment.id}/api-keys", {"name": args.name})
+    if args.json:
+        return _print_json(created)
+    named = f" ({created['name']!r})" if created["name"] else ""
+    print(f"Created API key {created['id']}{named} in {environment}.")
+    print("The key is shown this once (only its hash is kept):")
+    print(created["key"])
+    return 0
+
+
+def keys_revoke(client: AdminClient, args: argparse.Namespace) -> int:
+    client.delete(f"/api-keys/{segment(args.key_id)}")
+    if not args.json:
+        print(f"Revoked API key {args.key_id}: calls with it get 401 within a second.")
+    return 0
+
+
+# --- rollouts -----------------------------------------------------------------------------
+
+
+def rollout_start(client: AdminClient, args: argparse.Namespace) -> int:
+    """Only the options given are sent: the API's defaults (docs/admin-api.md) fill the rest."""
+    environment = _environment(client, args)
+    plan: dict[str, Any] = {}
+    if args.steps is not None:
+        plan["steps"] = args.steps
+    if args.step_minutes is not None:
+        plan["stepMinutes"] = args.step_minutes
+    if args.guardrails is not None:
+        plan["guardrails"] = args.guardrails
+    rollout = client.put(_flag_path(environment, args.flag) + "/rollout", plan)
+    if args.json:
+        return _print_json(rollout)
+    print(f"Started the guarded rollout of {args.flag!r} in {environment}.")
+    _print_rollout(rollout)
+    return 0
+
+
+def rollout_show(client: AdminClient, args: argparse.Namespace) -> int:
+    environment = _environment(client, args)
+    rollout = client.get(_flag_path(environment, args.flag) + "/rollout")
+    if args.json:
+        return _print_json(rollout)
+    print(f"Guarded rollout of {args.flag!r} in {environment}:")
+    _print_rollout(rollout)
+    return 0
+
+
+def rollout_stop(client: AdminClient, args: argparse.Namespace) -> int:
+    environment = _environment(client, args)
+    client.delete(_flag_path(environment, args.flag) + "/rollout")
+    if not args.json:
+        print(
+            f"Stopped the rollout of {args.flag!r} in {environment}; its percentage stays"
+            " where it is."
+        )
+    return 0
+
+
+def _print_rollout(rollout: dict[str, Any]) -> None:
+    """Steps are counted from 1 here (the API's ``step`` is an index from 0)."""
+    steps = rollout["steps"]
+    fields = [
+        ("state", rollout["state"]),
+        ("step", f"{rollout['step'] + 1} of {len(steps)}, since {rollout['stepStartedAt']}"),
+        ("percentage", _percent(rollout["percentage"])),
+        ("plan", f"{' '.join(_percent(s) for s in steps)}, {rollout['stepMinutes']:g} min a step"),
+        ("guardrails", ", ".join(rollout["guardrails"])),
+    ]
+    waiting = rollout.get("waiting")
+    if waiting:
+        fields.append(("waiting", f"since {waiting['since']}: {waiting['reason']}"))
+    decisions = rollout["decisions"]
+    fields.append(("decisions", "" if decisions else "none yet"))
+    print(_fields(fields))
+    if decisions:
+        rows = [
+            (d["at"], str(d["step"] + 1), _percent(d["percentage"]), d["action"], d["reason"])
+            for d in decisions
+        ]
+        print(_indent(_table(("AT", "STEP", "PERCENTAGE", "ACTION", "REASON"), rows)))
+
+
+# --- status -------------------------------------------------------------------------------
+
+
+def show_status(client: AdminClient, args: argparse.Namespace) -> int:
+    """Readiness first (it needs no token, and says most); then, over the admin API, what the
+    service holds and how much of each plan this month has used."""
+    code, answer = client.call("GET", "/readyz", authorize=False, accept=(503,))
+    readiness: dict[str, Any] = answer if isinstance(answer, dict) else {}
+    document = client.call("GET", "/openapi.json", authorize=False)[1] or {}
+    api_version = document.get("info", {}).get("version", "unknown")
+    ready = code == 200
+    organizations = _status_organizations(client, args.org)
+    overview = [
+        {
+            **org,
+            "environments": client.get(f"/organizations/{org['id']}/environments")["items"],
+            "usage": client.get(f"/organizations/{org['id']}/usage"),
+        }
+        for org in organizations[:STATUS_ORGANIZATIONS]
+    ]
+    if args.json:
+        _print_json(
+            {
+                "url": client.base_url,
+                "ready": ready,
+                "readiness": readiness,
+                "apiVersion": api_version,
+                "cliVersion": _cli_version(),
+                "organizations": overview,
+            }
+        )
+        return 0 if ready else 1
+    print(f"flagsight at {client.base_url}: {readiness.get('status', code)}")
+    checks = readiness.get("checks") or {}
+    if checks:
+        print(_indent(_fields([(name, str(result)) for name, result in checks.items()])))
+    print(f"API version {api_version}; this CLI {_cli_version()}")
+    print()
+    _print_overview(overview, len(organizations))
+    return 0 if ready else 1
+
+
+def _status_organizations(client: AdminClient, chosen: str | None) -> list[dict[str, Any]]:
+    if chosen:
+        return [client.get(f"/organizations/{segment(_organization(client, chosen))}")]
+    return list(client.get("/organizations")["items"])
+
+
+def _print_overview(overview: list[dict[str, Any]], total: int) -> None:
+    if not overview:
+        print("No organizations yet.")
+        return
+    month = overview[0]["usage"]["month"]
+    rows = [
+        (
+            org["id"],
+            org["name"],
+            org["plan"],
+            ", ".join(env["key"] for env in org["environments"]) or "-",
+            f"{org['usage']['evaluations']:,}",
+            f"{org['usage']['limit']:,}",
+            _usage_state(org["usage"]),
+        )
+        for org in overview
+    ]
+    headers = (
+        "ORGANIZATION",
+        "NAME",
+        "PLAN",
+        "ENVIRONMENTS",
+        f"EVALUATIONS {month}",
+        "LIMIT",
+        "USED",
+    )
+    print(_table(headers, rows))
+    if total > len(overview):
+        print(f"... and {total - len(overview)} more organizations (choose one with --org)")
+
+
+def _usage_state(usage: dict[str, Any]) -> str:
+    """Blocked: every evaluation answers PLAN_LIMIT_EXCEEDED until the month ends."""
+    if usage["blocked"]:
+        return "blocked"
+    if usage["overage"]:
+        return "overage"
+    return f"{usage['evaluations'] / usage['limit']:.0%}" if usage["limit"] else "-"
+
+
+def _cli_version() -> str:
+    try:
+        return metadata.version("flagsight")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def _print_json(document: Any) -> int:
+    print(json.dumps(document, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns aligned on the widest cell, two spaces apart; no trailing blanks."""
+    lines = [list(headers), *(list(row) for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> str:
+    width = max(len(name) for name, _ in pairs)
+    return "\n".join(f"{name.ljust(width)}  {value}".rstrip() for name, value in pairs)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def _percent(value: Any) -> str:
+    return f"{value:g}%" if isinstance(value, int | float) else str(value)

@@ -1,0 +1,33 @@
+"""The dependencies of one app instance, built once per process and passed to ``create_app``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from api.controlplane.cache import ConfigCache
+from api.controlplane.store import ControlPlaneStore
+from api.evaluation.ids import EvaluationIdIssuer
+from api.eventlog import EventLog
+from api.metering.meter import Meter
+from api.observability.metrics import Metrics
+from api.observability.tallies import Tallies
+from api.settings import Settings
+
+
+@dataclass
+class Services:
+    settings: Settings
+    store: ControlPlaneStore
+    config: ConfigCache
+    meter: Meter
+    event_log: EventLog
+    ids: EvaluationIdIssuer
+    metrics: Metrics
+    clock: Callable[[], float] = field(default=time.time)
+    tallies: Tallies = field(default=None)  # type: ignore[assignment]  # made from metrics
+
+    def __post_init__(self) -> None:
+        if self.tallies is None:
+            self.tallies = Tallies(self.metrics)

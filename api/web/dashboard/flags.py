@@ -1,0 +1,188 @@
+"""Flags of an environment: the list (enabled and archived state, evaluations over the last
+30 days and the last one, toggle, create) and the editor of a flag's state and ordered rules.
+
+Toggling sends the wanted state, not "flip", so a double submission cannot undo itself. The
+editor validates every rule before writing anything and shows each problem next to its field.
+The list's evaluation figures come from the warehouse (``activity``), so a stale flag can be
+seen.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import falcon
+import falcon.asgi
+
+from api.controlplane.changes import ScheduleState
+from api.controlplane.model import Environment, FlagRecord, Organization
+from api.controlplane.store import KEY_PATTERN, InvalidError
+from api.web.dashboard.activity import ACTIVITY_DAYS, read_activity
+from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
+from api.web.dashboard.rule_editor import (
+    RULE_TYPES,
+    RuleRow,
+    apply_op,
+    parse_rows,
+    rows_from_form,
+    rows_from_rules,
+)
+
+
+def flags_path(environment_id: str) -> str:
+    return f"{PREFIX}/environments/{environment_id}/flags"
+
+
+def flag_path(environment_id: str, flag_key: str) -> str:
+    return f"{flags_path(environment_id)}/{flag_key}"
+
+
+@falcon.before(signed_in)
+class FlagsPage(Page):
+    """``/dashboard/environments/{env_id}/flags``; ``POST`` creates a flag, off and without
+    rules, and opens its editor."""
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str
+    ) -> None:
+        await self._show(req, resp, env_id)
+
+    async def on_post(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str
+    ) -> None:
+        await self.environment(env_id)
+        key = (await self.form(req)).get("key").strip()
+        error = None
+        if not KEY_PATTERN.fullmatch(key):
+            error = "Use 1 to 128 letters, digits, '.', '_' or '-' (keys are case-sensitive)."
+        elif await self.read(self.store.get_flag, env_id, key) is not None:
+            error = f"This environment already has a flag '{key}'."
+        if error is None:
+            await self.write(self.store.put_flag, env_id, key, False, False, [])
+            raise falcon.HTTPSeeOther(flag_path(env_id, key))
+        await self._show(req, resp, env_id, status=400, errors={"key": error}, key=key)
+
+    async def _show(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        env_id: str,
+        *,
+        status: int = 200,
+        errors: dict[str, str] | None = None,
+        key: str = "",
+    ) -> None:
+        environment, organization = await self.environment(env_id)
+        flags = await self.read(self.store.list_flags, env_id)
+        today = datetime.fromtimestamp(self.services.clock(), UTC).date()
+        warehouse = self.services.settings.warehouse_path
+        activity = await self.read(read_activity, warehouse, env_id, today)
+        uses = {flag.key: activity.of(flag.key) for flag in flags}
+        self.render(
+            req, resp, "flags.html", status=status, environment=environment,
+            organization=organization, flags=flags, errors=errors or {}, new_key=key,
+            activity=activity, uses=uses, activity_days=ACTIVITY_DAYS,
+            stale=sum(1 for use in uses.values() if use and use.stale),
+            section="flags", crumbs=[*environment_crumbs(environment, organization),
+                                     ("Flags", flags_path(env_id))],
+        )  # fmt: skip
+
+
+class FlagPage(Page):
+    """Shared by the flag's pages: load the flag or answer 404."""
+
+    async def flag(
+        self, env_id: str, flag_key: str
+    ) -> tuple[FlagRecord, Environment, Organization]:
+        environment, organization = await self.environment(env_id)
+        flag = await self.read(self.store.get_flag, env_id, flag_key)
+        if flag is None:
+            raise self.not_found(f"Flag '{flag_key}' in environment '{environment.key}'")
+        return flag, environment, organization
+
+
+@falcon.before(signed_in)
+class FlagToggleAction(FlagPage):
+    """``POST .../flags/{flag_key}/toggle`` with ``enabled=true|false``."""
+
+    async def on_post(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        flag, _environment, _organization = await self.flag(env_id, flag_key)
+        enabled = (await self.form(req)).get("enabled") == "true"
+        await self.write(
+            self.store.put_flag, env_id, flag_key, enabled, flag.archived, list(flag.rules)
+        )
+        raise falcon.HTTPSeeOther(f"{flags_path(env_id)}#flag-{flag_key}")
+
+
+@falcon.before(signed_in)
+class FlagEditorPage(FlagPage):
+    """``/dashboard/environments/{env_id}/flags/{flag_key}``: state and ordered rules.
+
+    ``POST`` carries the whole draft and an ``op``; see ``rule_editor``.
+    """
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        flag, _environment, _organization = await self.flag(env_id, flag_key)
+        await self._show(
+            req, resp, env_id, flag_key, enabled=flag.enabled, archived=flag.archived,
+            rows=rows_from_rules(flag.rules), saved=req.get_param("saved") == "1",
+        )  # fmt: skip
+
+    async def on_post(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        flag, environment, _organization = await self.flag(env_id, flag_key)
+        form = await self.form(req)
+        enabled, archived = form.get("enabled") == "on", form.get("archived") == "on"
+        rows, op = rows_from_form(form), form.get("op", "save")
+        if op != "save":
+            draft = apply_op(rows, op)
+            await self._show(req, resp, env_id, flag_key, enabled=enabled, archived=archived,
+                             rows=rows if draft is None else draft, draft=True)  # fmt: skip
+            return
+        segments = await self.read(self.store.list_segments, environment.organization_id)
+        rules = parse_rows(rows, {segment.key for segment in segments})
+        problem = None
+        if rules is not None:
+            try:
+                await self.write(self.store.put_flag, env_id, flag.key, enabled, archived, rules)
+            except InvalidError as exc:
+                problem = exc.message
+            else:
+                raise falcon.HTTPSeeOther(f"{flag_path(env_id, flag_key)}?saved=1")
+        await self._show(req, resp, env_id, flag_key, enabled=enabled, archived=archived,
+                         rows=rows, status=400, draft=True, problem=problem)  # fmt: skip
+
+    async def _show(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        env_id: str,
+        flag_key: str,
+        *,
+        enabled: bool,
+        archived: bool,
+        rows: list[RuleRow],
+        status: int = 200,
+        saved: bool = False,
+        draft: bool = False,
+        problem: str | None = None,
+    ) -> None:
+        flag, environment, organization = await self.flag(env_id, flag_key)
+        segments = await self.read(self.store.list_segments, organization.id)
+        schedules = await self.read(self.store.list_schedules, env_id, flag_key)
+        pending = sum(1 for s in schedules if s.state == ScheduleState.PENDING)
+        has_errors = any(row.errors for row in rows)
+        self.render(
+            req, resp, "flag_editor.html", status=status, flag=flag, environment=environment,
+            organization=organization, enabled=enabled, archived=archived, rows=rows,
+            pending_schedules=pending,
+            rule_types=RULE_TYPES, segments=segments, saved=saved, draft=draft,
+            problem=problem, has_errors=has_errors, section="flags",
+            crumbs=[*environment_crumbs(environment, organization),
+                    ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key))],
+        )  # fmt: skip

@@ -1,0 +1,263 @@
+"""A flag's insights page: the latest aggregation from the warehouse, its warnings, daily
+charts, and the flag's release health (contract section 9) with its per-arm charts.
+
+Figures come from ``warehouse.read`` (read-only; the pipeline publishes by atomic rename, so a
+page view never waits on it). Warnings follow the spec's guidance (coverage under 80 % means
+the rates rest on a small share of evaluations) and the health's own: a sample-ratio
+mismatch withholds every decision, and a treatment whose users report outcomes less often
+than control's is flagged (a crash that sends no feedback must not look healthy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import falcon
+import falcon.asgi
+
+from api.controlplane.changes import GUARDRAILS, AuditRecord
+from api.controlplane.model import Environment
+from api.controlplane.store import ControlPlaneStore
+from api.web.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
+from api.web.admin.flags import read_flag_metrics
+from api.web.admin.health import health_answer, read_flag_health
+from api.web.dashboard.base import environment_crumbs, signed_in
+from api.web.dashboard.charts import Point, column_chart, full_time, interval_chart, line_chart
+from api.web.dashboard.flags import FlagPage, flag_path, flags_path
+from warehouse.read import arm_windows, daily_series
+from warehouse.statistics import MIN_USERS_WITH_FEEDBACK
+
+COVERAGE_ADVISED = 80.0
+
+RANGES = {
+    "24h": ("minute", timedelta(hours=24), "Last 24 hours, per minute"),
+    "30d": ("hour", timedelta(days=30), "Last 30 days, per hour"),
+    "all": ("day", None, "All days"),
+}
+"""The health charts' ranges: their grain, how far back, and their caption."""
+
+WITHHELD_TEXT = {
+    "sample_ratio_mismatch": "the sample ratio does not match the split",
+    "below_minimum_sample": "too few users with feedback yet",
+    "quantile_unbounded": "too few users reported a latency to bound the p95 yet",
+    "no_percentage_rule": "the flag has no percentage rule",
+}
+"""What each ``withheldReason`` code means, for people."""
+
+DECISION_TEXT = {
+    "regression": "Regression: treatment is worse than control.",
+    "improvement": "Improvement: treatment is better than control.",
+    "inconclusive": "Inconclusive: no difference shown yet.",
+    "withheld": "Withheld",
+}
+
+
+@dataclass(frozen=True)
+class Notice:
+    kind: str
+    text: str
+
+
+def warnings_for(metrics: dict[str, Any]) -> list[Notice]:
+    found = []
+    coverage = metrics.get("feedbackCoverage")
+    if coverage is not None and coverage < COVERAGE_ADVISED:
+        found.append(Notice("coverage", (
+            f"Feedback coverage is {coverage:.1f} %, under the {COVERAGE_ADVISED:.0f} % advised:"
+            " success and failure rates describe only the evaluations that reported an outcome."
+            " Send feedback for more evaluations.")))  # fmt: skip
+    return found
+
+
+def health_warnings(health: dict[str, Any]) -> list[Notice]:
+    """The sample-ratio and coverage warnings of a health answer."""
+    found = []
+    ratio = health["sampleRatio"]
+    if ratio["mismatch"]:
+        found.append(Notice("sample-ratio", (
+            f"Sample ratio mismatch: {ratio['observed']:.1%} of users are in treatment where"
+            f" the rule splits {ratio['expected']:.1%} (p = {ratio['pValue']:.2g}). Users are"
+            " being lost or duplicated on one side, so every decision is withheld until it is"
+            " fixed.")))  # fmt: skip
+    coverage = health.get("coverage") or {}
+    if coverage.get("decision") == "regression":
+        found.append(Notice("arm-coverage", (
+            "Treatment's users report outcomes markedly less often than control's"
+            f" ({coverage['difference']:+.1f} points): failures that send no feedback (a"
+            " crash) would not show in its failure rate.")))  # fmt: skip
+    return found
+
+
+def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the template shows of a health answer: it, its warnings and interval charts."""
+    if health is None:
+        return None
+    failure, latency = health["failureRate"], health["latencyP95Ms"]
+    return {
+        "answer": health,
+        "warnings": health_warnings(health),
+        "failure_interval": interval_chart(
+            failure["difference"], failure["ci"], title="Failure rate difference", unit=" pt"
+        ),
+        "latency_interval": interval_chart(
+            latency["difference"], latency["ci"], title="p95 latency difference", unit=" ms"
+        ),
+        "decision_text": DECISION_TEXT,
+        "withheld_text": WITHHELD_TEXT.get(health["withheldReason"] or "", "not enough users yet"),
+        "min_users": MIN_USERS_WITH_FEEDBACK,
+    }
+
+
+GRAINS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+"""Each range's grain as the length of its windows."""
+
+
+def arm_charts(
+    windows: list[dict[str, Any]],
+    caption: str,
+    grain: str,
+    changes: dict[datetime, str] | None = None,
+) -> dict[str, Any] | None:
+    """Per-arm failure rate and evaluations over the range's windows (the charts and, for the
+    table beside them, a row per window), with the flag's changes marked where they fall."""
+    if not windows:
+        return None
+    length = GRAINS[grain]
+
+    def series(name: str) -> dict[str, list[Point]]:
+        by_arm: dict[str, list[Point]] = {"treatment": [], "control": []}
+        for row in windows:
+            by_arm.setdefault(row["arm"], []).append(Point(_utc(row["window_start"]), row[name]))
+        return by_arm
+
+    rows: dict[datetime, dict[str, Any]] = {}
+    for row in windows:
+        at = _utc(row["window_start"])
+        empty = {"at": full_time(at, length), "treatment": {}, "control": {}}
+        rows.setdefault(at, empty)[row["arm"]] = row
+    return {
+        "caption": caption,
+        "failure": line_chart(
+            series("failure_rate"),
+            title="Failure rate by arm, per evaluation with feedback",
+            grain=length,
+            unit=" %",
+            markers=changes,
+        ),
+        "evaluations": line_chart(
+            series("evaluations"), title="Evaluations by arm", grain=length, markers=changes
+        ),
+        "rows": [rows[at] for at in sorted(rows)],
+    }
+
+
+def _utc(iso: str) -> datetime:
+    """An ISO time (``...Z``) as an aware datetime in UTC."""
+    return datetime.fromisoformat(iso).astimezone(UTC)
+
+
+def charts(series: list[dict[str, Any]]) -> dict[str, Any]:
+    def points(name: str) -> list[Point]:
+        return [Point(_utc(f"{row['date']}T00:00:00Z"), row[name]) for row in series]
+
+    return {
+        "evaluations": column_chart(points("evaluations"), title="Evaluations per day"),
+        "coverage": column_chart(
+            points("feedbackCoverage"),
+            title="Feedback coverage per day",
+            unit=" %",
+            y_max=100.0,
+            guide=COVERAGE_ADVISED,
+            guide_label="80 % advised",
+        ),  # fmt: skip
+        "success": column_chart(
+            points("successRate"), title="Success rate per day", unit=" %", y_max=100.0
+        ),
+    }
+
+
+class InsightsView(FlagPage):
+    """What renders a flag's insights page: the page itself and the rollout actions that show
+    it again with their error."""
+
+    async def show(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        env_id: str,
+        flag_key: str,
+        *,
+        rollout_error: str | None = None,
+        rollout_form: dict[str, str] | None = None,
+    ) -> None:
+        flag, environment, organization = await self.flag(env_id, flag_key)
+        warehouse = self.services.settings.warehouse_path
+        metrics = await self.read(read_flag_metrics, warehouse, env_id, flag_key)
+        series = await self.read(daily_series, warehouse, env_id, flag_key)
+        row = await self.read(read_flag_health, warehouse, env_id, flag_key)
+        chosen = req.get_param("range") if req.get_param("range") in RANGES else "24h"
+        grain, span, caption = RANGES[chosen]
+        since = datetime.now(UTC) - span if span else datetime(1970, 1, 1, tzinfo=UTC)
+        windows = await self.read(arm_windows, warehouse, env_id, flag_key, grain, since)
+        rollout = await self.read(self.store.get_rollout, env_id, flag_key)
+        changes = await self.read(flag_changes, self.store, environment, flag_key)
+        self.render(
+            req, resp, "insights.html", flag=flag, environment=environment,
+            organization=organization, metrics=metrics, series=series,
+            warnings=warnings_for(metrics) if metrics else [],
+            charts=charts(series) if series else None,
+            health=health_view(health_answer(row) if row else None),
+            arm_charts=arm_charts(windows, caption, grain, markers(changes, grain)), ranges=RANGES,
+            chosen_range=chosen, rollout=rollout, rollout_error=rollout_error,
+            rollout_form=rollout_form or default_rollout_form(), guardrails=GUARDRAILS,
+            changes=changes[:10], section="flags",
+            crumbs=[*environment_crumbs(environment, organization),
+                    ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key)),
+                    ("Insights", req.path)],
+        )  # fmt: skip
+
+
+@falcon.before(signed_in)
+class InsightsPage(InsightsView):
+    """``/dashboard/environments/{env_id}/flags/{flag_key}/insights``."""
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        await self.show(req, resp, env_id, flag_key)
+
+
+def insights_path(env_id: str, flag_key: str) -> str:
+    return f"{flag_path(env_id, flag_key)}/insights"
+
+
+def default_rollout_form() -> dict[str, str]:
+    """The start form's defaults: the admin API's (``api.web.admin.fields``)."""
+    return {
+        "steps": ", ".join(f"{step:g}" for step in DEFAULT_STEPS),
+        "step_minutes": f"{DEFAULT_STEP_MINUTES:g}",
+        **{f"guardrail_{g}": "on" for g in GUARDRAILS},
+    }
+
+
+def flag_changes(
+    store: ControlPlaneStore, environment: Environment, flag_key: str
+) -> list[AuditRecord]:
+    """The audit records of this flag (newest first): the health charts' change markers."""
+    target = f"flag:{environment.id}/{flag_key}"
+    return [r for r in store.list_audit(environment.organization_id) if r.target == target]
+
+
+def markers(changes: list[AuditRecord], grain: str) -> dict[datetime, str]:
+    """The starts of the windows (UTC) in which the flag changed, and what changed."""
+    found: dict[datetime, str] = {}
+    for record in changes:
+        at = _utc(record.at).replace(second=0, microsecond=0)
+        if grain == "hour":
+            at = at.replace(minute=0)
+        elif grain == "day":
+            at = at.replace(hour=0, minute=0)
+        found[at] = f"{found[at]}; {record.action}" if at in found else record.action
+    return found

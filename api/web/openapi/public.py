@@ -1,0 +1,253 @@
+"""OpenAPI 3.1 description of the public ``/v1`` endpoints and the operations endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def error_response(description: str) -> dict[str, Any]:
+    return {"description": description, **_json(_ref("Error"))}
+
+
+QUOTA_HEADERS: dict[str, Any] = {
+    "RateLimit-Policy": {
+        "description": "The organization's monthly quota (draft-ietf-httpapi-ratelimit-headers):"
+        ' `"monthly";q=<evaluations served this UTC month at most: the plan\'s hard threshold>`',
+        "schema": {"type": "string", "pattern": '^"monthly";q=[0-9]+$'},
+    },
+    "RateLimit": {
+        "description": '`"monthly";r=<evaluations left>;t=<seconds until the next UTC month>`;'
+        " refreshed at most once a second per worker",
+        "schema": {"type": "string", "pattern": '^"monthly";r=[0-9]+;t=[0-9]+$'},
+    },
+}
+"""On every evaluate answer (``api.web.public.quota``)."""
+
+EVALUATION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{42}[0-9a-f]{4}$"}
+"""An evaluation id as this service issues it (``api.evaluation.ids``): 42 characters of
+URL-safe base64, then the index in the batch as four hex digits."""
+
+_UNAUTHORIZED = {"description": "Missing or invalid API key", **_json(_ref("UnauthorizedError"))}
+
+_COMMON_ERRORS = {
+    "400": error_response("Malformed JSON, a missing or mistyped field, or a limit passed"),
+    "401": _UNAUTHORIZED,
+    "413": error_response("Body over its size limit"),
+    "415": error_response("Body is not application/json"),
+}
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["status", "error", "message"],
+    "properties": {
+        "status": {"type": "integer"},
+        "error": {"type": "string"},
+        "message": {"type": "string"},
+    },
+}
+
+PUBLIC_SCHEMAS: dict[str, Any] = {
+    "Error": ERROR_SCHEMA,
+    "UnauthorizedError": {
+        "type": "object",
+        "required": ["status", "error", "message"],
+        "properties": {
+            "status": {"const": 401},
+            "error": {"const": "Unauthorized"},
+            "message": {"const": "Missing or invalid Authorization header"},
+        },
+    },
+    "EvaluateRequest": {
+        "type": "object",
+        "required": ["flagKey", "userIdentifier"],
+        "properties": {
+            "flagKey": {"type": "string", "minLength": 1, "maxLength": 128},
+            "userIdentifier": {"type": "string", "minLength": 1, "maxLength": 1024},
+            "sdk": {"type": ["string", "null"], "maxLength": 256},
+        },
+    },
+    "EvaluationError": {
+        "type": "object",
+        "required": ["type", "message"],
+        "properties": {
+            "type": {
+                "enum": ["FLAG_NOT_FOUND", "FLAG_ARCHIVED", "FLAG_DISABLED", "PLAN_LIMIT_EXCEEDED"]
+            },
+            "message": {"type": "string"},
+        },
+    },
+    "EvaluateResponse": {
+        "type": "object",
+        "required": ["value", "matchedRuleType", "error", "evaluationId"],
+        "properties": {
+            "value": {"type": "boolean"},
+            "matchedRuleType": {"enum": ["STATIC", "SEGMENT", "PERCENTAGE", None]},
+            "error": {"oneOf": [{"type": "null"}, _ref("EvaluationError")]},
+            "evaluationId": EVALUATION_ID,
+        },
+    },
+    "BulkEvaluateRequest": {
+        "type": "object",
+        "required": ["flagKey", "userIdentifiers"],
+        "properties": {
+            "flagKey": {"type": "string", "minLength": 1, "maxLength": 128},
+            "userIdentifiers": {
+                "type": "array",
+                "maxItems": 10000,
+                "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+            },
+            "sdk": {"type": ["string", "null"], "maxLength": 256},
+        },
+    },
+    "BulkEvaluateResponse": {
+        "type": "object",
+        "additionalProperties": _ref("EvaluateResponse"),
+    },
+    "FeedbackEvent": {
+        "type": "object",
+        "required": ["evaluationId", "result"],
+        "properties": {
+            "evaluationId": {
+                **EVALUATION_ID,
+                "description": "As issued by an evaluate answer of this service for this key's"
+                " environment: the id is signed, so any other (of this form or not) is refused"
+                " with 400",
+            },
+            "result": {"type": "boolean"},
+            "latencyMs": {"type": ["number", "null"], "minimum": 0},
+            "errorType": {"type": ["string", "null"], "maxLength": 256},
+        },
+    },
+    "BulkFeedbackRequest": {
+        "type": "object",
+        "required": ["feedbacks"],
+        "properties": {
+            "feedbacks": {"type": "array", "maxItems": 500, "items": _ref("FeedbackEvent")},
+        },
+    },
+}
+
+_API_KEY = [{"ApiKey": []}]
+
+
+def _post(summary: str, request: str, responses: dict[str, Any], tag: str) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "tags": [tag],
+            "security": _API_KEY,
+            "requestBody": {"required": True, **_json(_ref(request))},
+            "responses": responses,
+        }
+    }
+
+
+_FEEDBACK_ERRORS = {
+    **_COMMON_ERRORS,
+    "204": {"description": "Stored in the event log"},
+    "403": error_response("Insights is not enabled for the key's environment"),
+    "503": error_response("The event log cannot take writes; retry"),
+}
+
+PUBLIC_PATHS: dict[str, Any] = {
+    "/v1/evaluate": _post(
+        "Evaluate one flag for one user",
+        "EvaluateRequest",
+        {
+            "200": {
+                "description": "The evaluation",
+                "headers": QUOTA_HEADERS,
+                **_json(_ref("EvaluateResponse")),
+            },
+            **_COMMON_ERRORS,
+        },
+        "evaluation",
+    ),
+    "/v1/evaluate/bulk": _post(
+        "Evaluate one flag for many users (at most 10,000)",
+        "BulkEvaluateRequest",
+        {
+            "200": {
+                "description": "One entry per distinct user",
+                "headers": QUOTA_HEADERS,
+                **_json(_ref("BulkEvaluateResponse")),
+            },
+            **_COMMON_ERRORS,
+        },
+        "evaluation",
+    ),
+    "/v1/feedback/report": _post(
+        "Report the outcome of one evaluation (beta)", "FeedbackEvent", _FEEDBACK_ERRORS, "feedback"
+    ),
+    "/v1/feedback/bulk": _post(
+        "Report up to 500 outcomes at once (beta)",
+        "BulkFeedbackRequest",
+        _FEEDBACK_ERRORS,
+        "feedback",
+    ),
+    "/v1/usage": {
+        "get": {
+            "summary": "The key's organization's evaluations this UTC month, against its limit",
+            "description": "The same body as `GET /admin/v1/organizations/{orgId}/usage`.",
+            "tags": ["usage"],
+            "security": _API_KEY,
+            "responses": {
+                "200": {"description": "This month's usage", **_json(_ref("Usage"))},
+                "401": _UNAUTHORIZED,
+            },
+        }
+    },
+    "/healthz": {
+        "get": {
+            "summary": "Liveness",
+            "tags": ["operations"],
+            "responses": {"200": {"description": "Alive", **_json({"type": "object"})}},
+        }
+    },
+    "/readyz": {
+        "get": {
+            "summary": "Readiness",
+            "tags": ["operations"],
+            "responses": {
+                "200": {"description": "Ready", **_json({"type": "object"})},
+                "503": {"description": "Not ready", **_json({"type": "object"})},
+            },
+        }
+    },
+    "/openapi.json": {
+        "get": {
+            "summary": "This document",
+            "tags": ["operations"],
+            "responses": {"200": {"description": "OpenAPI 3.1", **_json({"type": "object"})}},
+        }
+    },
+    "/metrics": {
+        "get": {
+            "summary": "Prometheus metrics",
+            "tags": ["operations"],
+            "responses": {
+                "200": {
+                    "description": "Exposition text",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
+        }
+    },
+}
+
+SECURITY_SCHEMES: dict[str, Any] = {
+    "ApiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "description": "`Authorization: ApiKey <key>`; keys are scoped to one environment.",
+    },
+}

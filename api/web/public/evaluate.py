@@ -1,0 +1,168 @@
+"""``POST /v1/evaluate`` and ``POST /v1/evaluate/bulk`` (spec 4.1, 4.2; contract 3)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import falcon
+import falcon.asgi
+import msgspec
+
+from api.controlplane.cache import Caller, EnvironmentConfig
+from api.controlplane.model import KeyContext
+from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
+from api.serving.answers import encode_bulk_response, encode_single_response
+from api.serving.evaluations import EvaluationServer
+from api.serving.services import Services
+from api.web.auth import authenticate_api_key, authenticate_caller
+from api.web.errors import FRONT_FAILURE, BadRequest, Unauthorized
+from api.web.jsonio import (
+    MALFORMED,
+    decode_typed,
+    optional_str,
+    read_body,
+    require_list,
+    require_object,
+    require_str,
+    typed_error,
+)
+from api.web.public.quota import QuotaFields, QuotaHeaders
+
+FLAG_KEY_MAX = 128
+USER_IDENTIFIER_MAX = 1024
+SDK_MAX = 256
+BULK_MAX_USERS = 10_000
+
+
+def key_environment(services: Services, key: KeyContext) -> EnvironmentConfig:
+    """The environment a key is scoped to; a key whose environment is gone is not valid."""
+    environment = services.config.environment(key.environment_id)
+    if environment is None:
+        raise Unauthorized()
+    return environment
+
+
+class EvaluateBody(msgspec.Struct):
+    """A valid EvaluateRequest; unknown fields are ignored."""
+
+    flagKey: Annotated[str, msgspec.Meta(min_length=1, max_length=FLAG_KEY_MAX)]  # noqa: N815
+    userIdentifier: Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX)]  # noqa: N815
+    sdk: Annotated[str, msgspec.Meta(max_length=SDK_MAX)] | None = None
+
+
+def validate_evaluate(body: object) -> tuple[str, str, str | None]:
+    """The fields of an EvaluateRequest, or the 400 naming the first one that is wrong."""
+    body = require_object(body)
+    return (
+        require_str(body, "flagKey", max_len=FLAG_KEY_MAX),
+        require_str(body, "userIdentifier", max_len=USER_IDENTIFIER_MAX),
+        optional_str(body, "sdk", max_len=SDK_MAX),
+    )
+
+
+_EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
+decode_evaluate = _EVALUATE_BODY.decode
+"""A valid EvaluateRequest body's fields; raises one of ``MALFORMED`` for any other body."""
+
+
+class EvaluateResource:
+    def __init__(self, services: Services):
+        self._services = services
+        self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
+        self._limit = services.settings.body_limits.single
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        failure = req.scope.get(FRONT_FAILURE)
+        if failure is not None:  # serving failed in ``api.web.front``: Falcon answers the error
+            raise failure
+        caller = authenticate_caller(req, self._services.config)
+        raw = await read_body(req, self._limit)
+        try:  # ``decode_typed``, written out
+            body = decode_evaluate(raw)
+        except MALFORMED as exc:
+            raise typed_error(raw, exc, validate_evaluate) from None
+        environment = caller.environment
+        if environment is None:  # a key whose environment is gone is not valid
+            raise Unauthorized()
+        resp.data, quota = self.answer(caller, environment, body)
+        resp.content_type = falcon.MEDIA_JSON
+        resp.set_header("RateLimit-Policy", quota.policy)
+        resp.set_header("RateLimit", quota.limit)
+
+    def answer(
+        self, caller: Caller, environment: EnvironmentConfig, body: EvaluateBody
+    ) -> tuple[bytes, QuotaFields]:
+        """Serve a valid request: the answer's body, and its ``RateLimit`` fields.
+
+        The one place a single evaluate is served, whether Falcon routed the request here
+        or ``api.web.front`` answered it before Falcon.
+        """
+        outcome, prefix = self._server.serve_one(
+            caller,
+            environment,
+            body.flagKey,
+            body.userIdentifier,
+            sdk=body.sdk,
+            source=SOURCE_EVALUATE,
+        )
+        return encode_single_response(outcome, prefix), self._quota.fields(
+            caller.key.organization_id
+        )
+
+
+class BulkEvaluateResource:
+    def __init__(self, services: Services):
+        self._services = services
+        self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
+        self._limit = services.settings.body_limits.bulk_evaluate
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        started = time.perf_counter()
+        key = authenticate_api_key(req, self._services.config)
+        body = decode_typed(await read_body(req, self._limit), _BULK_BODY, validate_bulk)
+        users = list(dict.fromkeys(body.userIdentifiers))  # first appearance order
+        environment = key_environment(self._services, key)
+        served = self._server.serve(
+            key, environment, body.flagKey, users, sdk=body.sdk, source=SOURCE_EVALUATE_BULK
+        )
+        resp.data = encode_bulk_response(served.users, served.outcomes, served.evaluation_id_prefix)
+        resp.content_type = falcon.MEDIA_JSON
+        self._quota.apply(resp, key.organization_id)
+        metrics = self._services.metrics
+        metrics.bulk_evaluate_seconds.observe(time.perf_counter() - started)
+        metrics.bulk_evaluate_users.inc(len(users))
+
+
+class BulkEvaluateBody(msgspec.Struct):
+    """A valid BulkEvaluateRequest; unknown fields are ignored."""
+
+    flagKey: Annotated[str, msgspec.Meta(min_length=1, max_length=FLAG_KEY_MAX)]  # noqa: N815
+    userIdentifiers: Annotated[  # noqa: N815
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX)]],
+        msgspec.Meta(max_length=BULK_MAX_USERS),
+    ]
+    sdk: Annotated[str, msgspec.Meta(max_length=SDK_MAX)] | None = None
+
+
+def validate_bulk(body: object) -> None:
+    """Raise the 400 naming the first wrong field of a BulkEvaluateRequest."""
+    body = require_object(body)
+    require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
+    distinct_user_identifiers(require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS))
+    optional_str(body, "sdk", max_len=SDK_MAX)
+
+
+_BULK_BODY = msgspec.json.Decoder(BulkEvaluateBody)
+
+
+def distinct_user_identifiers(items: list[object]) -> list[str]:
+    """The identifiers in order of first appearance; each must be a 1..1024-character string."""
+    for index, item in enumerate(items):
+        if not isinstance(item, str) or not 1 <= len(item) <= USER_IDENTIFIER_MAX:
+            raise BadRequest(
+                f"Field 'userIdentifiers[{index}]' must be a string of 1 to {USER_IDENTIFIER_MAX} characters"
+            )
+    return list(dict.fromkeys(items))  # type: ignore[arg-type]

@@ -1,0 +1,342 @@
+"""OpenFeature Remote Evaluation Protocol 0.3: ``/ofrep/v1/evaluate/flags[/{key}]`` (contract 7).
+
+OFREP is another way of asking the same question as ``/v1/evaluate``: the same API keys, the
+same evaluation (``EvaluationServer``), the same events and the same metering. Only the wire
+format differs, and the outcomes that ``/v1`` reports in the body become HTTP statuses here:
+
+* a served evaluation is 200 ``{key, value, reason, variant, metadata: {evaluationId}}``;
+* flag not found is 404 and the plan's hard threshold is 429 with ``Retry-After``; both are
+  still evaluation events, so their bodies carry ``metadata.evaluationId`` too;
+* a request that cannot be evaluated (body, context, targeting key) is 400 with OFREP's
+  ``{key, errorCode, errorDetails}`` *and* the contract's ``{status, error, message}``: OFREP
+  providers read the first, generic clients the second; each ignores the other's fields.
+
+Bulk answers every flag of the key's environment, disabled and archived flags included (value
+false, reason ``DISABLED``), each flag one metered evaluation event. Its strong ETag is the
+environment's configuration version plus a hash of the context, so it changes whenever any
+answer could; a matching ``If-None-Match`` is answered 304 without evaluating, recording or
+metering anything (unless the organization is blocked: then the answer did change, to 429).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import falcon
+import falcon.asgi
+
+from api.controlplane.cache import EnvironmentConfig
+from api.controlplane.model import KeyContext
+from api.evaluation import ERROR_MESSAGES, RULE_TYPES, ErrorType, Result, RuleType
+from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
+from api.metering.meter import seconds_until_next_month
+from api.serving.evaluations import EvaluationServer
+from api.serving.services import Services
+from api.web.auth import authenticate_api_key
+from api.web.errors import ApiError, BadRequest, reason_phrase
+from api.web.jsonio import encode, read_json
+from api.web.public.evaluate import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, key_environment
+from api.web.public.quota import QuotaHeaders
+
+# OpenFeature reasons and error codes (https://openfeature.dev/specification/types).
+# A rule's reason is its type's ``ofrep_reason`` (api/evaluation/model.py).
+REASON_DEFAULT = "DEFAULT"
+REASON_DISABLED = "DISABLED"
+
+PARSE_ERROR = "PARSE_ERROR"
+TARGETING_KEY_MISSING = "TARGETING_KEY_MISSING"
+INVALID_CONTEXT = "INVALID_CONTEXT"
+GENERAL = "GENERAL"
+FLAG_NOT_FOUND = "FLAG_NOT_FOUND"
+
+VARIANT_ON = "on"
+VARIANT_OFF = "off"
+
+_REASONS: dict[RuleType | None, str] = {
+    **{rule_type: cls.ofrep_reason for rule_type, cls in RULE_TYPES.items()},
+    None: REASON_DEFAULT,
+}
+_DISABLED = frozenset({ErrorType.FLAG_DISABLED, ErrorType.FLAG_ARCHIVED})
+_ETAG_FORMAT = "1"  # bump when the answer's shape changes, so old ETags stop matching
+
+
+class OfrepRequestError(Exception):
+    """A request OFREP cannot evaluate: its status, OpenFeature error code and details."""
+
+    def __init__(
+        self, status: int, error_code: str, details: str, headers: dict[str, str] | None = None
+    ):
+        super().__init__(details)
+        self.status = status
+        self.error_code = error_code
+        self.details = details
+        self.headers = headers or {}
+
+
+def add_ofrep_routes(app: falcon.asgi.App, services: Services) -> None:
+    """Serve OFREP on ``app``; ``create_app`` calls this next to the ``/v1`` routes."""
+    app.add_route("/ofrep/v1/evaluate/flags/{key}", OfrepFlagResource(services))
+    app.add_route("/ofrep/v1/evaluate/flags", OfrepBulkResource(services))
+
+
+# -- the request: body, context, targeting key ------------------------------------------------
+
+
+async def read_targeting_key(req: falcon.asgi.Request, limit: int) -> tuple[str, dict[str, Any]]:
+    """The context's ``targetingKey`` (our user identifier) and the whole context.
+
+    An empty body counts as ``{}``: OFREP's context is optional, only we need the key.
+    """
+    if req.content_length == 0:
+        return _targeting_key({})
+    try:
+        body = await read_json(req, limit)
+    except BadRequest as exc:
+        raise OfrepRequestError(
+            400, PARSE_ERROR, exc.description or "Malformed JSON body"
+        ) from None
+    except ApiError as exc:  # 413, 415
+        raise OfrepRequestError(
+            exc.status_code, GENERAL, exc.description or "Invalid request"
+        ) from None
+    if not isinstance(body, dict):
+        raise OfrepRequestError(400, PARSE_ERROR, "The body must be a JSON object")
+    return _targeting_key(body)
+
+
+def _targeting_key(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    context = body.get("context")
+    if context is None:
+        context = {}
+    if not isinstance(context, dict):
+        raise OfrepRequestError(400, INVALID_CONTEXT, "Field 'context' must be a JSON object")
+    key = context.get("targetingKey")
+    if key is None or key == "":
+        raise OfrepRequestError(
+            400,
+            TARGETING_KEY_MISSING,
+            "Field 'context.targetingKey' is required (the user identifier)",
+        )
+    if not isinstance(key, str) or len(key) > USER_IDENTIFIER_MAX:
+        raise OfrepRequestError(
+            400,
+            INVALID_CONTEXT,
+            f"Field 'context.targetingKey' must be a string of 1 to {USER_IDENTIFIER_MAX} characters",
+        )
+    return key, context
+
+
+def check_flag_key(key: str) -> None:
+    if not 1 <= len(key) <= FLAG_KEY_MAX:
+        raise OfrepRequestError(
+            400, GENERAL, f"Flag key (path) must be 1 to {FLAG_KEY_MAX} characters long"
+        )
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+def success_object(flag_key: str, result: Result, evaluation_id: str) -> dict[str, Any]:
+    """OFREP's evaluationSuccess for a served (or disabled/archived) flag."""
+    if result.error_type in _DISABLED:
+        reason = REASON_DISABLED
+    else:
+        reason = _REASONS[result.matched_rule_type]
+    return {
+        "key": flag_key,
+        "value": result.value,
+        "reason": reason,
+        "variant": VARIANT_ON if result.value else VARIANT_OFF,
+        "metadata": {"evaluationId": evaluation_id},
+    }
+
+
+def failure_object(
+    flag_key: str | None, error_code: str, details: str, evaluation_id: str | None
+) -> dict[str, Any]:
+    """OFREP's evaluationFailure; ``key`` is absent for a bulk request's own failure."""
+    body: dict[str, Any] = {} if flag_key is None else {"key": flag_key}
+    body["errorCode"] = error_code
+    body["errorDetails"] = details
+    if evaluation_id is not None:
+        body["metadata"] = {"evaluationId": evaluation_id}
+    return body
+
+
+def request_error_body(flag_key: str | None, exc: OfrepRequestError) -> dict[str, Any]:
+    """The OFREP failure plus the contract's error fields (section 3) for the same status."""
+    return {
+        **failure_object(flag_key, exc.error_code, exc.details, None),
+        "status": exc.status,
+        "error": reason_phrase(exc.status),
+        "message": exc.details,
+    }
+
+
+def write(
+    resp: falcon.asgi.Response,
+    status: int,
+    body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+) -> None:
+    resp.status = status
+    resp.data = encode(body)
+    resp.content_type = falcon.MEDIA_JSON
+    for name, value in (headers or {}).items():
+        resp.set_header(name, value)
+
+
+def retry_after(services: Services) -> dict[str, str]:
+    """Blocked until the next UTC month: ``Retry-After`` in whole seconds."""
+    return {"Retry-After": str(seconds_until_next_month(services.clock()))}
+
+
+# -- resources ---------------------------------------------------------------------------------
+
+
+class OfrepFlagResource:
+    """``POST /ofrep/v1/evaluate/flags/{key}``: one flag for the context's targeting key."""
+
+    def __init__(self, services: Services):
+        self._services = services
+        self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
+        self._limit = services.settings.body_limits.single
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, key: str) -> None:
+        api_key = authenticate_api_key(req, self._services.config)
+        try:
+            check_flag_key(key)
+            user, _ = await read_targeting_key(req, self._limit)
+        except OfrepRequestError as exc:
+            write(resp, exc.status, request_error_body(key, exc), exc.headers)
+            return
+        environment = key_environment(self._services, api_key)
+        served = self._server.serve(
+            api_key, environment, key, [user], sdk=None, source=SOURCE_OFREP
+        )
+        result, evaluation_id = served.results[0], served.evaluation_ids[0]
+        self._quota.apply(resp, api_key.organization_id)
+        if result.error_type is ErrorType.FLAG_NOT_FOUND:
+            write(
+                resp,
+                404,
+                failure_object(
+                    key, FLAG_NOT_FOUND, ERROR_MESSAGES[result.error_type], evaluation_id
+                ),
+            )
+        elif result.error_type is ErrorType.PLAN_LIMIT_EXCEEDED:
+            body = failure_object(key, GENERAL, ERROR_MESSAGES[result.error_type], evaluation_id)
+            write(resp, 429, body, retry_after(self._services))
+        else:
+            write(resp, 200, success_object(key, result, evaluation_id))
+
+
+class OfrepBulkResource:
+    """``POST /ofrep/v1/evaluate/flags``: every flag of the environment for one targeting key.
+
+    Disabled and archived flags are in it as ``DISABLED`` (value false), as the single-flag
+    call answers them (contract section 7): a flag answers the same through either call, so
+    the web provider (one bulk request) and the server provider (one call per flag) agree.
+    """
+
+    def __init__(self, services: Services):
+        self._services = services
+        self._server = EvaluationServer(services)
+        self._quota = QuotaHeaders(services)
+        self._limit = services.settings.body_limits.single
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        api_key = authenticate_api_key(req, self._services.config)
+        try:
+            user, context = await read_targeting_key(req, self._limit)
+        except OfrepRequestError as exc:
+            write(resp, exc.status, request_error_body(None, exc), exc.headers)
+            return
+        environment = key_environment(self._services, api_key)
+        etag = bulk_etag(environment, context)
+        self._answer(req, resp, api_key, environment, user, etag)
+        self._quota.apply(resp, api_key.organization_id)  # on 200, 304 and 429 alike
+
+    def _answer(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        api_key: KeyContext,
+        environment: EnvironmentConfig,
+        user: str,
+        etag: str,
+    ) -> None:
+        if self._blocked(environment):
+            body = failure_object(
+                None, GENERAL, ERROR_MESSAGES[ErrorType.PLAN_LIMIT_EXCEEDED], None
+            )
+            write(resp, 429, body, retry_after(self._services))
+            return
+        if etag_matches(req, etag):
+            resp.status = 304
+            resp.etag = etag
+            return
+        flags, refused = self._evaluate(api_key, environment, user)
+        self._quota.spent(api_key.organization_id, len(flags) - refused)
+        if flags and refused == len(flags):  # the threshold was reached by a concurrent request
+            body = failure_object(
+                None, GENERAL, ERROR_MESSAGES[ErrorType.PLAN_LIMIT_EXCEEDED], None
+            )
+            write(resp, 429, body, retry_after(self._services))
+            return
+        write(resp, 200, {"flags": flags})
+        if not refused:  # a partly refused answer must not be revalidated into a client's cache
+            resp.etag = etag
+
+    def _blocked(self, environment: EnvironmentConfig) -> bool:
+        """Whether the organization is at its hard threshold: read only, nothing metered.
+
+        The figure may be a second old; a request that passes here while the threshold was
+        just reached is refused by the meter itself (``_answer``'s concurrent case)."""
+        if self._services.config.organization(environment.organization_id) is None:
+            return True
+        return self._quota.remaining(environment.organization_id) <= 0
+
+    def _evaluate(
+        self, api_key: KeyContext, environment: EnvironmentConfig, user: str
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Each flag is served (and metered) on its own, in key order, until the threshold.
+
+        Returns the answers and how many the plan refused; a refused flag is a GENERAL
+        failure entry with its evaluation id (it is still an evaluation event).
+        """
+        answers: list[dict[str, Any]] = []
+        refused = 0
+        for flag_key in sorted(environment.flags):
+            served = self._server.serve(
+                api_key, environment, flag_key, [user], sdk=None, source=SOURCE_OFREP_BULK
+            )
+            result, evaluation_id = served.results[0], served.evaluation_ids[0]
+            if result.error_type is ErrorType.PLAN_LIMIT_EXCEEDED:
+                refused += 1
+                details = ERROR_MESSAGES[result.error_type]
+                answers.append(failure_object(flag_key, GENERAL, details, evaluation_id))
+            else:
+                answers.append(success_object(flag_key, result, evaluation_id))
+        return answers, refused
+
+
+def bulk_etag(environment: EnvironmentConfig, context: dict[str, Any]) -> str:
+    """Strong ETag: answer format, environment, its configuration version, and the context.
+
+    The whole context is hashed (canonically, keys sorted), not only the targeting key, so a
+    future rule reading another attribute cannot serve a stale answer.
+    """
+    digest = hashlib.sha256(encode(context, order="sorted")).hexdigest()[:32]
+    return f'"{_ETAG_FORMAT}.{environment.id}.{environment.version}.{digest}"'
+
+
+def etag_matches(req: falcon.asgi.Request, etag: str) -> bool:
+    """``If-None-Match`` uses the weak comparison (RFC 9110 13.1.2): ``W/`` is ignored."""
+    candidates = req.if_none_match
+    if not candidates:
+        return False
+    opaque = etag.strip('"')
+    return any(candidate == "*" or str(candidate) == opaque for candidate in candidates)
