@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.controlplane.changes import JsonDocument, Rollout, RolloutAction
-from api.web.admin.health import health_answer
+from api.controlplane.health_document import health_answer
 from warehouse.statistics import MIN_USERS_WITH_FEEDBACK, Decision, rollout_confidence
 
 GUARDRAIL_COLUMNS = {

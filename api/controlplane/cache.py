@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from api.controlplane.model import KeyContext, Organization
-from api.controlplane.segments import SegmentMembership
 from api.controlplane.store import ConfigSnapshot, ControlPlaneStore, SegmentId
 from api.evaluation import Flag
 from api.evaluation.ids import environment_id_to_bytes
+from api.evaluation.segments import SegmentMembership
 from api.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -189,6 +189,13 @@ only."""
 RESULT_CODES: dict[Result, int] = {result: code for code, result in enumerate(RESULTS)}
 NO_MATCH_CODE = RESULT_CODES[Result(False)]
 
+OUTCOMES: tuple[tuple[bool, str | None, str | None], ...] = tuple(
+    (value, None if rule is None else str(rule), None if error is None else str(error))
+    for value, rule, error in RESULTS
+)
+"""``RESULTS`` as plain (value, matched_rule_type, error_type) strings, as events and metrics
+carry them. An event batch stores one byte per user, its index here: append only."""
+
 NO_RULE = 255
 """A user's rule byte when no rule matched."""
 NOT_EVALUATED = 254

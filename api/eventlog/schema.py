@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
-from api.evaluation.model import NOT_EVALUATED, RESULTS
+from api.evaluation.model import NOT_EVALUATED, OUTCOMES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,22 +66,6 @@ class EvaluationEvent(NamedTuple):
     rule_index: int | None
     arm: str | None
     rollout_percentage: float | None
-
-
-def _plain_outcome(value: bool, rule: str | None, error: str | None) -> tuple:
-    return (value, None if rule is None else str(rule), None if error is None else str(error))
-
-
-OUTCOMES: tuple[tuple[bool, str | None, str | None], ...] = tuple(
-    _plain_outcome(*result) for result in RESULTS
-)
-"""Every (value, matched_rule_type, error_type) an evaluation can have, as plain strings: the
-core's ``RESULTS``. A batch stores one byte per user, its index here. Append only: the index
-is part of the write-ahead format."""
-
-OUTCOME_CODES: dict[tuple[bool, str | None, str | None], int] = {
-    o: i for i, o in enumerate(OUTCOMES)
-}
 
 
 class EvaluationBatch(NamedTuple):

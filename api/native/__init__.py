@@ -27,7 +27,7 @@ from types import ModuleType
 def _load() -> ModuleType | None:
     if os.environ.get("FLAGSIGHT_NATIVE", "1") == "0":
         return None
-    from api.controlplane.segments import SegmentMembership
+    from api.evaluation.segments import SegmentMembership
 
     try:
         from api.native import _fastpath

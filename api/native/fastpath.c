@@ -64,7 +64,7 @@ static uint32_t murmur3_32(const uint8_t *data, size_t len, uint32_t seed) {
     return h;
 }
 
-/* -- murmur3 x64 128, first half: a segment member's hash (api/controlplane/segments.py) -- */
+/* -- murmur3 x64 128, first half: a segment member's hash (api/evaluation/segments.py) -- */
 
 static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 

@@ -16,7 +16,7 @@ from typing import Any
 import falcon.asgi
 import numpy as np
 
-from api.eventlog.schema import OUTCOMES
+from api.evaluation.model import OUTCOMES
 from api.observability.metrics import Metrics
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.controlplane.segments import SegmentMembership, identifier_hash
+from api.evaluation.segments import SegmentMembership, identifier_hash
 
 
 @given(

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.controlplane.segments import SegmentMembership
 from api.evaluation import (
     RESULT_CODES,
     RESULTS,
@@ -27,8 +26,8 @@ from api.evaluation import (
     rule_to_json,
 )
 from api.evaluation.hashing import bucket, buckets
-from api.evaluation.model import RuleError
-from api.eventlog.schema import OUTCOMES
+from api.evaluation.model import OUTCOMES, RuleError
+from api.evaluation.segments import SegmentMembership
 
 CASES = json.loads((Path(__file__).parents[1] / "cases" / "evaluation.json").read_text())
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from api.evaluation.ids import EvaluationIdIssuer
+from api.evaluation.model import OUTCOMES
 from api.eventlog.frames import (
     EVALUATION_BATCH_CODE,
     InvalidFrame,
@@ -15,7 +16,7 @@ from api.eventlog.frames import (
     encode_frame,
     iter_payloads,
 )
-from api.eventlog.schema import OUTCOMES, EvaluationBatch
+from api.eventlog.schema import EvaluationBatch
 from tests.eventlog.support import LAST_US_OF_DAY, query
 
 

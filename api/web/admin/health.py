@@ -1,9 +1,5 @@
-"""``GET .../flags/{flag_key}/health``: release health as contract section 9 shapes it.
-
-The warehouse's ``flag_health`` row (snake_case, one column per figure) becomes the
-contract's nested camelCase answer here, at the HTTP edge; the dashboard's health view uses
-the same ``health_answer``.
-"""
+"""``GET .../flags/{flag_key}/health``: release health as contract section 9 shapes it
+(``api.controlplane.health_document``), from the warehouse's ``flag_health`` row."""
 
 from __future__ import annotations
 
@@ -12,10 +8,9 @@ from typing import Any
 
 import falcon
 
+from api.controlplane.health_document import health_answer
 from api.web.admin.auth import require_admin
 from api.web.admin.warehouse_rows import WarehouseRowResource
-
-ARMS = ("treatment", "control")
 
 
 def read_flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -> Any:
@@ -23,65 +18,6 @@ def read_flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -
     from warehouse.read import flag_health
 
     return flag_health(warehouse_path, environment_id, flag_key)
-
-
-def _arm(row: dict[str, Any], arm: str) -> dict[str, Any]:
-    return {
-        "users": row[f"{arm}_users"],
-        "usersWithFeedback": row[f"{arm}_users_with_feedback"],
-        "coverage": row[f"{arm}_coverage"],
-        "failureRate": row[f"{arm}_failure_rate"],
-        "latencyP50Ms": row[f"{arm}_latency_p50_ms"],
-        "latencyP95Ms": row[f"{arm}_latency_p95_ms"],
-        "latencyP99Ms": row[f"{arm}_latency_p99_ms"],
-    }
-
-
-def _comparison(row: dict[str, Any], metric: str, level: str = "") -> dict[str, Any]:
-    """One COMPARISON; ``level`` is ``"guard_"`` for the rollout's level (same difference)."""
-    low, high = row[f"{metric}_{level}ci_low"], row[f"{metric}_{level}ci_high"]
-    return {
-        "difference": row[f"{metric}_difference"],
-        "ci": None if low is None or high is None else [low, high],
-        "confidence": row[f"{level}confidence"],
-        "decision": row[f"{metric}_{level}decision"],
-    }
-
-
-def _rollout_guard(row: dict[str, Any]) -> dict[str, Any] | None:
-    """The comparisons at a running guarded rollout's level, which its decisions rest on
-    (one error budget per rollout, docs/statistics.md); None without a rollout."""
-    if row.get("guard_confidence") is None:
-        return None
-    return {
-        "confidence": row["guard_confidence"],
-        "failureRate": _comparison(row, "failure_rate", "guard_"),
-        "latencyP95Ms": _comparison(row, "latency_p95", "guard_"),
-        "coverage": _comparison(row, "coverage", "guard_"),
-    }
-
-
-def health_answer(row: dict[str, Any]) -> dict[str, Any]:
-    """The contract's health body from a ``flag_health`` row. Beyond the contract's fields:
-    ``coverage`` (the coverage comparison behind the coverage warning), ``withheldReason``,
-    and ``rolloutGuard`` (the comparisons at a running guarded rollout's level, or null)."""
-    has_arms = row["rollout_percentage"] is not None
-    return {
-        "computedAt": row["computed_at"],
-        "percentage": row["rollout_percentage"],
-        "arms": {arm: _arm(row, arm) for arm in ARMS} if has_arms else None,
-        "sampleRatio": {
-            "expected": row["sample_ratio_expected"],
-            "observed": row["sample_ratio_observed"],
-            "pValue": row["sample_ratio_p_value"],
-            "mismatch": bool(row["sample_ratio_mismatch"]),
-        },
-        "failureRate": _comparison(row, "failure_rate"),
-        "latencyP95Ms": _comparison(row, "latency_p95"),
-        "coverage": _comparison(row, "coverage"),
-        "withheldReason": row["withheld_reason"],
-        "rolloutGuard": _rollout_guard(row),
-    }
 
 
 @falcon.before(require_admin)

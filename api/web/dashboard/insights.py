@@ -18,11 +18,12 @@ import falcon
 import falcon.asgi
 
 from api.controlplane.changes import GUARDRAILS, AuditRecord
+from api.controlplane.health_document import health_answer
 from api.controlplane.model import Environment
 from api.controlplane.store import ControlPlaneStore
 from api.web.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from api.web.admin.flags import read_flag_metrics
-from api.web.admin.health import health_answer, read_flag_health
+from api.web.admin.health import read_flag_health
 from api.web.dashboard.base import environment_crumbs, signed_in
 from api.web.dashboard.charts import Point, column_chart, full_time, interval_chart, line_chart
 from api.web.dashboard.flags import FlagPage, flag_path, flags_path
