@@ -14,31 +14,34 @@ from pathlib import Path
 
 import duckdb
 
-_METRIC_COLUMNS = {
-    "organization_id": "organizationId",
-    "environment_id": "environmentId",
-    "environment_key": "environmentKey",
-    "flag_key": "flagKey",
-    "evaluations": "evaluations",
-    "feedback_count": "feedbackCount",
-    "feedback_coverage": "feedbackCoverage",
-    "success_count": "successCount",
-    "failure_count": "failureCount",
-    "success_rate": "successRate",
-    "failure_rate": "failureRate",
-    "avg_latency_ms": "avgLatencyMs",
-}
-_DAILY_COLUMNS = {
-    "evaluation_date": "date",
-    "evaluations": "evaluations",
-    "feedback_count": "feedbackCount",
-    "feedback_coverage": "feedbackCoverage",
-    "success_count": "successCount",
-    "failure_count": "failureCount",
-    "success_rate": "successRate",
-    "failure_rate": "failureRate",
-    "avg_latency_ms": "avgLatencyMs",
-}
+METRIC_COLUMNS = (
+    "organization_id",
+    "environment_id",
+    "environment_key",
+    "flag_key",
+    "evaluations",
+    "feedback_count",
+    "feedback_coverage",
+    "success_count",
+    "failure_count",
+    "success_rate",
+    "failure_rate",
+    "avg_latency_ms",
+)
+"""``flag_environment_metrics``' figures, as the helpers return them (snake_case: the API's
+camelCase is the HTTP edge's, ``api.web.admin.views``)."""
+DAILY_COLUMNS = (
+    "evaluation_date",
+    "evaluations",
+    "feedback_count",
+    "feedback_coverage",
+    "success_count",
+    "failure_count",
+    "success_rate",
+    "failure_rate",
+    "avg_latency_ms",
+)
+"""``flag_environment_daily``'s figures, as ``daily_series`` returns them."""
 
 
 def connect_readonly(warehouse_path: Path) -> duckdb.DuckDBPyConnection:
@@ -73,8 +76,9 @@ def _iso_utc(value: int | None) -> str | None:
 
 
 def flag_metrics(warehouse_path: Path, environment_id: str, flag_key: str) -> dict | None:
-    """The ``flag_environment_metrics`` row, camelCase, or ``None`` (no warehouse or no row)."""
-    columns = ", ".join(_METRIC_COLUMNS)
+    """The ``flag_environment_metrics`` row (``METRIC_COLUMNS`` and ``computed_at``, an ISO
+    string), or ``None`` (no warehouse or no row)."""
+    columns = ", ".join(METRIC_COLUMNS)
     with _reading(warehouse_path) as con:
         if con is None:
             return None
@@ -85,14 +89,15 @@ def flag_metrics(warehouse_path: Path, environment_id: str, flag_key: str) -> di
         ).fetchone()
     if row is None:
         return None
-    result = dict(zip(_METRIC_COLUMNS.values(), row[:-1], strict=True))
-    result["computedAt"] = _iso_utc(row[-1])
+    result = dict(zip(METRIC_COLUMNS, row[:-1], strict=True))
+    result["computed_at"] = _iso_utc(row[-1])
     return result
 
 
 def daily_series(warehouse_path: Path, environment_id: str, flag_key: str) -> list[dict]:
-    """One dict per UTC evaluation date (``date`` as ``YYYY-MM-DD``), oldest first."""
-    columns = ", ".join(_DAILY_COLUMNS)
+    """One dict of ``DAILY_COLUMNS`` per UTC evaluation date (``evaluation_date`` as
+    ``YYYY-MM-DD``), oldest first."""
+    columns = ", ".join(DAILY_COLUMNS)
     with _reading(warehouse_path) as con:
         if con is None:
             return []
@@ -103,9 +108,9 @@ def daily_series(warehouse_path: Path, environment_id: str, flag_key: str) -> li
         ).fetchall()
     series = []
     for row in rows:
-        item = dict(zip(_DAILY_COLUMNS.values(), row, strict=True))
-        if isinstance(item["date"], date):
-            item["date"] = item["date"].isoformat()
+        item = dict(zip(DAILY_COLUMNS, row, strict=True))
+        if isinstance(item["evaluation_date"], date):
+            item["evaluation_date"] = item["evaluation_date"].isoformat()
         series.append(item)
     return series
 

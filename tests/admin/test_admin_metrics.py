@@ -22,6 +22,22 @@ ROW = {
     "avgLatencyMs": None,
     "computedAt": "2025-03-15T00:05:00Z",
 }
+"""The admin API's answer: the warehouse's row (``WAREHOUSE_ROW``) in the API's camelCase."""
+WAREHOUSE_ROW = {
+    "organization_id": "org_0000000000000001",
+    "environment_id": "",
+    "environment_key": "production",
+    "flag_key": "checkout",
+    "evaluations": 10,
+    "feedback_count": 4,
+    "feedback_coverage": 40.0,
+    "success_count": 3,
+    "failure_count": 1,
+    "success_rate": 75.0,
+    "failure_rate": 25.0,
+    "avg_latency_ms": None,
+    "computed_at": "2025-03-15T00:05:00Z",
+}
 
 
 def test_404_before_the_first_aggregation(admin_api, env) -> None:
@@ -46,7 +62,7 @@ def fake_warehouse(monkeypatch) -> list:
     def flag_metrics(warehouse_path, environment_id, flag_key):
         calls.append((warehouse_path, environment_id, flag_key))
         return (
-            {**ROW, "environmentId": environment_id, "flagKey": flag_key}
+            {**WAREHOUSE_ROW, "environment_id": environment_id, "flag_key": flag_key}
             if flag_key == "checkout"
             else None
         )
@@ -57,7 +73,7 @@ def fake_warehouse(monkeypatch) -> list:
     return calls
 
 
-def test_row_is_answered_as_the_warehouse_gives_it(admin_api, env, fake_warehouse) -> None:
+def test_the_warehouse_row_is_answered_in_the_apis_camel_case(admin_api, env, fake_warehouse) -> None:
     answer = admin_api.get(f"/environments/{env['id']}/flags/checkout/metrics")
     assert (answer.status, answer.body) == (200, {**ROW, "environmentId": env["id"]})
     assert fake_warehouse == [(admin_api.services.settings.warehouse_path, env["id"], "checkout")]

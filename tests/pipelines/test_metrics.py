@@ -142,7 +142,7 @@ def test_ledger_loads_each_file_once_and_ignores_unsealed_files(lake_settings, w
     assert batches == 2  # the second run found nothing new
 
 
-def test_read_helpers_give_camel_case_rows_and_none_without_warehouse(lake_settings, tmp_path):
+def test_read_helpers_give_snake_case_rows_and_none_without_warehouse(lake_settings, tmp_path):
     missing = tmp_path / "nowhere" / "warehouse.duckdb"
     assert read.flag_metrics(missing, ENV_PROD, "checkout") is None
     assert read.daily_series(missing, ENV_PROD, "checkout") == []
@@ -153,15 +153,15 @@ def test_read_helpers_give_camel_case_rows_and_none_without_warehouse(lake_setti
     path = lake_settings.warehouse_path
     row = read.flag_metrics(path, ENV_STAGING, "beta.banner")
     assert list(row) == [
-        "organizationId", "environmentId", "environmentKey", "flagKey", "evaluations",
-        "feedbackCount", "feedbackCoverage", "successCount", "failureCount", "successRate",
-        "failureRate", "avgLatencyMs", "computedAt",
+        "organization_id", "environment_id", "environment_key", "flag_key", "evaluations",
+        "feedback_count", "feedback_coverage", "success_count", "failure_count", "success_rate",
+        "failure_rate", "avg_latency_ms", "computed_at",
     ]  # fmt: skip
-    assert row["environmentKey"] is None and row["computedAt"].endswith("Z")
-    assert read.flag_metrics(path, ENV_PROD, "ghost-flag")["feedbackCount"] >= 0
+    assert row["environment_key"] is None and row["computed_at"].endswith("Z")
+    assert read.flag_metrics(path, ENV_PROD, "ghost-flag")["feedback_count"] >= 0
     assert read.flag_metrics(path, ENV_PROD, "no-such-flag") is None
     series = read.daily_series(path, ENV_PROD, "checkout")
-    assert [d["date"] for d in series] == ["2026-03-01", "2026-03-02", "2026-03-03"]
+    assert [d["evaluation_date"] for d in series] == ["2026-03-01", "2026-03-02", "2026-03-03"]
     con = read.connect_readonly(path)
     try:
         assert con.execute("SELECT count(*) FROM environments").fetchone()[0] == 1

@@ -46,14 +46,14 @@ def test_sdk_outcomes_reach_the_flag_metrics(module_server, module_server_admin)
     metrics = flag_metrics(settings.warehouse_path, tenant.environment_id, "checkout")
     assert metrics is not None
     assert {
-        k: metrics[k] for k in ("evaluations", "feedbackCount", "successCount", "failureCount")
+        k: metrics[k] for k in ("evaluations", "feedback_count", "success_count", "failure_count")
     } == {
         "evaluations": 50,
-        "feedbackCount": 30,
-        "successCount": 20,
-        "failureCount": 10,
+        "feedback_count": 30,
+        "success_count": 20,
+        "failure_count": 10,
     }
-    assert metrics["feedbackCoverage"] == pytest.approx(60.0)
-    assert metrics["successRate"] == pytest.approx(200 / 3)
-    assert metrics["failureRate"] == pytest.approx(100 / 3)
-    assert metrics["avgLatencyMs"] == pytest.approx(145.0)
+    assert metrics["feedback_coverage"] == pytest.approx(60.0)
+    assert metrics["success_rate"] == pytest.approx(200 / 3)
+    assert metrics["failure_rate"] == pytest.approx(100 / 3)
+    assert metrics["avg_latency_ms"] == pytest.approx(145.0)

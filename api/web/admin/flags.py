@@ -78,3 +78,6 @@ class FlagMetricsResource(WarehouseRowResource):
 
     def read_row(self, warehouse_path: Path, environment_id: str, flag_key: str) -> Any:
         return read_flag_metrics(warehouse_path, environment_id, flag_key)
+
+    def answer(self, row: Any) -> Any:
+        return views.flag_metrics(row)

@@ -65,6 +65,23 @@ def usage(org: Organization, month: int, evaluations: int) -> dict[str, Any]:
     }
 
 
+def camel(name: str) -> str:
+    """A warehouse column's name as the API writes fields: ``avg_latency_ms`` ->
+    ``avgLatencyMs``."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def flag_metrics(row: dict[str, Any]) -> dict[str, Any]:
+    """``GET .../metrics``: the warehouse's ``flag_environment_metrics`` row, camelCase."""
+    return {camel(name): value for name, value in row.items()}
+
+
+def daily_metrics(row: dict[str, Any]) -> dict[str, Any]:
+    """One day of ``flag_environment_daily``, camelCase, its date as ``date``."""
+    return {("date" if name == "evaluation_date" else camel(name)): v for name, v in row.items()}
+
+
 def items(values: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Every list answers ``{"items": [...]}``."""
     return {"items": list(values)}

@@ -21,6 +21,7 @@ from api.controlplane.changes import GUARDRAILS, AuditRecord
 from api.controlplane.health_document import health_answer
 from api.controlplane.model import Environment
 from api.controlplane.store import ControlPlaneStore
+from api.web.admin import views
 from api.web.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from api.web.admin.flags import read_flag_metrics
 from api.web.admin.health import read_flag_health
@@ -195,8 +196,10 @@ class InsightsView(FlagPage):
     ) -> None:
         flag, environment, organization = await self.flag(env_id, flag_key)
         warehouse = self.services.settings.warehouse_path
-        metrics = await self.read(read_flag_metrics, warehouse, env_id, flag_key)
-        series = await self.read(daily_series, warehouse, env_id, flag_key)
+        row = await self.read(read_flag_metrics, warehouse, env_id, flag_key)
+        metrics = views.flag_metrics(row) if row else None
+        days = await self.read(daily_series, warehouse, env_id, flag_key)
+        series = [views.daily_metrics(day) for day in days]
         row = await self.read(read_flag_health, warehouse, env_id, flag_key)
         chosen = req.get_param("range") if req.get_param("range") in RANGES else "24h"
         grain, span, caption = RANGES[chosen]
