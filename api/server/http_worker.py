@@ -74,6 +74,14 @@ from api.settings import Settings
 from api.web.errors import FRONT_FAILURE, HandedOn, error_body
 from api.web.request_framing import INCOMPLETE_MESSAGE
 
+SEAMS_WRITTEN_FOR = "27.0.1"
+"""The gunicorn release whose code the overrides below mirror (``gunicorn/asgi/protocol.py``:
+``ASGIProtocol._serve_http_request``, ``_build_http_scope``, ``_send_response_start``,
+``_send_error_response``, ``_will_close``, ``pause_writing``/``resume_writing``,
+``eof_received``; ``gunicorn/workers/gasgi.py``: ``ASGIWorker._setup_event_loop`` and
+``_serve``). ``tests/api/test_http_worker.py`` fails on any other release, so an upgrade
+re-reads them first."""
+
 FIELDS_KEPT = 4_096
 """Distinct response fields remembered; past this many (the ``RateLimit`` count and the
 length vary), the memo starts again."""

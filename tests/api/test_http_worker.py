@@ -219,3 +219,15 @@ def test_a_client_already_gone_is_left_to_gunicorns_path(monkeypatch) -> None:
     monkeypatch.setattr(ASGIProtocol, "_serve_http_request", gunicorns)
     assert asyncio.run(protocol._serve_http_request(REQUEST, None, None)) is False
     assert (protocol.app.asked, handed, written) == (0, [REQUEST], [])
+
+
+def test_the_installed_gunicorn_is_the_one_the_seams_were_written_against() -> None:
+    import gunicorn
+
+    from api.server.http_worker import SEAMS_WRITTEN_FOR
+
+    assert gunicorn.__version__ == SEAMS_WRITTEN_FOR, (
+        f"gunicorn {gunicorn.__version__} is installed; api/server/http_worker.py overrides"
+        f" private parts of gunicorn {SEAMS_WRITTEN_FOR} (listed at SEAMS_WRITTEN_FOR): read"
+        " each against the new release, then update SEAMS_WRITTEN_FOR and pyproject's pin"
+    )
