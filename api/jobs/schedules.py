@@ -10,8 +10,8 @@ time. A worker starting applies what fell due while the service was down before 
 from __future__ import annotations
 
 import logging
-import threading
 
+from api.infra.periodic import PeriodicJob
 from api.serving.services import Services
 
 log = logging.getLogger("flagsight.schedules")
@@ -37,21 +37,16 @@ class ScheduleApplier:
     """The per-worker thread; see the module docstring."""
 
     def __init__(self, services: Services):
-        self._services = services
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="flagsight-schedules", daemon=True)
+        self._job = PeriodicJob(
+            "flagsight-schedules",
+            services.settings.config_poll_interval_s,
+            lambda: apply_due(services),
+            log=log,  # a busy control plane: the schedule stays pending, retried next tick
+            failure="applying due schedules failed; retrying",
+        )
 
     def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._services.settings.config_poll_interval_s):
-            try:
-                apply_due(self._services)
-            except Exception:  # a busy control plane: the schedule stays pending, retry
-                log.exception("applying due schedules failed; retrying")
+        self._job.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        self._job.stop()

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api.infra.objectstore import filesystem_for, is_remote
+from api.infra.periodic import PeriodicJob
 from api.jobs.host_lock import HostLock
 from api.serving.services import Services
 from api.settings import S3Options
@@ -79,33 +79,28 @@ class WarehouseFollower:
     def __init__(self, services: Services):
         self._services = services
         self._lock = HostLock(services.settings.data_dir / "run" / "warehouse-follower.lock")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="flagsight-warehouse", daemon=True)
+        self._job = PeriodicJob(
+            "flagsight-warehouse",
+            services.settings.warehouse_poll_interval_s,
+            self.tick,
+            log=log,  # the bucket is down or slow: keep the file we have, try again
+            failure="warehouse snapshot check failed; keeping the current file",
+            first_at_once=True,
+            join_timeout_s=10,
+        )
 
     def start(self) -> None:
         if is_remote(self._services.settings.events_location):
-            self._thread.start()
+            self._job.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        self._job.stop()
         self._lock.release()
 
-    def _run(self) -> None:
+    def tick(self) -> None:
         settings = self._services.settings
-        interval = settings.warehouse_poll_interval_s
-        while True:
-            try:
-                if self._lock.held() and download_if_newer(
-                    settings.events_location, settings.warehouse_path, settings.s3
-                ):
-                    self._services.metrics.warehouse_downloads.inc()
-                    log.info(
-                        "warehouse snapshot downloaded",
-                        extra={"path": str(settings.warehouse_path)},
-                    )
-            except Exception:  # the bucket is down or slow: keep the file we have, try again
-                log.exception("warehouse snapshot check failed; keeping the current file")
-            if self._stop.wait(interval):
-                return
+        if self._lock.held() and download_if_newer(
+            settings.events_location, settings.warehouse_path, settings.s3
+        ):
+            self._services.metrics.warehouse_downloads.inc()
+            log.info("warehouse snapshot downloaded", extra={"path": str(settings.warehouse_path)})

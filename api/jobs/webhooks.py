@@ -23,7 +23,6 @@ import hashlib
 import hmac
 import logging
 import os
-import threading
 import time
 
 import requests
@@ -31,6 +30,7 @@ import requests
 from api.controlplane.changes import USAGE_THRESHOLDS, Delivery
 from api.controlplane.model import hard_limit
 from api.controlplane.webhook_targets import ForbiddenTarget, check_delivery
+from api.infra.periodic import PeriodicJob
 from api.jobs.host_lock import HostLock
 from api.metering.meter import month_label, month_of
 from api.serving.services import Services
@@ -59,31 +59,31 @@ class WebhookDeliverer:
 
     def __init__(self, services: Services):
         self._services = services
-        self._stop = threading.Event()
         self._lock = HostLock(services.settings.webhook_lock_path)
         self._active = False
         self._announced: set[tuple[str, str, int]] = set()
         self._next_usage_check = 0.0
         self._session = requests.Session()
-        self._thread = threading.Thread(target=self._run, name="flagsight-webhooks", daemon=True)
+        self._job = PeriodicJob(
+            "flagsight-webhooks",
+            TICK_S,
+            self.tick,
+            log=log,  # a busy control plane or a bad row: try again next tick
+            failure="webhook delivery pass failed",
+            join_timeout_s=services.settings.webhook_timeout_s + 5,
+        )
 
     def start(self) -> None:
-        self._thread.start()
+        self._job.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self._services.settings.webhook_timeout_s + 5)
+        self._job.stop()
         self._lock.release()
 
-    def _run(self) -> None:
-        while not self._stop.wait(TICK_S):
-            try:
-                if self._holds_lock():
-                    self.deliver_due()
-                    self.announce_usage()
-            except Exception:  # a busy control plane or a bad row: log, try again next tick
-                log.exception("webhook delivery pass failed")
+    def tick(self) -> None:
+        if self._holds_lock():
+            self.deliver_due()
+            self.announce_usage()
 
     def _holds_lock(self) -> bool:
         if self._lock.held():
@@ -105,7 +105,7 @@ class WebhookDeliverer:
             claim_for_s=CLAIM_MARGIN_S + CLAIM_BATCH * settings.webhook_timeout_s,
         )
         for delivery in due:
-            if self._stop.is_set():
+            if self._job.stopping:
                 break
             self._attempt(delivery)
         self._services.metrics.webhook_outbox_pending.set(store.pending_deliveries())

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import gc
 import logging
-import threading
 from typing import Any, Protocol
 
 from api import native
+from api.infra.periodic import PeriodicJob
 from api.jobs.schedules import ScheduleApplier, apply_due
 from api.jobs.warehouse_snapshot import WarehouseFollower
 from api.jobs.webhooks import WebhookDeliverer
@@ -25,26 +25,25 @@ class Housekeeping:
 
     def __init__(self, services: Services):
         self._services = services
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name="flagsight-housekeeping", daemon=True
+        self._job = PeriodicJob(
+            "flagsight-housekeeping",
+            services.settings.fsync_interval_s,
+            self.tick,
+            log=log,
+            failure="housekeeping failed; retrying",
         )
 
     def start(self) -> None:
-        self._thread.start()
+        self._job.start()
 
-    def _run(self) -> None:
-        interval = self._services.settings.fsync_interval_s
-        while not self._stop.wait(interval):
-            self._services.tallies.flush()
-            flush = getattr(self._services.meter, "flush", None)
-            if flush is not None:
-                flush()
+    def tick(self) -> None:
+        self._services.tallies.flush()
+        flush = getattr(self._services.meter, "flush", None)
+        if flush is not None:
+            flush()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        self._job.stop()
 
 
 class Background(Protocol):
