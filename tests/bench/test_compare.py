@@ -3,7 +3,6 @@ reference, each measured in every round, and nothing left behind."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,8 +10,9 @@ import pytest
 
 from bench.compare import checkout, label, main, parse_args, remove_checkouts
 from bench.servers import REPO
+from tests.support.needs import needs_wrk
 
-pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+pytestmark = needs_wrk()
 
 
 def _worktrees() -> list[str]:

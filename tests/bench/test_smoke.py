@@ -7,14 +7,12 @@ a shared test machine cannot promise performance.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
-
 from bench.run import main
+from tests.support.needs import needs_wrk
 
-pytestmark = pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+pytestmark = needs_wrk()
 
 
 def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ server: what a person does and sees. Each test leaves screenshots in its tempora
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,15 +16,15 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from api.settings import Settings
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, requests_caller
+from tests.support.needs import CHROMIUM, needs_chromium
 from tests.support.server import GunicornServer
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium")
+pytestmark = needs_chromium()
 
 
 @pytest.fixture(scope="module")

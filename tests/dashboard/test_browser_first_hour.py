@@ -18,9 +18,10 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, eventually, key_is_served, served
 from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium")
+pytestmark = needs_chromium()
 
 WIDTHS = {"laptop": 1366, "phone": 390}
 

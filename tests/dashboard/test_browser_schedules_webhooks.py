@@ -27,9 +27,10 @@ from tests.dashboard.test_browser_first_hour import (
 from tests.dashboard.test_flag_activity import write_evaluations
 from tests.pipelines.support import materialize_all
 from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium")
+pytestmark = needs_chromium()
 
 LONG_KEY = "new-checkout-flow-with-a-long-name"
 LONG_URL = "https://hooks.example.com/flagsight/receivers/production/0123456789abcdef0123456789"

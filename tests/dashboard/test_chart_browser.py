@@ -24,11 +24,12 @@ from playwright.sync_api import Browser, Page, sync_playwright
 from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, sign_in
 from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
 from warehouse.migrations import migrate
 from warehouse.sql import run_script
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium")
+pytestmark = needs_chromium()
 
 WIDTHS = {"laptop": 1366, "phone": 390}
 RANGES = ("24h", "30d", "all")
