@@ -1,16 +1,44 @@
 /* One native call for a single evaluate's CPU work: decide (murmur3 buckets, segment table
- * probes), sign the evaluation id (keyed BLAKE2b, written here from RFC 7693), and encode the
- * event-log frame (msgpack as msgspec writes it, crc32 as zlib computes it). See
- * api/native/__init__.py for why, and tests/native/test_fastpath.py for the checks that it
- * matches the pure-Python path byte for byte.
+ * probes), sign the evaluation id (keyed BLAKE2b), and encode the event-log frame (msgpack as
+ * msgspec writes it, crc32 as zlib computes it). See api/native/__init__.py for why, and
+ * tests/native/ for the checks that it matches the pure-Python path byte for byte and that it
+ * refuses what it cannot serve.
+ *
+ * Inputs. Nothing here trusts its caller: every argument's type is checked, the plan's shape and
+ * size are checked (a flag's rule index is its byte in the event, so a plan holds at most
+ * NOT_EVALUATED - 1 rules and no index reaches the reserved bytes), and every integer is
+ * converted, its error checked, before the rules are walked. An argument of the wrong type is
+ * a TypeError; a value this call does not serve (a malformed plan, an integer out of range, a
+ * string without UTF-8, an oversized frame) is a ValueError, which the caller
+ * (api/serving/evaluations.py) answers by serving the request on the Python path. All of it is
+ * checked before the nonce is taken, so a refused call leaves the issuer's counter as it was.
+ *
+ * BLAKE2b is the BLAKE2 team's reference code, vendored unchanged in api/native/blake2/ (CC0;
+ * provenance in its README.md). Not Debian's libb2: its state buffers two blocks, so the key
+ * block cannot be compressed once and kept, and every id would cost two compressions instead of
+ * one (about 360 ns against 160-210 ns in a C loop on this machine), besides a build and run-time
+ * dependency (libb2-1, which pulls libgomp into every worker). Not libsodium: its generichash
+ * has no digest shorter than 16 bytes, and evaluation ids carry BLAKE2b-96.
+ *
+ * msgpack stays our own (put_* below). Its scope is one fixed 13-field array of known types,
+ * and what matters is writing exactly the bytes msgspec writes (smallest int forms, str8,
+ * bin8, float64), which the differential tests check byte for byte; a library (Debian's
+ * libmsgpack-dev) would add a dependency and a write callback for 60 lines, and its choices
+ * would still have to be checked against msgspec's.
  *
  * Nothing here does I/O: the caller meters, writes the frame and answers. The only state is the
- * BLAKE2b state after the signing key's block, kept for the last key seen.
+ * BLAKE2b state after the signing key's block, kept for the last key seen, and what import sets
+ * up (crc tables, the membership type, the "_slots" name).
  */
+#ifndef NDEBUG
+#error "build with -DNDEBUG (api/native/build.py does): CPython's header asserts abort"
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "blake2/blake2.h"
 
 #define RULE_STATIC 0
 #define RULE_SEGMENT 1
@@ -116,17 +144,18 @@ static uint64_t murmur3_x64_128_h1(const uint8_t *data, size_t len) {
 /* The type whose tables are probed here (SegmentMembership, registered at import); any other
  * container is asked through its own ``__contains__``. */
 static PyObject *membership_type = NULL;
+static PyObject *slots_name = NULL; /* "_slots", interned at import */
 
 /* Whether a SegmentMembership holds the identifier: its table's linear probe, in C. */
 static int probe_membership(PyObject *members, const char *utf8, Py_ssize_t len) {
-    PyObject *slots = PyObject_GetAttrString(members, "_slots");
+    PyObject *slots = PyObject_GetAttr(members, slots_name);
     if (slots == NULL) return -1;
     Py_buffer view;
     if (PyObject_GetBuffer(slots, &view, PyBUF_SIMPLE) < 0) {
         Py_DECREF(slots);
         return -1;
     }
-    const uint64_t *table = (const uint64_t *)view.buf;
+    const uint8_t *table = (const uint8_t *)view.buf;
     size_t size = (size_t)view.len / 8;
     int found = 0;
     if (size > 0 && (size & (size - 1)) == 0) {
@@ -134,7 +163,8 @@ static int probe_membership(PyObject *members, const char *utf8, Py_ssize_t len)
         if (wanted == 0) wanted = 1;
         size_t mask = size - 1, index = (size_t)(wanted & mask);
         for (size_t step = 0; step < size; step++) {
-            uint64_t slot = table[index];
+            uint64_t slot;
+            memcpy(&slot, table + 8 * index, 8); /* any buffer: no alignment assumed */
             if (slot == wanted) { found = 1; break; }
             if (slot == 0) break;
             index = (index + 1) & mask;
@@ -228,15 +258,6 @@ static void put_str_bytes(Out *o, const char *s, size_t n) {
     put(o, s, n);
 }
 
-/* A str as UTF-8; -1 with an exception set when it has none (a lone surrogate). */
-static int put_str(Out *o, PyObject *s) {
-    Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(s, &n);
-    if (utf8 == NULL) return -1;
-    put_str_bytes(o, utf8, (size_t)n);
-    return 0;
-}
-
 static void put_bin1(Out *o, uint8_t b) {
     put_byte(o, 0xc4);
     put_byte(o, 1);
@@ -250,20 +271,69 @@ static void put_double(Out *o, double d) {
     put_be(o, bits, 8);
 }
 
+/* -- the plan: a flag's rules as Flag.plan gives them (api/evaluation/model.py) ------------ */
+
+/* A rule's index is its byte in the event, below the reserved NOT_EVALUATED and NO_RULE (the
+   Python model refuses a longer flag the same way), and indexes the 256-byte code table. */
+#define MAX_RULES (NOT_EVALUATED - 1)
+
+typedef struct {
+    long kind;
+    long threshold;    /* RULE_PERCENTAGE: a user whose bucket is below it matches */
+    PyObject *segment; /* RULE_SEGMENT: the segment's key, a str (borrowed from the plan) */
+} Rule;
+
+/* An int object's value as a C long: 0, or -1 (no exception set) when it is no int or does
+   not fit. */
+static int long_of(PyObject *o, long *value) {
+    if (!PyLong_Check(o)) return -1;
+    int overflow;
+    *value = PyLong_AsLongAndOverflow(o, &overflow);
+    return overflow || (*value == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* ``plan`` (a tuple) read into ``rules``: the rule count, or -1 with a ValueError naming the
+   first rule that is not a (kind, parameter) pair of a known kind with its parameter's type. */
+static Py_ssize_t read_plan(PyObject *plan, Rule rules[MAX_RULES]) {
+    Py_ssize_t count = PyTuple_GET_SIZE(plan);
+    if (count > MAX_RULES) {
+        PyErr_Format(PyExc_ValueError, "plan: %zd rules, at most %d", count, MAX_RULES);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(plan, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_Format(PyExc_ValueError, "plan: rule %zd is not a (kind, parameter) pair", i);
+            return -1;
+        }
+        PyObject *param = PyTuple_GET_ITEM(pair, 1);
+        Rule *rule = &rules[i];
+        int known = long_of(PyTuple_GET_ITEM(pair, 0), &rule->kind) == 0 &&
+                    (rule->kind == RULE_STATIC ||
+                     (rule->kind == RULE_SEGMENT && PyUnicode_Check(param)) ||
+                     (rule->kind == RULE_PERCENTAGE && long_of(param, &rule->threshold) == 0));
+        if (!known) {
+            PyErr_Format(PyExc_ValueError, "plan: rule %zd is not (0, _), (1, segment key) "
+                                           "or (2, bucket threshold)", i);
+            return -1;
+        }
+        rule->segment = param;
+    }
+    return count;
+}
+
 /* -- deciding ------------------------------------------------------------------------------ */
 
-/* The index of the first rule that matches, NO_RULE if none does; -1 with an exception set. */
-static int deciding_rule(PyObject *rules, PyObject *segments, const char *flag_key,
-                         Py_ssize_t flag_key_len, PyObject *user, const char *user_utf8,
-                         Py_ssize_t user_len) {
-    Py_ssize_t count = PyTuple_GET_SIZE(rules);
+/* The index of the first rule that matches, NO_RULE if none does; -1 with an exception set
+   (one a segment container raised). */
+static int deciding_rule(const Rule *rules, Py_ssize_t count, PyObject *segments,
+                         const char *flag_key, Py_ssize_t flag_key_len, PyObject *user,
+                         const char *user_utf8, Py_ssize_t user_len) {
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *rule = PyTuple_GET_ITEM(rules, i);
-        long kind = PyLong_AsLong(PyTuple_GET_ITEM(rule, 0));
-        PyObject *param = PyTuple_GET_ITEM(rule, 1);
-        if (kind == RULE_STATIC) return (int)i;
-        if (kind == RULE_SEGMENT) {
-            PyObject *members = PyObject_GetItem(segments, param);
+        const Rule *rule = &rules[i];
+        if (rule->kind == RULE_STATIC) return (int)i;
+        if (rule->kind == RULE_SEGMENT) {
+            PyObject *members = PyObject_GetItem(segments, rule->segment);
             if (members == NULL) {
                 if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
                 PyErr_Clear();
@@ -275,8 +345,7 @@ static int deciding_rule(PyObject *rules, PyObject *segments, const char *flag_k
             Py_DECREF(members);
             if (found < 0) return -1;
             if (found) return (int)i;
-        } else if (kind == RULE_PERCENTAGE) {
-            long threshold = PyLong_AsLong(param);
+        } else { /* RULE_PERCENTAGE: read_plan let no other kind through */
             size_t n = (size_t)flag_key_len + 1 + (size_t)user_len;
             uint8_t stack[2048];
             uint8_t *data = n <= sizeof stack ? stack : PyMem_Malloc(n);
@@ -289,10 +358,7 @@ static int deciding_rule(PyObject *rules, PyObject *segments, const char *flag_k
             memcpy(data + flag_key_len + 1, user_utf8, (size_t)user_len);
             uint32_t bucket = murmur3_32(data, n, 0) % BUCKETS;
             if (data != stack) PyMem_Free(data);
-            if ((long)bucket < threshold) return (int)i;
-        } else {
-            PyErr_SetString(PyExc_ValueError, "unknown rule kind");
-            return -1;
+            if ((long)bucket < rule->threshold) return (int)i;
         }
     }
     return NO_RULE;
@@ -317,95 +383,46 @@ static void base64url_31(const uint8_t *in, char *out) {
     out[o++] = B64URL[(v >> 12) & 63];
 }
 
-/* -- BLAKE2b (RFC 7693), keyed, with a 12-byte digest: the id's MAC --------------------- */
+/* -- the id's MAC: keyed BLAKE2b with a 12-byte digest (api/native/blake2/) --------------- */
 
-static const uint64_t BLAKE2B_IV[8] = {
-    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
-    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
-};
+#define ID_VERSION 1 /* the head's first byte (api/evaluation/ids.py's VERSION) */
 
-static const uint8_t BLAKE2B_SIGMA[12][16] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
-    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
-    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
-    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
-    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
-    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
-    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
-    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-};
+/* The state after the key's block and the version byte, kept for the last key seen (a
+ * deployment has one): the reference code compresses a buffered block only once more input
+ * follows, so feeding the head's constant first byte here leaves one compression per id, as
+ * hashlib's keyed copy() does. */
+static uint8_t keyed_for[BLAKE2B_KEYBYTES];
+static size_t keyed_for_len = 0;
+static blake2b_state keyed_state;
 
-static uint64_t rotr64(uint64_t x, int r) { return (x >> r) | (x << (64 - r)); }
-
-#define BLAKE2B_G(a, b, c, d, x, y)        \
-    do {                                   \
-        v[a] = v[a] + v[b] + (x);          \
-        v[d] = rotr64(v[d] ^ v[a], 32);    \
-        v[c] = v[c] + v[d];                \
-        v[b] = rotr64(v[b] ^ v[c], 24);    \
-        v[a] = v[a] + v[b] + (y);          \
-        v[d] = rotr64(v[d] ^ v[a], 16);    \
-        v[c] = v[c] + v[d];                \
-        v[b] = rotr64(v[b] ^ v[c], 63);    \
-    } while (0)
-
-/* One compression of a 128-byte block; ``counted`` bytes so far, this block included. */
-static void blake2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t counted, int last) {
-    uint64_t m[16], v[16];
-    for (int i = 0; i < 16; i++) memcpy(&m[i], block + 8 * i, 8); /* little-endian words */
-    for (int i = 0; i < 8; i++) {
-        v[i] = h[i];
-        v[i + 8] = BLAKE2B_IV[i];
-    }
-    v[12] ^= counted;
-    if (last) v[14] = ~v[14];
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *s = BLAKE2B_SIGMA[r];
-        BLAKE2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);
-        BLAKE2B_G(1, 5, 9, 13, m[s[2]], m[s[3]]);
-        BLAKE2B_G(2, 6, 10, 14, m[s[4]], m[s[5]]);
-        BLAKE2B_G(3, 7, 11, 15, m[s[6]], m[s[7]]);
-        BLAKE2B_G(0, 5, 10, 15, m[s[8]], m[s[9]]);
-        BLAKE2B_G(1, 6, 11, 12, m[s[10]], m[s[11]]);
-        BLAKE2B_G(2, 7, 8, 13, m[s[12]], m[s[13]]);
-        BLAKE2B_G(3, 4, 9, 14, m[s[14]], m[s[15]]);
-    }
-    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+/* Whether ``key`` can sign: bytes, 1 to 64 of them (BLAKE2b's key sizes). */
+static int valid_key(PyObject *key) {
+    return PyBytes_Check(key) && PyBytes_GET_SIZE(key) >= 1 &&
+           PyBytes_GET_SIZE(key) <= BLAKE2B_KEYBYTES;
 }
 
-/* The state after the key block, kept for the last key seen (a deployment has one). */
-static uint8_t keyed_for[64];
-static size_t keyed_for_len = 0;
-static uint64_t keyed_state[8];
-
-/* The 12-byte keyed BLAKE2b of ``head`` (one block): what hashlib.blake2b(key=key,
- * digest_size=12) gives. Returns 0, or -1 with an exception set. */
-static int mac_of(PyObject *key, const uint8_t *head, uint8_t *mac) {
-    if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) < 1 || PyBytes_GET_SIZE(key) > 64) {
-        PyErr_SetString(PyExc_ValueError, "the signing key must be 1 to 64 bytes");
-        return -1;
-    }
+/* The 12-byte keyed BLAKE2b of ``head``: what hashlib.blake2b(key=key, digest_size=12) gives.
+ * ``key`` passed valid_key. Returns 0, or -1 with an exception set. */
+static int mac_of(PyObject *key, const uint8_t head[HEAD_SIZE], uint8_t mac[MAC_SIZE]) {
     const uint8_t *k = (const uint8_t *)PyBytes_AS_STRING(key);
     size_t kk = (size_t)PyBytes_GET_SIZE(key);
     if (kk != keyed_for_len || memcmp(k, keyed_for, kk) != 0) {
-        uint8_t block[128] = {0};
-        memcpy(block, k, kk);
-        for (int i = 0; i < 8; i++) keyed_state[i] = BLAKE2B_IV[i];
-        keyed_state[0] ^= 0x01010000ULL ^ ((uint64_t)kk << 8) ^ MAC_SIZE;
-        blake2b_compress(keyed_state, block, 128, 0);
+        const uint8_t version = ID_VERSION;
+        keyed_for_len = 0; /* until the state below is whole */
+        if (blake2b_init_key(&keyed_state, MAC_SIZE, k, kk) < 0 ||
+            blake2b_update(&keyed_state, &version, 1) < 0) {
+            PyErr_SetString(PyExc_ValueError, "the signing key must be 1 to 64 bytes");
+            return -1;
+        }
         memcpy(keyed_for, k, kk);
         keyed_for_len = kk;
     }
-    uint64_t h[8];
-    memcpy(h, keyed_state, sizeof h);
-    uint8_t block[128] = {0};
-    memcpy(block, head, HEAD_SIZE);
-    blake2b_compress(h, block, 128 + HEAD_SIZE, 1);
-    memcpy(mac, h, MAC_SIZE); /* the first 12 bytes, little-endian words */
+    blake2b_state state = keyed_state;
+    if (blake2b_update(&state, head + 1, HEAD_SIZE - 1) < 0 ||
+        blake2b_final(&state, mac, MAC_SIZE) < 0) {
+        PyErr_SetString(PyExc_SystemError, "BLAKE2b refused a 19-byte message");
+        return -1;
+    }
     return 0;
 }
 
@@ -418,7 +435,26 @@ PyDoc_STRVAR(serve_one_doc,
 "plan: the flag's rules as a tuple of (kind, param), or an int result code when the flag's\n"
 "state or the plan decides. environment: the id's 8 environment bytes; nonces: the issuer's\n"
 "counter (one is taken). The frame is\n"
-"encode_frame(EVALUATION_BATCH_CODE, EvaluationBatch(...)) for this one user.");
+"encode_frame(EVALUATION_BATCH_CODE, EvaluationBatch(...)) for this one user.\n\n"
+"TypeError when an argument is not of its type; ValueError, before the nonce is taken, for\n"
+"what this call does not serve (a malformed plan, an integer out of range, a string without\n"
+"UTF-8, an oversized frame): the Python path serves those.");
+
+/* An int argument's value: 0, or -1 with a ValueError naming it when it is past int64. */
+static int int64_of(PyObject *o, const char *name, long long *value) {
+    int overflow;
+    *value = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (*value == -1 && PyErr_Occurred()) return -1;
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError, "serve_one: %s is past int64", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The longest msgpack header of a str, and of an int or float64. */
+#define STR_HEAD 5
+#define NUMBER 9
 
 static PyObject *serve_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 16) {
@@ -430,29 +466,69 @@ static PyObject *serve_one(PyObject *module, PyObject *const *args, Py_ssize_t n
              *at_obj = args[8], *organization_id = args[9], *environment_id = args[10],
              *sdk = args[11], *api_key_id = args[12], *source = args[13],
              *split_rule_obj = args[14], *split_percentage = args[15];
-    if (!PyUnicode_Check(flag_key) || !PyUnicode_Check(user) || !PyBytes_Check(code_table) ||
-        PyBytes_GET_SIZE(code_table) != 256 || !PyBytes_Check(environment) ||
-        PyBytes_GET_SIZE(environment) != 8) {
+    int split_is_float = split_percentage != Py_None && PyFloat_Check(split_percentage);
+    if (!(PyLong_Check(plan) || PyTuple_Check(plan)) || !PyBytes_Check(code_table) ||
+        PyBytes_GET_SIZE(code_table) != 256 || !PyUnicode_Check(flag_key) ||
+        !PyUnicode_Check(user) || !PyBytes_Check(environment) ||
+        PyBytes_GET_SIZE(environment) != 8 || !PyIter_Check(nonce_obj) ||
+        !PyLong_Check(at_obj) || !PyUnicode_Check(organization_id) ||
+        !PyUnicode_Check(environment_id) || !(sdk == Py_None || PyUnicode_Check(sdk)) ||
+        !PyUnicode_Check(api_key_id) || !PyUnicode_Check(source) ||
+        !PyLong_CheckExact(split_rule_obj) ||
+        !(split_percentage == Py_None || split_is_float || PyLong_CheckExact(split_percentage))) {
         PyErr_SetString(PyExc_TypeError, "serve_one: wrong argument types");
         return NULL;
     }
-    Py_ssize_t key_len, user_len;
-    const char *key_utf8 = PyUnicode_AsUTF8AndSize(flag_key, &key_len);
-    if (key_utf8 == NULL) return NULL;
-    const char *user_utf8 = PyUnicode_AsUTF8AndSize(user, &user_len);
-    if (user_utf8 == NULL) return NULL;
+    if (!valid_key(signing_key)) {
+        PyErr_SetString(PyExc_ValueError, "the signing key must be 1 to 64 bytes");
+        return NULL;
+    }
+
+    /* Every value in its C form, each conversion checked: a str without UTF-8 (a lone
+       surrogate) raises UnicodeEncodeError and an int past int64 ValueError; both decline. */
+    Py_ssize_t key_len, user_len, org_len, env_len, sdk_len = 0, api_key_len, source_len;
+    const char *key_utf8, *user_utf8, *org_utf8, *env_utf8, *sdk_utf8 = NULL, *api_key_utf8,
+               *source_utf8;
+    if ((key_utf8 = PyUnicode_AsUTF8AndSize(flag_key, &key_len)) == NULL ||
+        (user_utf8 = PyUnicode_AsUTF8AndSize(user, &user_len)) == NULL ||
+        (org_utf8 = PyUnicode_AsUTF8AndSize(organization_id, &org_len)) == NULL ||
+        (env_utf8 = PyUnicode_AsUTF8AndSize(environment_id, &env_len)) == NULL ||
+        (sdk != Py_None && (sdk_utf8 = PyUnicode_AsUTF8AndSize(sdk, &sdk_len)) == NULL) ||
+        (api_key_utf8 = PyUnicode_AsUTF8AndSize(api_key_id, &api_key_len)) == NULL ||
+        (source_utf8 = PyUnicode_AsUTF8AndSize(source, &source_len)) == NULL)
+        return NULL;
+    long long at, split_rule, split_int = 0;
+    double split_float = split_is_float ? PyFloat_AS_DOUBLE(split_percentage) : 0.0;
+    if (int64_of(at_obj, "evaluated_at_us", &at) < 0 ||
+        int64_of(split_rule_obj, "split_rule", &split_rule) < 0 ||
+        (!split_is_float && split_percentage != Py_None &&
+         int64_of(split_percentage, "split_percentage", &split_int) < 0))
+        return NULL;
+    size_t frame_bound = 12 + 3 + (STR_HEAD + PREFIX_CHARS) + NUMBER + 1 + 2 * 3 + 2 * NUMBER +
+                         7 * STR_HEAD + (size_t)key_len + (size_t)user_len + (size_t)org_len +
+                         (size_t)env_len + (size_t)sdk_len + (size_t)api_key_len +
+                         (size_t)source_len;
+    if (frame_bound > FRAME_CAPACITY) {
+        PyErr_SetString(PyExc_ValueError, "frame too large for the native path");
+        return NULL;
+    }
 
     int outcome, rule;
     if (PyLong_Check(plan)) {
-        outcome = (int)PyLong_AsLong(plan);
+        long code;
+        if (long_of(plan, &code) < 0 || code < 0 || code > 255) {
+            PyErr_Format(PyExc_ValueError, "plan: result code %R is not a byte", plan);
+            return NULL;
+        }
+        outcome = (int)code;
         rule = NOT_EVALUATED;
-    } else if (PyTuple_Check(plan)) {
-        rule = deciding_rule(plan, segments, key_utf8, key_len, user, user_utf8, user_len);
-        if (rule < 0) return NULL;
-        outcome = (uint8_t)PyBytes_AS_STRING(code_table)[rule];
     } else {
-        PyErr_SetString(PyExc_TypeError, "plan must be a tuple of rules or a result code");
-        return NULL;
+        Rule rules[MAX_RULES];
+        Py_ssize_t count = read_plan(plan, rules);
+        if (count < 0) return NULL;
+        rule = deciding_rule(rules, count, segments, key_utf8, key_len, user, user_utf8, user_len);
+        if (rule < 0) return NULL;
+        outcome = (uint8_t)PyBytes_AS_STRING(code_table)[rule]; /* rule < MAX_RULES or NO_RULE */
     }
 
     PyObject *next_nonce = PyIter_Next(nonce_obj);
@@ -460,14 +536,16 @@ static PyObject *serve_one(PyObject *module, PyObject *const *args, Py_ssize_t n
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "nonces ran out");
         return NULL;
     }
-    uint64_t nonce = PyLong_AsUnsignedLongLongMask(next_nonce);
+    if (!PyLong_Check(next_nonce)) {
+        Py_DECREF(next_nonce);
+        PyErr_SetString(PyExc_TypeError, "serve_one: a nonce must be an int");
+        return NULL;
+    }
+    uint64_t nonce = PyLong_AsUnsignedLongLongMask(next_nonce); /* & _NONCE_MASK, as ids.py */
     Py_DECREF(next_nonce);
-    long long at = PyLong_AsLongLong(at_obj);
-    long split_rule = PyLong_AsLong(split_rule_obj);
-    if (PyErr_Occurred()) return NULL;
 
     uint8_t signed_bytes[HEAD_SIZE + MAC_SIZE];
-    signed_bytes[0] = 1; /* VERSION */
+    signed_bytes[0] = ID_VERSION;
     memcpy(signed_bytes + 1, PyBytes_AS_STRING(environment), 8);
     for (int i = 0; i < 8; i++) signed_bytes[9 + i] = (uint8_t)(nonce >> (8 * (7 - i)));
     signed_bytes[17] = 0; /* count = 1, big-endian */
@@ -483,24 +561,23 @@ static PyObject *serve_one(PyObject *module, PyObject *const *args, Py_ssize_t n
     put_byte(&o, 0x90 | BATCH_FIELDS);
     put_str_bytes(&o, prefix, PREFIX_CHARS);
     put_int(&o, at);
-    if (put_str(&o, organization_id) < 0 || put_str(&o, environment_id) < 0) return NULL;
+    put_str_bytes(&o, org_utf8, (size_t)org_len);
+    put_str_bytes(&o, env_utf8, (size_t)env_len);
     put_str_bytes(&o, key_utf8, (size_t)key_len);
-    if (sdk == Py_None) put_byte(&o, 0xc0);
-    else if (put_str(&o, sdk) < 0) return NULL;
-    if (put_str(&o, api_key_id) < 0 || put_str(&o, source) < 0) return NULL;
+    if (sdk_utf8 == NULL) put_byte(&o, 0xc0);
+    else put_str_bytes(&o, sdk_utf8, (size_t)sdk_len);
+    put_str_bytes(&o, api_key_utf8, (size_t)api_key_len);
+    put_str_bytes(&o, source_utf8, (size_t)source_len);
     put_byte(&o, 0x91);
     put_str_bytes(&o, user_utf8, (size_t)user_len);
     put_bin1(&o, (uint8_t)outcome);
     put_bin1(&o, (uint8_t)rule);
     put_int(&o, split_rule);
-    if (split_percentage == Py_None) put_byte(&o, 0xc0);
-    else {
-        double d = PyFloat_AsDouble(split_percentage);
-        if (d == -1.0 && PyErr_Occurred()) return NULL;
-        put_double(&o, d);
-    }
-    if (o.overflow) {
-        PyErr_SetString(PyExc_ValueError, "frame too large for the native path");
+    if (split_is_float) put_double(&o, split_float);
+    else if (split_percentage != Py_None) put_int(&o, split_int);
+    else put_byte(&o, 0xc0);
+    if (o.overflow) { /* frame_bound above makes this unreachable */
+        PyErr_SetString(PyExc_SystemError, "serve_one: the frame outgrew its bound");
         return NULL;
     }
     uint32_t length = (uint32_t)(o.len - 12);
@@ -509,14 +586,24 @@ static PyObject *serve_one(PyObject *module, PyObject *const *args, Py_ssize_t n
     memcpy(buffer, "FSW1", 4);
     for (int i = 0; i < 4; i++) buffer[4 + i] = (uint8_t)(crc >> (8 * i));
 
+    PyObject *answer = PyTuple_New(4), *prefix_str = PyUnicode_New(PREFIX_CHARS, 127);
     PyObject *frame = PyByteArray_FromStringAndSize((const char *)buffer, (Py_ssize_t)o.len);
-    if (frame == NULL) return NULL;
-    PyObject *prefix_str = PyUnicode_FromStringAndSize(prefix, PREFIX_CHARS);
-    if (prefix_str == NULL) {
-        Py_DECREF(frame);
+    PyObject *outcome_int = PyLong_FromLong(outcome), *rule_int = PyLong_FromLong(rule);
+    if (answer == NULL || prefix_str == NULL || frame == NULL || outcome_int == NULL ||
+        rule_int == NULL) {
+        Py_XDECREF(answer);
+        Py_XDECREF(prefix_str);
+        Py_XDECREF(frame);
+        Py_XDECREF(outcome_int);
+        Py_XDECREF(rule_int);
         return NULL;
     }
-    return Py_BuildValue("(iiNN)", outcome, rule, prefix_str, frame);
+    memcpy(PyUnicode_1BYTE_DATA(prefix_str), prefix, PREFIX_CHARS); /* base64url: ASCII */
+    PyTuple_SET_ITEM(answer, 0, outcome_int);
+    PyTuple_SET_ITEM(answer, 1, rule_int);
+    PyTuple_SET_ITEM(answer, 2, prefix_str);
+    PyTuple_SET_ITEM(answer, 3, frame);
+    return answer;
 }
 
 PyDoc_STRVAR(bucket_doc, "bucket(data: bytes) -> int: murmur3_x86_32(data, 0) % 10000.");
@@ -556,8 +643,10 @@ PyDoc_STRVAR(batch_bodies_doc,
 #define MAX_PAYLOAD (256u * 1024u * 1024u)
 
 static PyObject *batch_bodies(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyMemoryView_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "batch_bodies(view: memoryview, offset, budget)");
+    if (nargs != 3 || !PyMemoryView_Check(args[0]) ||
+        PyMemoryView_GET_BUFFER(args[0])->ndim != 1 ||
+        PyMemoryView_GET_BUFFER(args[0])->itemsize != 1) { /* its slices must count bytes */
+        PyErr_SetString(PyExc_TypeError, "batch_bodies(view: memoryview of bytes, offset, budget)");
         return NULL;
     }
     PyObject *view = args[0];
@@ -628,5 +717,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         return NULL;
     }
     crc_init();
+    if (slots_name == NULL && (slots_name = PyUnicode_InternFromString("_slots")) == NULL)
+        return NULL;
     return PyModule_Create(&module_def);
 }
