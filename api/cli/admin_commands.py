@@ -37,6 +37,7 @@ from api.cli.admin_client import (
     check_base_url,
     segment,
 )
+from api.contract import MAX_NAME_LENGTH
 
 if TYPE_CHECKING:
     from api.settings import Settings
@@ -88,7 +89,9 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     keys = _group(sub, "keys", "list, create or revoke API keys (over the admin API)")
     _command(keys, "list", keys_list, "the environment's live API keys, without secrets", scoped)
     create = _command(keys, "create", keys_create, "make an API key; prints it once", scoped)
-    create.add_argument("--name", default="", help="what uses the key (up to 200 characters)")
+    create.add_argument(
+        "--name", default="", help=f"what uses the key (up to {MAX_NAME_LENGTH} characters)"
+    )
     revoke = _command(keys, "revoke", keys_revoke, "revoke a key: 401 within a second", [service])
     revoke.add_argument("key_id", metavar="KEY_ID", help="the key's id (key_...), not the key")
 

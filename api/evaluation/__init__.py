@@ -31,6 +31,13 @@ from api.evaluation.model import (
     rule_from_json,
     rule_to_json,
 )
+from api.evaluation.registry import (
+    RuleError,
+    RuleField,
+    on_results_changed,
+    register_rule_type,
+    unregister_rule_type,
+)
 
 __all__ = [
     "ERROR_MESSAGES",
@@ -47,6 +54,8 @@ __all__ = [
     "PercentageRule",
     "Result",
     "Rule",
+    "RuleError",
+    "RuleField",
     "RuleType",
     "SegmentRule",
     "StaticRule",
@@ -54,6 +63,9 @@ __all__ = [
     "evaluate_codes",
     "evaluate_many",
     "first_split",
+    "on_results_changed",
+    "register_rule_type",
+    "unregister_rule_type",
     "rule_from_json",
     "rule_to_json",
 ]

@@ -28,6 +28,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 
+from api.evaluation.registry import on_results_changed
 from api.eventlog.schema import (
     EVALUATION,
     FEEDBACK,
@@ -165,8 +166,17 @@ _SHORT_ENVELOPE = 0x92
 """msgpack's one-byte header of a 2-element array: with a one-byte type code after it, the
 body starts at byte 2 and needs no envelope decode (the encoder always writes this form)."""
 _BODY_CODES = frozenset({*TYPE_NAMES, EVALUATION_BATCH_CODE, V1_EVALUATION_BATCH_CODE})
-_VALID = bytes(range(len(OUTCOMES)))
+_VALID = b""
 """The outcome bytes that index ``OUTCOMES``."""
+
+
+@on_results_changed
+def _follow_outcomes() -> None:
+    """Follow ``OUTCOMES`` as rule types are registered."""
+    global _VALID
+    _VALID = bytes(range(len(OUTCOMES)))
+
+
 _OUTCOMES_MISMATCH = "evaluation batch: outcomes do not match its users"
 _USERS, _OUTCOMES, _RULES = map(
     EvaluationBatch._fields.index, ("user_identifiers", "outcomes", "rules")

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from api.evaluation.ids import bulk_ids
 from api.evaluation.model import NOT_EVALUATED
+from api.evaluation.registry import on_results_changed
 from api.eventlog.frames import InvalidFrame, Run, iter_runs
 from api.eventlog.schema import (
     ARM_CONTROL,
@@ -239,6 +240,9 @@ def _outcome_columns() -> tuple[pa.Array, ...]:
         pa.array(column, type=_ROW_TYPES[EVALUATION].field(name).type)
         for column, name in zip(zip(*OUTCOMES, strict=True), _OUTCOME_FIELDS, strict=True)
     )
+
+
+on_results_changed(_outcome_columns.cache_clear)  # built again when rule types are registered
 
 
 def _bytes_of(values: pa.BinaryArray) -> np.ndarray:

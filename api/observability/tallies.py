@@ -17,6 +17,7 @@ import falcon.asgi
 import numpy as np
 
 from api.evaluation.model import OUTCOMES
+from api.evaluation.registry import on_results_changed
 from api.observability.metrics import Metrics
 
 
@@ -27,7 +28,13 @@ def outcome_label(code: int) -> str:
     return f"{rule}:{str(value).lower()}" if rule else "NO_MATCH"
 
 
-_OUTCOME_LABELS = [outcome_label(code) for code in range(len(OUTCOMES))]
+_OUTCOME_LABELS: list[str] = []
+
+
+@on_results_changed
+def _build_outcome_labels() -> None:
+    """Follow ``OUTCOMES`` as rule types are registered."""
+    _OUTCOME_LABELS[:] = map(outcome_label, range(len(OUTCOMES)))
 
 
 PENDING_MAX = 65_536

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import msgspec
 
-from api.evaluation import ERROR_MESSAGES, RESULTS, Result
+from api.contract import BULK_MAX_USERS
+from api.evaluation import ERROR_MESSAGES, RESULTS, Result, on_results_changed
 
 _encode = msgspec.json.encode
 
@@ -34,8 +35,14 @@ def _head(result: Result) -> bytes:
     return whole[: -len(b'""}')] + b'"'
 
 
-_HEADS = [_head(result) for result in RESULTS]
+_HEADS: list[bytes] = []
 """The head of each result code's answer."""
+
+
+@on_results_changed
+def _build_heads() -> None:
+    """Follow ``RESULTS`` as rule types are registered."""
+    _HEADS[:] = map(_head, RESULTS)
 
 
 def encode_response(outcome: int, evaluation_id: str) -> bytes:
@@ -48,10 +55,9 @@ def encode_single_response(outcome: int, evaluation_id_prefix: str) -> bytes:
     return _HEADS[outcome] + evaluation_id_prefix.encode("ascii") + b'0000"}'
 
 
-MAX_BULK_ENTRIES = 10_000
-_ENTRY_TAILS = [b'%04x"}' % index for index in range(MAX_BULK_ENTRIES)]
+_ENTRY_TAILS = [b'%04x"}' % index for index in range(BULK_MAX_USERS)]
 """Each entry's id index (``api.evaluation.ids.bulk_ids``) and the end of its object."""
-_JOINED_TAILS = [f'{index:04x}"}},"' for index in range(MAX_BULK_ENTRIES)]
+_JOINED_TAILS = [f'{index:04x}"}},"' for index in range(BULK_MAX_USERS)]
 """As ``_ENTRY_TAILS``, followed by the opening quote of the next entry's key."""
 _ESCAPED = bytes(range(0x20)) + b'"\\'
 """What JSON (and msgspec) escapes in a string; other characters are copied as they are."""
@@ -64,8 +70,8 @@ def encode_bulk_response(users: list[str], outcomes: bytes, evaluation_id_prefix
     only in the user, the result (a handful of distinct ones) and the id's index, so the
     answer is one ``str.join`` over pre-encoded pieces: no Python call per entry.
     """
-    if len(users) > MAX_BULK_ENTRIES:
-        raise ValueError(f"at most {MAX_BULK_ENTRIES} entries")
+    if len(users) > BULK_MAX_USERS:
+        raise ValueError(f"at most {BULK_MAX_USERS} entries")
     if not users:
         return b"{}"
     if _need_escaping(users):

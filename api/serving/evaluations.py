@@ -114,7 +114,8 @@ class EvaluationServer:
     ) -> tuple[int, str]:
         """``serve`` for one user (a single evaluate): its result code and evaluation id
         prefix, with the same metering, event and tallies, in fewer steps: one native call
-        (``api.native``) decides, signs and encodes when the module is built."""
+        (``api.native``) decides, signs and encodes when the module is built and knows every
+        rule type of the flag (``Flag.plan`` is None otherwise)."""
         s = self._services
         now = s.clock()
         key = caller.key
@@ -131,7 +132,7 @@ class EvaluationServer:
             plan = _PLAN_LIMIT_PLAN
             s.metrics.plan_limit_refusals.inc(1)
         at_us = int(now * 1_000_000)
-        if fastpath is not None:
+        if fastpath is not None and plan is not None:
             try:
                 code, rule, prefix, frame = fastpath.serve_one(
                     plan,
@@ -160,7 +161,7 @@ class EvaluationServer:
                     self._lost(1, environment.id, exc)
                 s.tallies.count_outcomes(BYTES[code])
                 return code, prefix
-        if isinstance(plan, int):
+        if isinstance(plan, int):  # the plan's limit, a missing, archived or disabled flag
             outcome, rule_byte = BYTES[plan], _NOT_EVALUATED
         else:
             outcome, rule_byte = decide_one(flag, user, environment.segments)

@@ -73,7 +73,9 @@ def fake_warehouse(monkeypatch) -> list:
     return calls
 
 
-def test_the_warehouse_row_is_answered_in_the_apis_camel_case(admin_api, env, fake_warehouse) -> None:
+def test_the_warehouse_row_is_answered_in_the_apis_camel_case(
+    admin_api, env, fake_warehouse
+) -> None:
     answer = admin_api.get(f"/environments/{env['id']}/flags/checkout/metrics")
     assert (answer.status, answer.body) == (200, {**ROW, "environmentId": env["id"]})
     assert fake_warehouse == [(admin_api.services.settings.warehouse_path, env["id"], "checkout")]

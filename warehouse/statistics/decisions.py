@@ -1,13 +1,15 @@
 """The comparison answer and the one rule that turns an interval into a decision.
 
 Every comparison (failure rate, coverage, p95 latency) ends here, so the dashboard, the health
-endpoint and guarded rollouts read the same decision for the same interval.
+endpoint and guarded rollouts read the same decision for the same interval. The decisions and
+the reasons for withholding one are the contract's codes (``api.contract``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+
+from api.contract import Decision
 
 CONFIDENCE = 0.95
 """Coverage of every confidence sequence, simultaneously over all reads of one epoch."""
@@ -20,22 +22,6 @@ expected-events gate now protect at any sample (docs/statistics.md, "Minimum sam
 makes a guarded rollout's "judged" mean at least the same sample for every guardrail. Its
 cost: blatant regressions wait for the 200th user per arm.
 """
-
-
-class Decision(StrEnum):
-    REGRESSION = "regression"
-    IMPROVEMENT = "improvement"
-    INCONCLUSIVE = "inconclusive"
-    WITHHELD = "withheld"
-
-
-class WithheldReason(StrEnum):
-    """Why a decision is withheld: each one a condition under which no interval can be trusted."""
-
-    SAMPLE_RATIO_MISMATCH = "sample_ratio_mismatch"
-    BELOW_MINIMUM_SAMPLE = "below_minimum_sample"
-    QUANTILE_UNBOUNDED = "quantile_unbounded"
-    NO_PERCENTAGE_RULE = "no_percentage_rule"
 
 
 @dataclass(frozen=True, slots=True)

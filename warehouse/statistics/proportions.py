@@ -28,12 +28,12 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from api.contract import WithheldReason
 from warehouse.statistics.boundaries import normal_mixture_radius
 from warehouse.statistics.decisions import (
     CONFIDENCE,
     MIN_USERS_WITH_FEEDBACK,
     Comparison,
-    WithheldReason,
     check_confidence,
     compared,
     withheld,

@@ -33,12 +33,12 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import betaln
 
+from api.contract import WithheldReason
 from warehouse.statistics.boundaries import tuning_constant
 from warehouse.statistics.decisions import (
     CONFIDENCE,
     MIN_USERS_WITH_FEEDBACK,
     Comparison,
-    WithheldReason,
     check_confidence,
     compared,
     withheld,

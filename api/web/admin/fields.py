@@ -5,26 +5,30 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from api.contract import (
+    KEY_MAX,
+    KEY_PATTERN,
+    KEY_SPEC,
+    MAX_NAME_LENGTH,
+    MAX_RULES,
+    MAX_SEGMENT_SIZE,
+    USER_IDENTIFIER_MAX,
+)
 from api.controlplane.changes import GUARDRAILS, EventType, FlagBody, RolloutPlan
 from api.controlplane.model import Plan
-from api.controlplane.store import KEY_PATTERN, MAX_SEGMENT_SIZE
 from api.controlplane.webhook_targets import ForbiddenTarget, check_url
-from api.evaluation import rule_from_json
-from api.evaluation.model import RuleError
+from api.evaluation import RuleError, rule_from_json
 from api.web.errors import BadRequest
 from api.web.jsonio import optional_bool as optional_json_bool
 from api.web.jsonio import require_bool, require_list, require_str
 
-MAX_NAME_LENGTH = 200
-MAX_USER_IDENTIFIER_LENGTH = 1024
-MAX_RULES = 100
 _PLANS = ", ".join(plan.value for plan in Plan)
 
 
 def key_param(value: str, name: str) -> str:
     """A flag, segment or environment key from the path or body."""
     if not KEY_PATTERN.fullmatch(value):
-        raise BadRequest(f"'{name}' must match [A-Za-z0-9._-]{{1,128}} (got {value[:140]!r})")
+        raise BadRequest(f"'{name}' must match {KEY_SPEC} (got {value[:140]!r})")
     return value
 
 
@@ -65,19 +69,19 @@ def optional_bool(body: dict[str, Any], field_name: str) -> bool | None:
 
 
 def environment_key(body: dict[str, Any]) -> str:
-    value = require_str(body, "key", max_len=128)
+    value = require_str(body, "key", max_len=KEY_MAX)
     if not KEY_PATTERN.fullmatch(value):
-        raise BadRequest("Field 'key' must match [A-Za-z0-9._-]{1,128}")
+        raise BadRequest(f"Field 'key' must match {KEY_SPEC}")
     return value
 
 
 def user_identifiers(body: dict[str, Any]) -> list[str]:
     values = require_list(body, "userIdentifiers", max_items=MAX_SEGMENT_SIZE)
     for index, value in enumerate(values):
-        if type(value) is not str or not 0 < len(value) <= MAX_USER_IDENTIFIER_LENGTH:
+        if type(value) is not str or not 0 < len(value) <= USER_IDENTIFIER_MAX:
             raise BadRequest(
                 f"Field 'userIdentifiers[{index}]' must be a string of 1 to"
-                f" {MAX_USER_IDENTIFIER_LENGTH} characters"
+                f" {USER_IDENTIFIER_MAX} characters"
             )
     return values
 

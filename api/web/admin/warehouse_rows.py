@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import falcon.asgi
 
+from api.contract import FLAG_KEY_MAX
 from api.web.admin.base import AdminResource
 from api.web.admin.environments import existing_environment
 from api.web.errors import BadRequest, NotFound
@@ -36,8 +37,8 @@ class WarehouseRowResource(AdminResource):
     async def on_get(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
-        if not 0 < len(flag_key) <= 128:
-            raise BadRequest("'flagKey' must be 1 to 128 characters long")
+        if not 0 < len(flag_key) <= FLAG_KEY_MAX:
+            raise BadRequest(f"'flagKey' must be 1 to {FLAG_KEY_MAX} characters long")
         await existing_environment(self, env_id)
         warehouse = self.services.settings.warehouse_path
         row = await self.read(self.read_row, warehouse, env_id, flag_key)

@@ -12,8 +12,8 @@ import contextlib
 import falcon
 import falcon.asgi
 
+from api.contract import MAX_NAME_LENGTH
 from api.controlplane.store import NotFoundError
-from api.web.admin.fields import MAX_NAME_LENGTH
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
 
 

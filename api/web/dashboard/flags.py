@@ -14,15 +14,17 @@ from datetime import UTC, datetime
 import falcon
 import falcon.asgi
 
+from api.contract import KEY_IN_WORDS, KEY_PATTERN
 from api.controlplane.changes import ScheduleState
 from api.controlplane.model import Environment, FlagRecord, Organization
-from api.controlplane.store import KEY_PATTERN, InvalidError
+from api.controlplane.store import InvalidError
+from api.evaluation import RULE_TYPES
 from api.web.dashboard.activity import ACTIVITY_DAYS, read_activity
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
 from api.web.dashboard.rule_editor import (
-    RULE_TYPES,
     RuleRow,
     apply_op,
+    columns,
     parse_rows,
     rows_from_form,
     rows_from_rules,
@@ -54,7 +56,7 @@ class FlagsPage(Page):
         key = (await self.form(req)).get("key").strip()
         error = None
         if not KEY_PATTERN.fullmatch(key):
-            error = "Use 1 to 128 letters, digits, '.', '_' or '-' (keys are case-sensitive)."
+            error = f"Use {KEY_IN_WORDS} (keys are case-sensitive)."
         elif await self.read(self.store.get_flag, env_id, key) is not None:
             error = f"This environment already has a flag '{key}'."
         if error is None:
@@ -181,7 +183,7 @@ class FlagEditorPage(FlagPage):
             req, resp, "flag_editor.html", status=status, flag=flag, environment=environment,
             organization=organization, enabled=enabled, archived=archived, rows=rows,
             pending_schedules=pending,
-            rule_types=RULE_TYPES, segments=segments, saved=saved, draft=draft,
+            rule_types=RULE_TYPES, columns=columns(), segments=segments, saved=saved, draft=draft,
             problem=problem, has_errors=has_errors, section="flags",
             crumbs=[*environment_crumbs(environment, organization),
                     ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key))],

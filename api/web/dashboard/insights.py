@@ -17,6 +17,7 @@ from typing import Any
 import falcon
 import falcon.asgi
 
+from api.contract import Decision, WithheldReason
 from api.controlplane.changes import GUARDRAILS, AuditRecord
 from api.controlplane.health_document import health_answer
 from api.controlplane.model import Environment
@@ -41,18 +42,18 @@ RANGES = {
 """The health charts' ranges: their grain, how far back, and their caption."""
 
 WITHHELD_TEXT = {
-    "sample_ratio_mismatch": "the sample ratio does not match the split",
-    "below_minimum_sample": "too few users with feedback yet",
-    "quantile_unbounded": "too few users reported a latency to bound the p95 yet",
-    "no_percentage_rule": "the flag has no percentage rule",
+    WithheldReason.SAMPLE_RATIO_MISMATCH: "the sample ratio does not match the split",
+    WithheldReason.BELOW_MINIMUM_SAMPLE: "too few users with feedback yet",
+    WithheldReason.QUANTILE_UNBOUNDED: "too few users reported a latency to bound the p95 yet",
+    WithheldReason.NO_PERCENTAGE_RULE: "the flag has no percentage rule",
 }
 """What each ``withheldReason`` code means, for people."""
 
 DECISION_TEXT = {
-    "regression": "Regression: treatment is worse than control.",
-    "improvement": "Improvement: treatment is better than control.",
-    "inconclusive": "Inconclusive: no difference shown yet.",
-    "withheld": "Withheld",
+    Decision.REGRESSION: "Regression: treatment is worse than control.",
+    Decision.IMPROVEMENT: "Improvement: treatment is better than control.",
+    Decision.INCONCLUSIVE: "Inconclusive: no difference shown yet.",
+    Decision.WITHHELD: "Withheld",
 }
 
 
@@ -84,7 +85,7 @@ def health_warnings(health: dict[str, Any]) -> list[Notice]:
             " being lost or duplicated on one side, so every decision is withheld until it is"
             " fixed.")))  # fmt: skip
     coverage = health.get("coverage") or {}
-    if coverage.get("decision") == "regression":
+    if coverage.get("decision") == Decision.REGRESSION:
         found.append(Notice("arm-coverage", (
             "Treatment's users report outcomes markedly less often than control's"
             f" ({coverage['difference']:+.1f} points): failures that send no feedback (a"
@@ -107,6 +108,7 @@ def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
             latency["difference"], latency["ci"], title="p95 latency difference", unit=" ms"
         ),
         "decision_text": DECISION_TEXT,
+        "withheld": Decision.WITHHELD,
         "withheld_text": WITHHELD_TEXT.get(health["withheldReason"] or "", "not enough users yet"),
         "min_users": MIN_USERS_WITH_FEEDBACK,
     }

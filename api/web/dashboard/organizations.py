@@ -10,14 +10,9 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
+from api.contract import KEY_IN_WORDS, KEY_PATTERN, MAX_NAME_LENGTH
 from api.controlplane.model import PLAN_MONTHLY_LIMITS, Plan
-from api.controlplane.store import (
-    KEY_PATTERN,
-    MAX_MONTHLY_LIMIT,
-    ConflictError,
-    InvalidError,
-)
-from api.web.admin.fields import MAX_NAME_LENGTH
+from api.controlplane.store import MAX_MONTHLY_LIMIT, ConflictError, InvalidError
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 from api.web.dashboard.forms import Form
 
@@ -113,7 +108,7 @@ class OrganizationPage(Page):
         key, name = form.get("key").strip(), form.get("name").strip()
         errors: dict[str, str] = {}
         if not KEY_PATTERN.fullmatch(key):
-            errors["key"] = "Use 1 to 128 letters, digits, '.', '_' or '-' (e.g. production)."
+            errors["key"] = f"Use {KEY_IN_WORDS} (e.g. production)."
         if name and (error := _name_error(name)):
             errors["name"] = error
         if not errors:

@@ -14,6 +14,7 @@ import falcon
 import falcon.asgi
 import jinja2
 
+from api.contract import KEY_MAX, USER_IDENTIFIER_MAX
 from api.web.dashboard.format import FILTERS
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
@@ -49,6 +50,9 @@ def build_environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(FILTERS)
+    env.globals.update(
+        KEY_MAX=KEY_MAX, USER_IDENTIFIER_MAX=USER_IDENTIFIER_MAX
+    )  # inputs' maxlength
     return env
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
-from api.controlplane.store import KEY_PATTERN, MAX_SEGMENT_SIZE, ConflictError, NotFoundError
-from api.web.admin.fields import MAX_USER_IDENTIFIER_LENGTH
+from api.contract import KEY_IN_WORDS, KEY_PATTERN, MAX_SEGMENT_SIZE, USER_IDENTIFIER_MAX
+from api.controlplane.store import ConflictError, NotFoundError
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 from api.web.dashboard.forms import Form
 
@@ -32,10 +32,9 @@ def parse_identifiers(pasted: str, uploaded: bytes | None) -> list[str] | str:
     for where, text in sources:
         for number, line in enumerate(text.splitlines(), start=1):
             value = line.strip()
-            if len(value) > MAX_USER_IDENTIFIER_LENGTH:
+            if len(value) > USER_IDENTIFIER_MAX:
                 return (
-                    f"Line {number} of the {where} is longer than"
-                    f" {MAX_USER_IDENTIFIER_LENGTH} characters."
+                    f"Line {number} of the {where} is longer than {USER_IDENTIFIER_MAX} characters."
                 )
             if value:
                 identifiers.append(value)
@@ -86,7 +85,7 @@ class SegmentsPage(SegmentsView):
         key = form.get("key").strip()
         errors: dict[str, str] = {}
         if not KEY_PATTERN.fullmatch(key):
-            errors["key"] = "Use 1 to 128 letters, digits, '.', '_' or '-'."
+            errors["key"] = f"Use {KEY_IN_WORDS}."
         identifiers = parse_identifiers(form.get("identifiers"), form.files.get("file"))
         if isinstance(identifiers, str):
             errors["identifiers"] = identifiers
@@ -137,7 +136,7 @@ class SegmentMembersPage(Page):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str, segment_key: str
     ) -> None:
         organization = await self.organization(org_id)
-        query = (req.get_param("q") or "")[:MAX_USER_IDENTIFIER_LENGTH]
+        query = (req.get_param("q") or "")[:USER_IDENTIFIER_MAX]
         found = await self.read(self._sample, org_id, segment_key, query)
         if found is None:
             raise self.not_found(f"Segment '{segment_key}'")

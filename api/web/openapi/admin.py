@@ -7,11 +7,21 @@ may win the merge. The admin tests validate every answer they get against these 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from api.controlplane.model import PLAN_MONTHLY_LIMITS
+from api.contract import (
+    FLAG_KEY_MAX,
+    KEY_SCHEMA_PATTERN,
+    MAX_NAME_LENGTH,
+    MAX_RULES,
+    MAX_SEGMENT_SIZE,
+    USER_IDENTIFIER_MAX,
+    Decision,
+)
+from api.controlplane.model import PLAN_MONTHLY_LIMITS, Plan
+from api.evaluation import Rule
 
-KEY_PATTERN = "^[A-Za-z0-9._-]{1,128}$"
 TIMESTAMP = {"type": "string", "format": "date-time"}
 
 ADMIN_SECURITY_SCHEMES: dict[str, Any] = {"AdminToken": {"type": "http", "scheme": "bearer"}}
@@ -64,9 +74,9 @@ def _param(name: str, description: str, pattern: str | None = None) -> dict[str,
 ORG_ID = _param("orgId", "Organization id", "^org_[0-9a-f]{16}$")
 ENV_ID = _param("envId", "Environment id", "^env_[0-9a-f]{16}$")
 KEY_ID = _param("keyId", "API key id", "^key_[0-9a-f]{16}$")
-SEGMENT_KEY = _param("segmentKey", "Segment key (case-sensitive)", KEY_PATTERN)
-FLAG_KEY = _param("flagKey", "Flag key (case-sensitive)", KEY_PATTERN)
-METRICS_FLAG_KEY = _param("flagKey", "Flag key as evaluated (1 to 128 characters)")
+SEGMENT_KEY = _param("segmentKey", "Segment key (case-sensitive)", KEY_SCHEMA_PATTERN)
+FLAG_KEY = _param("flagKey", "Flag key (case-sensitive)", KEY_SCHEMA_PATTERN)
+METRICS_FLAG_KEY = _param("flagKey", f"Flag key as evaluated (1 to {FLAG_KEY_MAX} characters)")
 
 
 def _op(
@@ -88,9 +98,9 @@ def _op(
     return operation
 
 
-_PLAN = {"enum": ["free", "pro", "team", "enterprise"]}
+_PLAN = {"enum": [plan.value for plan in Plan]}
 _LIMIT = {"type": "integer", "minimum": 1, "maximum": 10**15}
-_NAME = {"type": "string", "minLength": 1, "maxLength": 200}
+_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _VALUE = {"type": "boolean", "default": True}
 
@@ -127,7 +137,9 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["name", "plan"],
         "description": "monthlyEvaluationLimit is required for enterprise; other plans take"
-        " their plan's limit (free 10000, pro 1000000, team 10000000).",
+        " their plan's limit ("
+        + ", ".join(f"{p} {n}" for p, n in PLAN_MONTHLY_LIMITS.items() if n is not None)
+        + ").",
         "properties": {
             "name": _NAME,
             "plan": _PLAN,
@@ -177,7 +189,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "required": ["id", "key", "name", "insightsEnabled"],
         "properties": {
             "id": {"type": "string", "pattern": "^env_[0-9a-f]{16}$"},
-            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "key": {"type": "string", "pattern": KEY_SCHEMA_PATTERN},
             "name": {"type": "string"},
             "insightsEnabled": {"type": "boolean"},
         },
@@ -186,7 +198,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["key"],
         "properties": {
-            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "key": {"type": "string", "pattern": KEY_SCHEMA_PATTERN},
             "name": {"oneOf": [_NAME, {"type": "null"}], "description": "Defaults to the key"},
             "insightsEnabled": {"type": ["boolean", "null"], "default": False},
         },
@@ -224,54 +236,14 @@ ADMIN_SCHEMAS: dict[str, Any] = {
     },
     "ApiKeyCreate": {
         "type": "object",
-        "properties": {"name": {"type": ["string", "null"], "maxLength": 200}},
+        "properties": {"name": {"type": ["string", "null"], "maxLength": MAX_NAME_LENGTH}},
     },
     "ApiKeyList": _list_of("ApiKey"),
-    "StaticRule": {
-        "type": "object",
-        "required": ["type"],
-        "properties": {"type": {"const": "STATIC"}, "value": _VALUE},
-    },
-    "SegmentRule": {
-        "type": "object",
-        "required": ["type", "segment"],
-        "properties": {
-            "type": {"const": "SEGMENT"},
-            "segment": {"type": "string", "pattern": KEY_PATTERN},
-            "value": _VALUE,
-        },
-    },
-    "PercentageRule": {
-        "type": "object",
-        "required": ["type", "percentage"],
-        "properties": {
-            "type": {"const": "PERCENTAGE"},
-            "percentage": {
-                "type": "number",
-                "minimum": 0,
-                "maximum": 100,
-                "multipleOf": 0.01,
-                "description": "At most two decimals; matches when bucket < round(P * 100)",
-            },
-            "value": _VALUE,
-        },
-    },
-    "Rule": {
-        "oneOf": [_ref("StaticRule"), _ref("SegmentRule"), _ref("PercentageRule")],
-        "discriminator": {
-            "propertyName": "type",
-            "mapping": {
-                "STATIC": "#/components/schemas/StaticRule",
-                "SEGMENT": "#/components/schemas/SegmentRule",
-                "PERCENTAGE": "#/components/schemas/PercentageRule",
-            },
-        },
-    },
     "Flag": {
         "type": "object",
         "required": ["key", "enabled", "archived", "rules", "updatedAt"],
         "properties": {
-            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "key": {"type": "string", "pattern": KEY_SCHEMA_PATTERN},
             "enabled": {"type": "boolean"},
             "archived": {"type": "boolean"},
             "rules": {"type": "array", "items": _ref("Rule")},
@@ -286,7 +258,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "archived": {"type": ["boolean", "null"], "default": False},
             "rules": {
                 "type": "array",
-                "maxItems": 100,
+                "maxItems": MAX_RULES,
                 "items": _ref("Rule"),
                 "description": "Ordered; the first matching rule decides. A SEGMENT rule must"
                 " name a segment of the organization.",
@@ -298,7 +270,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["key", "size", "updatedAt"],
         "properties": {
-            "key": {"type": "string", "pattern": KEY_PATTERN},
+            "key": {"type": "string", "pattern": KEY_SCHEMA_PATTERN},
             "size": {"type": "integer", "minimum": 0, "description": "Distinct identifiers"},
             "updatedAt": TIMESTAMP,
             "userIdentifiers": {
@@ -315,8 +287,8 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         "properties": {
             "userIdentifiers": {
                 "type": "array",
-                "maxItems": 1_000_000,
-                "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+                "maxItems": MAX_SEGMENT_SIZE,
+                "items": {"type": "string", "minLength": 1, "maxLength": USER_IDENTIFIER_MAX},
             }
         },
     },
@@ -359,7 +331,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
                 ]
             },
             "confidence": {"type": "number"},
-            "decision": {"enum": ["regression", "improvement", "inconclusive", "withheld"]},
+            "decision": {"enum": [str(decision) for decision in Decision]},
         },
     },
     "FlagHealth": {
@@ -458,6 +430,32 @@ ADMIN_SCHEMAS: dict[str, Any] = {
         },
     },
 }
+
+
+def rule_schemas(rule_types: Sequence[type[Rule]]) -> dict[str, Any]:
+    """Each rule type's schema, named after its class (``StaticRule``), from what the type
+    says of its fields (``Rule.fields``), and ``Rule``: one of them, by ``type``."""
+    schemas: dict[str, Any] = {}
+    for rule_type in rule_types:
+        schemas[rule_type.__name__] = {
+            "type": "object",
+            "required": ["type", *(f.name for f in rule_type.fields if f.required)],
+            "properties": {
+                "type": {"const": str(rule_type.type)},
+                **{f.name: f.schema for f in rule_type.fields},
+                "value": _VALUE,
+            },
+        }
+    names = {str(rule_type.type): rule_type.__name__ for rule_type in rule_types}
+    schemas["Rule"] = {
+        "oneOf": [_ref(name) for name in names.values()],
+        "discriminator": {
+            "propertyName": "type",
+            "mapping": {kind: f"#/components/schemas/{name}" for kind, name in names.items()},
+        },
+    }
+    return schemas
+
 
 ADMIN_PATHS: dict[str, Any] = {
     "/admin/v1/organizations": {
@@ -700,7 +698,7 @@ ADMIN_SCHEMAS.update(
             "required": ["id", "flagKey", "at", "flag", "state", "createdAt"],
             "properties": {
                 "id": {"type": "string", "pattern": "^sch_[0-9a-f]{16}$"},
-                "flagKey": {"type": "string", "pattern": KEY_PATTERN},
+                "flagKey": {"type": "string", "pattern": KEY_SCHEMA_PATTERN},
                 "at": TIMESTAMP,
                 "flag": _ref("FlagPut"),
                 "state": {"enum": ["pending", "applied", "cancelled", "failed"]},

@@ -8,14 +8,25 @@ from typing import Any
 import falcon
 import falcon.asgi
 
+from api.evaluation import RULE_TYPES, Rule
 from api.web.jsonio import encode
-from api.web.openapi.admin import ADMIN_PATHS, ADMIN_SCHEMAS
-from api.web.openapi.ofrep import OFREP_PATHS, OFREP_SCHEMAS
-from api.web.openapi.public import PUBLIC_PATHS, PUBLIC_SCHEMAS, SECURITY_SCHEMES
+from api.web.openapi.admin import ADMIN_PATHS, ADMIN_SCHEMAS, rule_schemas
+from api.web.openapi.ofrep import OFREP_PATHS, OFREP_SCHEMAS, ofrep_success_schemas
+from api.web.openapi.public import (
+    PUBLIC_PATHS,
+    PUBLIC_SCHEMAS,
+    SECURITY_SCHEMES,
+    evaluate_response_schemas,
+)
+
+
+def openapi_document() -> dict[str, Any]:
+    """The document for the rule types registered now (``api.evaluation.RULE_TYPES``)."""
+    return _document(tuple(RULE_TYPES.values()))
 
 
 @cache
-def openapi_document() -> dict[str, Any]:
+def _document(rule_types: tuple[type[Rule], ...]) -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {
@@ -25,7 +36,14 @@ def openapi_document() -> dict[str, Any]:
         },
         "paths": {**PUBLIC_PATHS, **OFREP_PATHS, **ADMIN_PATHS},
         "components": {
-            "schemas": {**ADMIN_SCHEMAS, **PUBLIC_SCHEMAS, **OFREP_SCHEMAS},
+            "schemas": {
+                **ADMIN_SCHEMAS,
+                **rule_schemas(rule_types),
+                **PUBLIC_SCHEMAS,
+                **evaluate_response_schemas(rule_types),
+                **OFREP_SCHEMAS,
+                **ofrep_success_schemas(rule_types),
+            },
             "securitySchemes": {
                 **SECURITY_SCHEMES,
                 "AdminToken": {"type": "http", "scheme": "bearer"},

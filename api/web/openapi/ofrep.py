@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from api.contract import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, OfrepErrorCode, OfrepReason
+from api.evaluation import Rule
 from api.web.openapi.public import EVALUATION_ID, QUOTA_HEADERS, error_response
 
 
@@ -32,24 +35,15 @@ OFREP_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "description": "OpenFeature evaluation context; `targetingKey` is the user identifier.",
         "required": ["targetingKey"],
-        "properties": {"targetingKey": {"type": "string", "minLength": 1, "maxLength": 1024}},
+        "properties": {
+            "targetingKey": {"type": "string", "minLength": 1, "maxLength": USER_IDENTIFIER_MAX}
+        },
         "additionalProperties": True,
     },
     "OfrepEvaluationRequest": {
         "type": "object",
         "required": ["context"],
         "properties": {"context": _ref("OfrepContext")},
-    },
-    "OfrepEvaluationSuccess": {
-        "type": "object",
-        "required": ["key", "value", "reason", "variant", "metadata"],
-        "properties": {
-            "key": {"type": "string"},
-            "value": {"type": "boolean"},
-            "reason": {"enum": ["STATIC", "TARGETING_MATCH", "SPLIT", "DEFAULT", "DISABLED"]},
-            "variant": {"enum": ["on", "off"]},
-            "metadata": _METADATA,
-        },
     },
     "OfrepEvaluationFailure": {
         "type": "object",
@@ -59,15 +53,7 @@ OFREP_SCHEMAS: dict[str, Any] = {
         "required": ["errorCode", "errorDetails"],
         "properties": {
             "key": {"type": "string"},
-            "errorCode": {
-                "enum": [
-                    "PARSE_ERROR",
-                    "TARGETING_KEY_MISSING",
-                    "INVALID_CONTEXT",
-                    "GENERAL",
-                    "FLAG_NOT_FOUND",
-                ]
-            },
+            "errorCode": {"enum": [str(code) for code in OfrepErrorCode]},
             "errorDetails": {"type": "string"},
             "metadata": _METADATA,
             "status": {"type": "integer"},
@@ -93,11 +79,33 @@ OFREP_SCHEMAS: dict[str, Any] = {
     },
 }
 
+
+def ofrep_success_schemas(rule_types: Sequence[type[Rule]]) -> dict[str, Any]:
+    """``OfrepEvaluationSuccess``: its reasons are the rule types' and the answers' without a
+    rule (no match, disabled)."""
+    reasons = [rule_type.ofrep_reason for rule_type in rule_types]
+    reasons += [OfrepReason.DEFAULT, OfrepReason.DISABLED]
+    return {
+        "OfrepEvaluationSuccess": {
+            "type": "object",
+            "required": ["key", "value", "reason", "variant", "metadata"],
+            "properties": {
+                "key": {"type": "string"},
+                "value": {"type": "boolean"},
+                "reason": {"enum": [str(reason) for reason in dict.fromkeys(reasons)]},
+                "variant": {"enum": ["on", "off"]},
+                "metadata": _METADATA,
+            },
+        },
+    }
+
+
 _API_KEY = [{"ApiKey": []}]
 _UNAUTHORIZED = {"description": "Missing or invalid API key", **_json(_ref("UnauthorizedError"))}
 _BAD_REQUEST = {
     "description": "Malformed body (PARSE_ERROR), context not an object or a targeting key that is "
-    "not a 1..1024-character string (INVALID_CONTEXT), no targeting key (TARGETING_KEY_MISSING)",
+    f"not a 1..{USER_IDENTIFIER_MAX}-character string (INVALID_CONTEXT), no targeting key"
+    " (TARGETING_KEY_MISSING)",
     **_json(_ref("OfrepEvaluationFailure")),
 }
 _REQUEST_BODY = {"required": True, **_json(_ref("OfrepEvaluationRequest"))}
@@ -113,7 +121,7 @@ OFREP_PATHS: dict[str, Any] = {
                     "name": "key",
                     "in": "path",
                     "required": True,
-                    "schema": {"type": "string", "maxLength": 128},
+                    "schema": {"type": "string", "maxLength": FLAG_KEY_MAX},
                 }
             ],
             "requestBody": _REQUEST_BODY,

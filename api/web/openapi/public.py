@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from api.contract import (
+    BULK_MAX_FEEDBACKS,
+    BULK_MAX_USERS,
+    ERROR_TYPE_MAX,
+    FLAG_KEY_MAX,
+    SDK_MAX,
+    USER_IDENTIFIER_MAX,
+    ErrorType,
+)
+from api.evaluation import Rule
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -54,6 +66,10 @@ ERROR_SCHEMA: dict[str, Any] = {
     },
 }
 
+_FLAG_KEY = {"type": "string", "minLength": 1, "maxLength": FLAG_KEY_MAX}
+_USER_IDENTIFIER = {"type": "string", "minLength": 1, "maxLength": USER_IDENTIFIER_MAX}
+_SDK = {"type": ["string", "null"], "maxLength": SDK_MAX}
+
 PUBLIC_SCHEMAS: dict[str, Any] = {
     "Error": ERROR_SCHEMA,
     "UnauthorizedError": {
@@ -69,42 +85,30 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["flagKey", "userIdentifier"],
         "properties": {
-            "flagKey": {"type": "string", "minLength": 1, "maxLength": 128},
-            "userIdentifier": {"type": "string", "minLength": 1, "maxLength": 1024},
-            "sdk": {"type": ["string", "null"], "maxLength": 256},
+            "flagKey": _FLAG_KEY,
+            "userIdentifier": _USER_IDENTIFIER,
+            "sdk": _SDK,
         },
     },
     "EvaluationError": {
         "type": "object",
         "required": ["type", "message"],
         "properties": {
-            "type": {
-                "enum": ["FLAG_NOT_FOUND", "FLAG_ARCHIVED", "FLAG_DISABLED", "PLAN_LIMIT_EXCEEDED"]
-            },
+            "type": {"enum": [str(error) for error in ErrorType]},
             "message": {"type": "string"},
-        },
-    },
-    "EvaluateResponse": {
-        "type": "object",
-        "required": ["value", "matchedRuleType", "error", "evaluationId"],
-        "properties": {
-            "value": {"type": "boolean"},
-            "matchedRuleType": {"enum": ["STATIC", "SEGMENT", "PERCENTAGE", None]},
-            "error": {"oneOf": [{"type": "null"}, _ref("EvaluationError")]},
-            "evaluationId": EVALUATION_ID,
         },
     },
     "BulkEvaluateRequest": {
         "type": "object",
         "required": ["flagKey", "userIdentifiers"],
         "properties": {
-            "flagKey": {"type": "string", "minLength": 1, "maxLength": 128},
+            "flagKey": _FLAG_KEY,
             "userIdentifiers": {
                 "type": "array",
-                "maxItems": 10000,
-                "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+                "maxItems": BULK_MAX_USERS,
+                "items": _USER_IDENTIFIER,
             },
-            "sdk": {"type": ["string", "null"], "maxLength": 256},
+            "sdk": _SDK,
         },
     },
     "BulkEvaluateResponse": {
@@ -123,17 +127,38 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
             },
             "result": {"type": "boolean"},
             "latencyMs": {"type": ["number", "null"], "minimum": 0},
-            "errorType": {"type": ["string", "null"], "maxLength": 256},
+            "errorType": {"type": ["string", "null"], "maxLength": ERROR_TYPE_MAX},
         },
     },
     "BulkFeedbackRequest": {
         "type": "object",
         "required": ["feedbacks"],
         "properties": {
-            "feedbacks": {"type": "array", "maxItems": 500, "items": _ref("FeedbackEvent")},
+            "feedbacks": {
+                "type": "array",
+                "maxItems": BULK_MAX_FEEDBACKS,
+                "items": _ref("FeedbackEvent"),
+            },
         },
     },
 }
+
+
+def evaluate_response_schemas(rule_types: Sequence[type[Rule]]) -> dict[str, Any]:
+    """``EvaluateResponse``: its ``matchedRuleType`` is one of the registered rule types."""
+    return {
+        "EvaluateResponse": {
+            "type": "object",
+            "required": ["value", "matchedRuleType", "error", "evaluationId"],
+            "properties": {
+                "value": {"type": "boolean"},
+                "matchedRuleType": {"enum": [*(str(t.type) for t in rule_types), None]},
+                "error": {"oneOf": [{"type": "null"}, _ref("EvaluationError")]},
+                "evaluationId": EVALUATION_ID,
+            },
+        },
+    }
+
 
 _API_KEY = [{"ApiKey": []}]
 
@@ -172,7 +197,7 @@ PUBLIC_PATHS: dict[str, Any] = {
         "evaluation",
     ),
     "/v1/evaluate/bulk": _post(
-        "Evaluate one flag for many users (at most 10,000)",
+        f"Evaluate one flag for many users (at most {BULK_MAX_USERS:,})",
         "BulkEvaluateRequest",
         {
             "200": {
@@ -188,7 +213,7 @@ PUBLIC_PATHS: dict[str, Any] = {
         "Report the outcome of one evaluation (beta)", "FeedbackEvent", _FEEDBACK_ERRORS, "feedback"
     ),
     "/v1/feedback/bulk": _post(
-        "Report up to 500 outcomes at once (beta)",
+        f"Report up to {BULK_MAX_FEEDBACKS} outcomes at once (beta)",
         "BulkFeedbackRequest",
         _FEEDBACK_ERRORS,
         "feedback",

@@ -9,6 +9,7 @@ import falcon
 import falcon.asgi
 import msgspec
 
+from api.contract import BULK_MAX_USERS, FLAG_KEY_MAX, SDK_MAX, USER_IDENTIFIER_MAX
 from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
@@ -28,11 +29,6 @@ from api.web.jsonio import (
     typed_error,
 )
 from api.web.public.quota import QuotaFields, QuotaHeaders
-
-FLAG_KEY_MAX = 128
-USER_IDENTIFIER_MAX = 1024
-SDK_MAX = 256
-BULK_MAX_USERS = 10_000
 
 
 def key_environment(services: Services, key: KeyContext) -> EnvironmentConfig:
@@ -159,7 +155,8 @@ _BULK_BODY = msgspec.json.Decoder(BulkEvaluateBody)
 
 
 def distinct_user_identifiers(items: list[object]) -> list[str]:
-    """The identifiers in order of first appearance; each must be a 1..1024-character string."""
+    """The identifiers in order of first appearance; each must be a string of 1 to
+    ``USER_IDENTIFIER_MAX`` characters."""
     for index, item in enumerate(items):
         if not isinstance(item, str) or not 1 <= len(item) <= USER_IDENTIFIER_MAX:
             raise BadRequest(

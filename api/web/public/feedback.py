@@ -13,6 +13,7 @@ from typing import Any
 import falcon
 import falcon.asgi
 
+from api.contract import BULK_MAX_FEEDBACKS, ERROR_TYPE_MAX
 from api.controlplane.model import KeyContext
 from api.evaluation.ids import EvaluationIdIssuer, InvalidEvaluationId
 from api.eventlog import EventLogUnavailable
@@ -22,9 +23,6 @@ from api.web.auth import authenticate_api_key
 from api.web.errors import INSIGHTS_DISABLED_MESSAGE, BadRequest, Forbidden, ServiceUnavailable
 from api.web.jsonio import finite_number, read_json, require_list, require_object
 from api.web.public.evaluate import key_environment
-
-BULK_MAX_FEEDBACKS = 500
-ERROR_TYPE_MAX = 256
 
 log = logging.getLogger("flagsight.feedback")
 

@@ -26,9 +26,17 @@ from typing import Any
 import falcon
 import falcon.asgi
 
+from api.contract import (
+    ERROR_MESSAGES,
+    FLAG_KEY_MAX,
+    USER_IDENTIFIER_MAX,
+    ErrorType,
+    OfrepErrorCode,
+    OfrepReason,
+)
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.evaluation import ERROR_MESSAGES, RULE_TYPES, ErrorType, Result, RuleType
+from api.evaluation import RULE_TYPES, Result
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
 from api.metering.meter import seconds_until_next_month
 from api.serving.evaluations import EvaluationServer
@@ -36,27 +44,20 @@ from api.serving.services import Services
 from api.web.auth import authenticate_api_key
 from api.web.errors import ApiError, BadRequest, reason_phrase
 from api.web.jsonio import encode, read_json
-from api.web.public.evaluate import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, key_environment
+from api.web.public.evaluate import key_environment
 from api.web.public.quota import QuotaHeaders
 
-# OpenFeature reasons and error codes (https://openfeature.dev/specification/types).
-# A rule's reason is its type's ``ofrep_reason`` (api/evaluation/model.py).
-REASON_DEFAULT = "DEFAULT"
-REASON_DISABLED = "DISABLED"
-
-PARSE_ERROR = "PARSE_ERROR"
-TARGETING_KEY_MISSING = "TARGETING_KEY_MISSING"
-INVALID_CONTEXT = "INVALID_CONTEXT"
-GENERAL = "GENERAL"
-FLAG_NOT_FOUND = "FLAG_NOT_FOUND"
+# OpenFeature's reasons and error codes (https://openfeature.dev/specification/types) are the
+# contract's (``api.contract``); a rule's reason is its type's ``ofrep_reason``.
+PARSE_ERROR = OfrepErrorCode.PARSE_ERROR
+TARGETING_KEY_MISSING = OfrepErrorCode.TARGETING_KEY_MISSING
+INVALID_CONTEXT = OfrepErrorCode.INVALID_CONTEXT
+GENERAL = OfrepErrorCode.GENERAL
+FLAG_NOT_FOUND = OfrepErrorCode.FLAG_NOT_FOUND
 
 VARIANT_ON = "on"
 VARIANT_OFF = "off"
 
-_REASONS: dict[RuleType | None, str] = {
-    **{rule_type: cls.ofrep_reason for rule_type, cls in RULE_TYPES.items()},
-    None: REASON_DEFAULT,
-}
 _DISABLED = frozenset({ErrorType.FLAG_DISABLED, ErrorType.FLAG_ARCHIVED})
 _ETAG_FORMAT = "1"  # bump when the answer's shape changes, so old ETags stop matching
 
@@ -140,9 +141,11 @@ def check_flag_key(key: str) -> None:
 def success_object(flag_key: str, result: Result, evaluation_id: str) -> dict[str, Any]:
     """OFREP's evaluationSuccess for a served (or disabled/archived) flag."""
     if result.error_type in _DISABLED:
-        reason = REASON_DISABLED
+        reason: str = OfrepReason.DISABLED
+    elif result.matched_rule_type is None:
+        reason = OfrepReason.DEFAULT
     else:
-        reason = _REASONS[result.matched_rule_type]
+        reason = RULE_TYPES[result.matched_rule_type].ofrep_reason
     return {
         "key": flag_key,
         "value": result.value,

@@ -6,10 +6,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-RULE_TYPES = frozenset({"STATIC", "SEGMENT", "PERCENTAGE"})
-"""The rule types this SDK version knows (the service's table, checked by its tests). A newer
+RULE_REASONS = {"STATIC": "STATIC", "SEGMENT": "TARGETING_MATCH", "PERCENTAGE": "SPLIT"}
+"""The rule types this SDK version knows, each with its OpenFeature reason (the service's
+registry, checked by its tests: the one place of the SDK a new rule type is added to). A newer
 service may answer another: the answer is taken as it is (its ``value`` still decides), and
 the OpenFeature provider gives it reason ``UNKNOWN``, so a new rule type never turns a flag off."""
+RULE_TYPES = frozenset(RULE_REASONS)
 ERROR_TYPES = frozenset({"FLAG_NOT_FOUND", "FLAG_ARCHIVED", "FLAG_DISABLED", "PLAN_LIMIT_EXCEEDED"})
 EVALUATION_ID_MAX = 64
 

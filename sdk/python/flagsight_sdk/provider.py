@@ -34,16 +34,14 @@ from openfeature.provider import AbstractProvider, Metadata
 from openfeature.track import TrackingEventDetails
 
 from flagsight_sdk.client import FlagsightClient
-from flagsight_sdk.model import Evaluation
+from flagsight_sdk.model import RULE_REASONS, Evaluation
 
 log = logging.getLogger("flagsight_sdk")
 
 TRACK_SUCCESS = "success"
 TRACK_ERROR_TYPE = "errorType"
 _REASONS = {
-    "STATIC": Reason.STATIC,
-    "SEGMENT": Reason.TARGETING_MATCH,
-    "PERCENTAGE": Reason.SPLIT,
+    **{rule_type: Reason(reason) for rule_type, reason in RULE_REASONS.items()},
     None: Reason.DEFAULT,
 }
 _DISABLED = frozenset({"FLAG_DISABLED", "FLAG_ARCHIVED"})

@@ -1,0 +1,18 @@
+"""The SDK imports nothing of ``api``: the few contract names it needs are copies, held equal
+to ``api.contract`` here."""
+
+from __future__ import annotations
+
+from flagsight_sdk import batcher, client, model
+
+from api import contract
+
+
+def test_the_sdks_limits_are_the_contracts() -> None:
+    assert client.BULK_MAX_USERS == contract.BULK_MAX_USERS
+    assert client.ERROR_TYPE_MAX == contract.ERROR_TYPE_MAX
+    assert batcher.MAX_BATCH == contract.BULK_MAX_FEEDBACKS
+
+
+def test_the_sdks_error_types_are_the_contracts() -> None:
+    assert {str(error) for error in contract.ErrorType} == model.ERROR_TYPES
