@@ -78,8 +78,9 @@ SEAMS_WRITTEN_FOR = "27.0.1"
 """The gunicorn release whose code the overrides below mirror (``gunicorn/asgi/protocol.py``:
 ``ASGIProtocol._serve_http_request``, ``_build_http_scope``, ``_send_response_start``,
 ``_send_error_response``, ``_will_close``, ``pause_writing``/``resume_writing``,
-``eof_received``; ``gunicorn/workers/gasgi.py``: ``ASGIWorker._setup_event_loop`` and
-``_serve``). ``tests/api/test_http_worker.py`` fails on any other release, so an upgrade
+``eof_received``, and the ``_awaiting_request`` flag and ``_keepalive_timeout`` close that
+``close_if_idle`` reads; ``gunicorn/workers/gasgi.py``: ``ASGIWorker._setup_event_loop``,
+``_serve`` and ``_shutdown``). ``tests/api/test_http_worker.py`` fails on any other release, so an upgrade
 re-reads them first."""
 
 FIELDS_KEPT = 4_096
@@ -220,6 +221,9 @@ class FlagsightProtocol(ASGIProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        connections = getattr(self.worker, "connections", None)
+        if connections is not None:
+            connections.add(self)
         if self._callback_parser is not None:  # HTTP/1 (not HTTP/2 nor uWSGI)
             self._head_timer = self.worker.loop.call_later(
                 self.header_timeout_s, self._head_timed_out
@@ -243,8 +247,17 @@ class FlagsightProtocol(ASGIProtocol):
             self._head_timer = None
         self._cancel_send_timer()
         super().connection_lost(exc)
+        connections = getattr(self.worker, "connections", None)
+        if connections is not None:
+            connections.discard(self)
         for acceptor in getattr(self.worker, "acceptors", ()):
             acceptor.connection_closed()
+
+    def close_if_idle(self) -> None:
+        """Close the connection if it waits for a request (kept alive, or new): the worker is
+        shutting down. One with a request in flight finishes it, with ``Connection: close``."""
+        if self._awaiting_request and not self._closed and self._current_request is None:
+            self._keepalive_timeout()
 
     def pause_writing(self) -> None:
         """The write buffer is over its high-water mark: the client has that long to read."""
@@ -438,7 +451,11 @@ class FlagsightProtocol(ASGIProtocol):
 class FlagsightWorker(gasgi.ASGIWorker):
     """``worker_class`` of ``flagsight serve`` (``api.server.gunicorn_conf``)."""
 
+    connections: set[FlagsightProtocol]
+    """This worker's open connections (``_shutdown`` closes the idle ones)."""
+
     def init_process(self) -> None:
+        self.connections = set()
         settings = Settings.from_env()
         FlagsightProtocol.header_timeout_s = settings.header_timeout_s
         FlagsightProtocol.send_timeout_s = settings.send_timeout_s
@@ -469,6 +486,21 @@ class FlagsightWorker(gasgi.ASGIWorker):
             return acceptor
 
         loop.create_server = serve
+
+    async def _shutdown(self) -> None:
+        """gunicorn's graceful shutdown, without waiting for idle connections.
+
+        gunicorn waits up to ``graceful_timeout`` (10 s) for every open connection to close,
+        and a client's kept-alive connection between requests never does on its own: each
+        restart of a worker behind a connection pool took the whole timeout. Here new
+        connections stop first, then the connections waiting for a request are closed; the
+        wait is for requests in flight only, each answered with ``Connection: close``.
+        """
+        for server in self.servers:
+            server.close()
+        for protocol in list(self.connections):
+            protocol.close_if_idle()
+        await super()._shutdown()
 
 
 def install_seams() -> None:

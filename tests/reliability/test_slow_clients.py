@@ -554,3 +554,22 @@ def test_fresh_clients_wait_in_the_backlog_while_junk_connections_fill_the_worke
             sock.close()
     assert statuses == [200] * 120
     assert len(limited_server.worker_pids()) == 2
+
+
+def test_a_graceful_stop_does_not_wait_for_idle_kept_alive_connections(tmp_path: Path) -> None:
+    """A client's pool holds a kept-alive connection to each worker; SIGTERM closes those at
+    once instead of waiting the whole graceful timeout (here 30 s) for them to go away."""
+    server = GunicornServer(
+        tmp_path / "data", admin_token=ADMIN_TOKEN, env={"FLAGSIGHT_GRACEFUL_TIMEOUT": "30"}
+    ).start()
+    try:
+        pool = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(8)]
+        for sock in pool:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        server.stop(timeout_s=60)
+        assert time.monotonic() - started < 15  # not the 30 s graceful timeout
+        assert all(closed_by_server(sock, 5) for sock in pool)
+    finally:
+        server.kill()
