@@ -13,13 +13,13 @@ import dataclasses
 
 import msgspec
 
+from api.contract import KEY_PATTERN, KEY_SPEC
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, FlagBody, Schedule, ScheduleState
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
 from api.controlplane.store import (
-    KEY_PATTERN,
     ControlPlaneError,
     InvalidError,
     NotFoundError,
@@ -57,7 +57,7 @@ class SchedulesMixin:
         actor: str = Actor.SYSTEM,
     ) -> Schedule:
         if not KEY_PATTERN.fullmatch(flag_key):
-            raise InvalidError("flagKey", "Flag key must match [A-Za-z0-9._-]{1,128}")
+            raise InvalidError("flagKey", f"Flag key must match {KEY_SPEC}")
         made = Schedule(
             new_id("sch_"), environment_id, flag_key, at, body, ScheduleState.PENDING, self._now()
         )

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from api.contract import KEY_PATTERN, KEY_SPEC, MAX_SEGMENT_SIZE
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, EventType
 from api.controlplane.model import (
@@ -37,8 +38,6 @@ from api.controlplane.sql_rollouts import RolloutsMixin
 from api.controlplane.sql_schedules import SchedulesMixin
 from api.controlplane.sql_webhooks import WebhooksMixin
 from api.controlplane.store import (
-    KEY_PATTERN,
-    MAX_SEGMENT_SIZE,
     ConfigSnapshot,
     ConflictError,
     ConflictReason,
@@ -263,7 +262,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         actor: str = Actor.SYSTEM,
     ) -> Environment:
         if not KEY_PATTERN.fullmatch(key):
-            raise InvalidError("key", "Field 'key' must match [A-Za-z0-9._-]{1,128}")
+            raise InvalidError("key", f"Field 'key' must match {KEY_SPEC}")
         environment = Environment(
             new_id("env_"), organization_id, key, name or key, bool(insights_enabled)
         )
@@ -448,7 +447,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         actor: str = Actor.SYSTEM,
     ) -> tuple[Segment, bool]:
         if not KEY_PATTERN.fullmatch(key):
-            raise InvalidError("segmentKey", "Segment key must match [A-Za-z0-9._-]{1,128}")
+            raise InvalidError("segmentKey", f"Segment key must match {KEY_SPEC}")
         members = list(dict.fromkeys(user_identifiers))
         if len(members) > MAX_SEGMENT_SIZE:
             raise InvalidError(
@@ -604,7 +603,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         actor: str = Actor.SYSTEM,
     ) -> tuple[FlagRecord, bool]:
         if not KEY_PATTERN.fullmatch(key):
-            raise InvalidError("flagKey", "Flag key must match [A-Za-z0-9._-]{1,128}")
+            raise InvalidError("flagKey", f"Flag key must match {KEY_SPEC}")
         flag = FlagRecord(
             environment_id, key, bool(enabled), bool(archived), tuple(rules), self._now()
         )

@@ -11,7 +11,6 @@ maps them to 400, 404, 409 and 503).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -42,10 +41,6 @@ from api.controlplane.model import (
 )
 from api.evaluation import Rule
 
-KEY_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
-"""Flag, segment and environment keys: case-sensitive, 1 to 128 of these characters."""
-
-MAX_SEGMENT_SIZE = 1_000_000
 MAX_MONTHLY_LIMIT = 10**15
 
 SegmentId = tuple[str, str]
