@@ -34,8 +34,10 @@ format: install
 	@$(BIN)/ruff check --quiet --fix .
 	@$(BIN)/ruff format --quiet .
 
+# Three pytest workers (pytest-xdist), each module on one of them (its fixtures started once):
+# most tests wait on real servers, databases and browsers, so three keep two cores busy.
 test: system-deps install node-deps lint
-	@$(BIN)/pytest -q -p no:randomly
+	@$(BIN)/pytest -q -p no:randomly -n 3 --dist loadscope
 
 # The long simulations behind docs/statistics.md (minutes; make test runs shorter versions).
 simulations: install

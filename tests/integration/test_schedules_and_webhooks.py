@@ -66,7 +66,7 @@ def test_a_schedule_is_served_by_every_worker_within_a_second_of_its_time(
 ) -> None:
     tenant = server_admin.tenant()
     server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}], enabled=False)
-    time.sleep(1.0)  # every worker knows the new API key
+    server.wait_config_everywhere()  # every worker serves the new keys and flags
     at = time.time() + 2.0
     iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1000):03d}Z"
     made = server_admin.request(

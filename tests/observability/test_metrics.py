@@ -123,7 +123,6 @@ def test_the_metrics_files_keep_ten_times_the_room_a_busy_worker_uses(server, se
     and scrapes: each process's files stay under a tenth full, so the small allocation
     (``PROCESS_FILE_BYTES``) never has to grow sparsely."""
     import struct
-    import time
 
     import requests
 
@@ -131,7 +130,7 @@ def test_the_metrics_files_keep_ten_times_the_room_a_busy_worker_uses(server, se
 
     tenant = server_admin.tenant()
     server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-    time.sleep(1.2)
+    server.wait_config_everywhere()  # every worker serves the new keys and flags
     url, key = server.url, {"Authorization": f"ApiKey {tenant.api_key}"}
     with requests.Session() as http:
         for index in range(40):

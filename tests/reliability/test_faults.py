@@ -122,7 +122,7 @@ def test_full_event_log_disk_refuses_feedback_keeps_evaluating_and_loses_nothing
         admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
         tenant = admin.tenant()
         admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-        time.sleep(1.2)  # every worker has the new key
+        server.wait_config_everywhere()  # every worker serves the new keys and flags
         client = Client(server.url, tenant.api_key)
         for i in range(40):
             assert client.evaluate(f"before-{i}").status_code == 200
@@ -243,7 +243,7 @@ def test_locked_control_plane_keeps_evaluation_serving_and_admin_writes_wait(
 ) -> None:
     tenant = server_admin.tenant()
     server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-    time.sleep(1.2)
+    server.wait_config_everywhere()  # every worker serves the new keys and flags
     client = Client(server.url, tenant.api_key)
     locked = threading.Event()
     holder = threading.Thread(
@@ -346,7 +346,7 @@ def test_a_worker_killed_mid_requests_loses_nothing_acknowledged(tmp_path: Path)
         admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
         tenant = admin.tenant(plan="enterprise", limit=10**9)
         admin.flag(tenant.environment_id, "f", [{"type": "PERCENTAGE", "percentage": 50}])
-        time.sleep(1.2)
+        server.wait_config_everywhere()  # every worker serves the new keys and flags
         clients = [Client(server.url, tenant.api_key) for _ in range(4)]
         failures: list[str] = []
         stop = threading.Event()
@@ -438,7 +438,7 @@ def test_a_pipeline_killed_mid_run_and_run_again_counts_everything_once(tmp_path
         admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
         tenant = admin.tenant()
         admin.flag(tenant.environment_id, "f", [{"type": "PERCENTAGE", "percentage": 30}])
-        time.sleep(1.2)
+        server.wait_config_everywhere()  # every worker serves the new keys and flags
         produce(server, tenant.api_key, 300, "first")
     finally:
         server.stop()  # sealed

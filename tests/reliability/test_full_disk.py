@@ -88,7 +88,7 @@ def test_evaluate_answers_on_a_full_disk_no_worker_dies_and_it_heals(small_disk:
         tenants = [admin.tenant() for _ in range(TENANTS)]  # meter slots spread over pages
         for tenant in tenants:
             admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-        time.sleep(1.2)  # every worker has the new keys
+        server.wait_config_everywhere()  # every worker serves the new keys and flags
         assert evaluate(server, tenants[0], "before").status_code == 200
 
         filler = fill(small_disk)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +61,7 @@ def world(module_server: GunicornServer, module_server_admin: Admin) -> World:
     spare = module_server_admin.request(
         "POST", f"/environments/{tenant.environment_id}/api-keys", {"name": "spare"}, expect=201
     )
-    time.sleep(1.2)  # every worker knows the new keys (contract: within a second)
+    module_server.wait_config_everywhere()  # every worker serves the new keys and flags
     issued = requests.post(
         f"{module_server.url}/v1/evaluate",
         json={"flagKey": "f", "userIdentifier": "u1"},

@@ -9,7 +9,6 @@ import hashlib
 import hmac
 import re
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +231,7 @@ def test_size_limits_on_a_real_server_and_no_secret_in_its_logs(
 ) -> None:
     tenant = module_server_admin.tenant()
     module_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-    time.sleep(1.2)  # every worker knows the new key (contract: within a second)
+    module_server.wait_config_everywhere()  # every worker serves the new keys and flags
     url = module_server.url
     key = {"Authorization": f"ApiKey {tenant.api_key}"}
     big = {"flagKey": "f", "userIdentifier": "u", "pad": "x" * (65 * 1024)}
@@ -282,7 +281,7 @@ def test_one_reason_phrase_for_413_everywhere(
     """The status line (written by gunicorn) and the body's ``error`` agree, on the public
     API, OFREP, the admin API and the dashboard, and with a lying Content-Length."""
     tenant = module_server_admin.tenant()
-    time.sleep(1.2)
+    module_server.wait_config_everywhere()  # every worker serves the new keys and flags
     key = f"ApiKey {tenant.api_key}".encode()
     admin = f"Bearer {ADMIN_TOKEN}".encode()
     big = b'{"pad":"' + b"x" * (70 * 1024 * 1024) + b'"}'

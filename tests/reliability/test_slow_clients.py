@@ -34,7 +34,7 @@ def slow_tenant(slow_server: GunicornServer) -> Tenant:
     admin = Admin(requests_caller(slow_server.url), ADMIN_TOKEN)
     tenant = admin.tenant()
     admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-    time.sleep(1.2)  # every worker knows the new key (contract: within a second)
+    slow_server.wait_config_everywhere()  # every worker serves the new keys and flags
     return tenant
 
 
@@ -290,7 +290,7 @@ def test_the_event_log_survives_running_out_of_descriptors(
     admin = Admin(requests_caller(timed_server.url), ADMIN_TOKEN)
     tenant = admin.tenant()
     admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-    time.sleep(1.2)
+    timed_server.wait_config_everywhere()  # every worker serves the new keys and flags
     workers = sorted(timed_server.worker_pids())
     session = requests.Session()
     session.headers.update({"Authorization": f"ApiKey {tenant.api_key}"})
