@@ -42,7 +42,7 @@ from api.metering.meter import seconds_until_next_month
 from api.serving.evaluations import EvaluationServer
 from api.serving.services import Services
 from api.web.auth import authenticate_api_key
-from api.web.errors import ApiError, BadRequest, reason_phrase
+from api.web.errors import ApiError, BadRequest, error_body
 from api.web.jsonio import encode, read_json
 from api.web.public.evaluate import key_environment
 from api.web.public.quota import QuotaHeaders
@@ -171,9 +171,7 @@ def request_error_body(flag_key: str | None, exc: OfrepRequestError) -> dict[str
     """The OFREP failure plus the contract's error fields (section 3) for the same status."""
     return {
         **failure_object(flag_key, exc.error_code, exc.details, None),
-        "status": exc.status,
-        "error": reason_phrase(exc.status),
-        "message": exc.details,
+        **error_body(exc.status, exc.details),
     }
 
 
