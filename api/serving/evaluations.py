@@ -15,6 +15,7 @@ from api.controlplane.model import KeyContext
 from api.evaluation import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide, decide_one
 from api.evaluation.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED
 from api.evaluation.ids import bulk_ids
+from api.evaluation.model import Flag
 from api.eventlog import EventLogUnavailable
 from api.eventlog.failures import WARNING_INTERVAL_S, Throttled
 from api.eventlog.schema import EVALUATION, EvaluationBatch
@@ -83,23 +84,10 @@ class EvaluationServer:
             rules += _NOT_EVALUATED * (len(users) - granted)
             s.metrics.plan_limit_refusals.inc(len(users) - granted)
         prefix = s.ids.issue_prefix(environment.id, len(users)) if users else ""
-        batch = EvaluationBatch(
-            prefix,
-            int(now * 1_000_000),
-            key.organization_id,
-            environment.id,
-            flag_key,
-            sdk,
-            key.key_id,
-            source,
-            users,
-            outcomes,
-            rules,
-            -1 if flag is None else flag.split_rule,
-            None if flag is None else flag.split_percentage,
-        )
-        self._record(batch)
-        s.tallies.count_outcomes(outcomes)
+        self._record(
+            prefix, int(now * 1_000_000), key, environment, flag_key, flag, sdk, source,
+            users, outcomes, rules,
+        )  # fmt: skip
         return Served(users, outcomes, prefix)
 
     def serve_one(
@@ -166,23 +154,10 @@ class EvaluationServer:
         else:
             outcome, rule_byte = decide_one(flag, user, environment.segments)
         prefix = s.ids.issue_prefix(environment.id, 1)
-        batch = EvaluationBatch(
-            prefix,
-            at_us,
-            key.organization_id,
-            environment.id,
-            flag_key,
-            sdk,
-            key.key_id,
-            source,
-            [user],
-            outcome,
+        self._record(
+            prefix, at_us, key, environment, flag_key, flag, sdk, source, [user], outcome,
             rule_byte,
-            -1 if flag is None else flag.split_rule,
-            None if flag is None else flag.split_percentage,
-        )
-        self._record(batch)
-        s.tallies.count_outcomes(outcome)
+        )  # fmt: skip
         return outcome[0], prefix
 
     def _meter(self, organization_id: str, now: float, requested: int) -> int:
@@ -204,12 +179,42 @@ class EvaluationServer:
             self._month = (month, start, end)
         return month
 
-    def _record(self, batch: EvaluationBatch) -> None:
-        """Append one event per answer. If the log refuses, flags keep working: count the loss."""
+    def _record(
+        self,
+        prefix: str,
+        at_us: int,
+        key: KeyContext,
+        environment: EnvironmentConfig,
+        flag_key: str,
+        flag: Flag | None,
+        sdk: str | None,
+        source: str,
+        users: list[str],
+        outcomes: bytes,
+        rules: bytes,
+    ) -> None:
+        """One event batch for the answers (one event per user) and their tallies. If the log
+        refuses, flags keep working: the loss is counted."""
+        batch = EvaluationBatch(
+            prefix,
+            at_us,
+            key.organization_id,
+            environment.id,
+            flag_key,
+            sdk,
+            key.key_id,
+            source,
+            users,
+            outcomes,
+            rules,
+            -1 if flag is None else flag.split_rule,
+            None if flag is None else flag.split_percentage,
+        )
         try:  # the log counts what it appended (flagsight_events_logged)
             self._services.event_log.append_evaluation_batch(batch)
         except EventLogUnavailable as exc:
-            self._lost(len(batch.user_identifiers), batch.environment_id, exc)
+            self._lost(len(users), environment.id, exc)
+        self._services.tallies.count_outcomes(outcomes)
 
     def _lost(self, lost: int, environment_id: str, exc: EventLogUnavailable) -> None:
         """Every loss is counted; the error line is throttled (one per kind and interval,
