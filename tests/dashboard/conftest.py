@@ -1,5 +1,6 @@
 """Dashboard fixtures: the in-process app with the dashboard, a signed-in client over it, and
-a real ``flagsight serve`` that serves the dashboard, for the browser tests."""
+a real ``flagsight serve`` that serves the dashboard, and one headless Chromium per module, for
+the browser tests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from urllib.parse import urlencode
 import falcon.testing
 import pytest
 import requests
+from playwright.sync_api import Browser, sync_playwright
 
 from api.serving.services import Services
 from api.web.app import create_app
@@ -18,12 +20,26 @@ from api.web.dashboard.routes import add_dashboard_routes
 from api.web.dashboard.sessions import SESSION_COOKIE, SIGNIN_COOKIE
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, testclient_caller
+from tests.support.needs import CHROMIUM
 from tests.support.server import GunicornServer
 
 FORM = "application/x-www-form-urlencoded"
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 """What a browser asks for when it follows a link or posts a form."""
 _CSRF = re.compile(r'name="csrf_token" value="([^"]*)"')
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, for one test module (each opens its own contexts)."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
 
 
 @pytest.fixture

@@ -11,28 +11,15 @@ from typing import Any
 
 import pytest
 import requests
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from api.settings import Settings
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, requests_caller
-from tests.support.needs import CHROMIUM, needs_chromium
+from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
 
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
-
 pytestmark = needs_chromium()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -9,14 +9,13 @@ Screenshots go to ``$FLAGSIGHT_SCREENSHOTS`` when it is set (else the test's tem
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import ADMIN_TOKEN
-from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, eventually, key_is_served, served
+from tests.dashboard.test_browser import eventually, key_is_served, served
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
@@ -24,14 +23,6 @@ from tests.support.server import GunicornServer
 pytestmark = needs_chromium()
 
 WIDTHS = {"laptop": 1366, "phone": 390}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,14 @@ Screenshots go to ``$FLAGSIGHT_SCREENSHOTS`` when it is set (else the test's tem
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from api.settings import Settings
 from tests.conftest import ADMIN_TOKEN
-from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.dashboard.test_browser_first_hour import (
     WIDTHS,
     no_horizontal_overflow,
@@ -34,14 +32,6 @@ pytestmark = needs_chromium()
 
 LONG_KEY = "new-checkout-flow-with-a-long-name"
 LONG_URL = "https://hooks.example.com/flagsight/receivers/production/0123456789abcdef0123456789"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

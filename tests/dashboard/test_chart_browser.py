@@ -12,17 +12,16 @@ Screenshots go to ``$FLAGSIGHT_SCREENSHOTS`` when it is set (else the test's tem
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from tests.conftest import ADMIN_TOKEN
-from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.dashboard.test_browser import sign_in
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
@@ -34,14 +33,6 @@ pytestmark = needs_chromium()
 WIDTHS = {"laptop": 1366, "phone": 390}
 RANGES = ("24h", "30d", "all")
 MANY, THREE = "checkout-with-many-windows", "checkout-three-windows"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")
