@@ -6,10 +6,14 @@ Loaded by ``dagster dev -w workspace.yaml`` (module ``pipelines.definitions``, a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dagster as dg
 
+from api.infra.objectstore import is_remote
 from api.settings import Settings
-from pipelines.assets import ALL_ASSETS
+from pipelines.assets import ASSETS
+from pipelines.checks import CHECKS
 from pipelines.constants import JOB_NAME
 from pipelines.resources import ControlPlaneResource, EventLakeResource, WarehouseResource
 from pipelines.retention import run_retention_sensor
@@ -55,9 +59,25 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     }
 
 
+def deployment_kinds(settings: Settings) -> Callable[[dg.AssetSpec], dg.AssetSpec]:
+    """The kinds that depend on where things live. The assets declare the default deployment's:
+    the control plane in SQLite (``sqlite``), the lake in a folder (``parquet``). With
+    ``database_url`` the control plane is ``postgres`` instead; with the lake in a bucket, the
+    assets that use the lake (read it, or upload the snapshot to it) are also ``s3``."""
+    lake_users = {asset.key for asset in ASSETS if "lake" in asset.required_resource_keys}
+    in_bucket = lake_users if is_remote(settings.events_location) else set()
+    control_plane = "postgres" if settings.database_url else "sqlite"
+
+    def kinds(spec: dg.AssetSpec) -> dg.AssetSpec:
+        mapped = {control_plane if kind == "sqlite" else kind for kind in spec.kinds}
+        return spec.replace_attributes(kinds=mapped | ({"s3"} if spec.key in in_bucket else set()))
+
+    return kinds
+
+
 def build_definitions(settings: Settings) -> dg.Definitions:
-    # One process for the whole run, one step per asset: every step shares one DuckDB file
-    # (and one connection), which only one process at a time may open read-write.
+    # One process for the whole run, one step per asset and per check: every step shares one
+    # DuckDB file (and one connection), which only one process at a time may open read-write.
     job = dg.define_asset_job(
         JOB_NAME,
         selection=dg.AssetSelection.all(),
@@ -65,7 +85,8 @@ def build_definitions(settings: Settings) -> dg.Definitions:
         description="Materialize every insights asset and run its checks.",
     )
     return dg.Definitions(
-        assets=ALL_ASSETS,
+        assets=dg.map_asset_specs(deployment_kinds(settings), ASSETS),
+        asset_checks=CHECKS,
         jobs=[job],
         schedules=[build_schedule(settings.schedule_cron)],
         sensors=[new_events_sensor, rollout_step_sensor, run_retention_sensor],

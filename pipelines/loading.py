@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -13,7 +13,7 @@ from pipelines.lake import Lake, LakeFile, Scan
 if TYPE_CHECKING:
     import dagster as dg
 
-    from pipelines.parts import InsightsResources, Metadata
+    from pipelines.resources import WarehouseResource
 
 RAW_TABLES = {EVALUATION: "evaluation_events", FEEDBACK: "feedback_events"}
 _COLUMNS = {
@@ -183,15 +183,17 @@ def _record_ledger(
 
 
 def load_event_type(
-    context: dg.AssetExecutionContext, event_type: str, resources: InsightsResources
-) -> Metadata:
+    context: dg.AssetExecutionContext,
+    event_type: str,
+    lake: Lake,
+    warehouse: WarehouseResource,
+) -> dict[str, Any]:
     """Load the lake's new files of one event type; the asset's metadata."""
-    lake = resources.lake.lake()
     relocated = lake.relocate_legacy(event_type)
     if relocated:
         context.log.info(f"{event_type}: moved {relocated} file(s) of the old layout")
     files = lake.sealed_files(event_type)
-    with resources.warehouse.connect() as con:
+    with warehouse.connect() as con:
         report: LoadReport = load_files(con, lake, event_type, files, context.run_id)
         table_rows = con.execute(f"SELECT count(*) FROM {RAW_TABLES[event_type]}").fetchone()[0]
     context.log.info(

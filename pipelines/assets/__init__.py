@@ -1,4 +1,4 @@
-"""The insights assets, in dependency order; each is its own Dagster op (its own step)."""
+"""The insights assets, one ``@dg.asset`` per module; each is its own op, its own step."""
 
 from pipelines.assets.attributed_feedback import attributed_feedback
 from pipelines.assets.environment_keys import environment_keys
@@ -10,10 +10,8 @@ from pipelines.assets.published_warehouse import published_warehouse
 from pipelines.assets.raw_evaluation_events import raw_evaluation_events
 from pipelines.assets.raw_feedback_events import raw_feedback_events
 from pipelines.assets.rollout_decisions import rollout_decisions
-from pipelines.checks import CHECKS
-from pipelines.parts import to_dagster
 
-ASSET_PARTS = [
+ASSETS = [
     raw_evaluation_events,
     raw_feedback_events,
     environment_keys,
@@ -25,7 +23,6 @@ ASSET_PARTS = [
     flag_arm_windows,
     published_warehouse,
 ]
+"""In dependency order."""
 
-ALL_ASSETS = [to_dagster(part, CHECKS) for part in ASSET_PARTS]
-
-__all__ = ["ALL_ASSETS", "ASSET_PARTS"]
+__all__ = ["ASSETS"]

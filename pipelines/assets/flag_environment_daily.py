@@ -4,26 +4,19 @@ import dagster as dg
 
 from pipelines.constants import ATTRIBUTED_FEEDBACK, FLAG_ENVIRONMENT_DAILY, GROUP
 from pipelines.derived import build_daily
-from pipelines.parts import InsightsAsset, InsightsResources, Metadata
+from pipelines.resources import WarehouseResource
 
 
-def _daily(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
-    with resources.warehouse.connect() as con:
-        rows = build_daily(con)
-    return {"dagster/row_count": rows}
-
-
-flag_environment_daily = InsightsAsset(
-    spec=dg.AssetSpec(
-        FLAG_ENVIRONMENT_DAILY,
-        group_name=GROUP,
-        kinds={"duckdb"},
-        deps=[ATTRIBUTED_FEEDBACK],
-        description=(
-            "The same figures per flag environment and UTC date of the evaluation: feedback "
-            "counts on the day its evaluation happened, whenever it arrived. For coverage and "
-            "success-rate charts over time."
-        ),
-    ),
-    materialize=_daily,
+@dg.asset(
+    name=FLAG_ENVIRONMENT_DAILY,
+    group_name=GROUP,
+    kinds={"duckdb"},
+    deps=[ATTRIBUTED_FEEDBACK],
 )
+def flag_environment_daily(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """The same figures per flag environment and UTC date of the evaluation: feedback counts on
+    the day its evaluation happened, whenever it arrived. For coverage and success-rate charts
+    over time."""
+    with warehouse.connect() as con:
+        rows = build_daily(con)
+    return dg.MaterializeResult(metadata={"dagster/row_count": rows})

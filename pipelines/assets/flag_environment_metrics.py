@@ -9,29 +9,21 @@ from pipelines.constants import (
     GROUP,
 )
 from pipelines.derived import build_metrics
-from pipelines.parts import InsightsAsset, InsightsResources, Metadata
+from pipelines.resources import WarehouseResource
 
 
-def _metrics(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
-    with resources.warehouse.connect() as con:
-        rows = build_metrics(con)
-    return {"dagster/row_count": rows}
-
-
-flag_environment_metrics = InsightsAsset(
-    spec=dg.AssetSpec(
-        FLAG_ENVIRONMENT_METRICS,
-        group_name=GROUP,
-        kinds={"duckdb"},
-        deps=[ATTRIBUTED_FEEDBACK, ENVIRONMENT_KEYS],
-        description=(
-            "One row per (environment, flag key) seen in evaluation events, unknown flag keys "
-            "included: evaluations, feedback_count (evaluations with feedback), "
-            "feedback_coverage, success/failure counts and rates, avg_latency_ms, computed_at, "
-            "exactly as contract section 6 defines them. Rates are unrounded percentages, NULL "
-            "where the denominator is 0. The admin metrics endpoint and the dashboard read this "
-            "table."
-        ),
-    ),
-    materialize=_metrics,
+@dg.asset(
+    name=FLAG_ENVIRONMENT_METRICS,
+    group_name=GROUP,
+    kinds={"duckdb"},
+    deps=[ATTRIBUTED_FEEDBACK, ENVIRONMENT_KEYS],
 )
+def flag_environment_metrics(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """One row per (environment, flag key) seen in evaluation events, unknown flag keys
+    included: evaluations, feedback_count (evaluations with feedback), feedback_coverage,
+    success/failure counts and rates, avg_latency_ms, computed_at, exactly as contract section 6
+    defines them. Rates are unrounded percentages, NULL where the denominator is 0. The admin
+    metrics endpoint and the dashboard read this table."""
+    with warehouse.connect() as con:
+        rows = build_metrics(con)
+    return dg.MaterializeResult(metadata={"dagster/row_count": rows})

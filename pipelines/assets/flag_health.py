@@ -4,13 +4,30 @@ import dagster as dg
 
 from pipelines.constants import ATTRIBUTED_FEEDBACK, FLAG_ENVIRONMENT_METRICS, FLAG_HEALTH, GROUP
 from pipelines.health import compute_health
-from pipelines.parts import InsightsAsset, InsightsResources, Metadata
+from pipelines.resources import ControlPlaneResource, WarehouseResource
 
 
-def _health(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
-    without_split = resources.control_plane.flags_without_a_split()
-    guard_levels = resources.control_plane.rollout_confidences()
-    with resources.warehouse.connect() as con:
+@dg.asset(
+    name=FLAG_HEALTH,
+    group_name=GROUP,
+    kinds={"duckdb"},
+    deps=[ATTRIBUTED_FEEDBACK, FLAG_ENVIRONMENT_METRICS],
+)
+def flag_health(
+    control_plane: ControlPlaneResource, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    """Release health per flag environment (contract section 9): the treatment and control arms
+    of its first percentage rule at its current percentage, counted in users (a user with any
+    failed feedback failed; its latency is its mean), the sample-ratio check against the split
+    (p < 0.001 withholds every decision), and always-valid comparisons of failure rate, p95
+    latency and coverage with their 95% confidence sequences (docs/statistics.md); a flag in a
+    guarded rollout also at the rollout's level, its share of one error budget per rollout. Only
+    flag environments whose arms changed since the last run are computed again; a flag without a
+    percentage rule now (in the control plane) has no arms. The health endpoint, the health view
+    and the rollout guardian read this table."""
+    without_split = control_plane.flags_without_a_split()
+    guard_levels = control_plane.rollout_confidences()
+    with warehouse.connect() as con:
         computed = compute_health(con, without_split, guard_levels)
         total, decided, mismatched = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE failure_rate_decision IN "
@@ -18,32 +35,11 @@ def _health(context: dg.AssetExecutionContext, resources: InsightsResources) -> 
             "('regression', 'improvement')), count(*) FILTER (WHERE sample_ratio_mismatch) "
             "FROM flag_health"
         ).fetchone()
-    return {
-        "recomputed": computed,
-        "flags_with_a_decision": int(decided),
-        "sample_ratio_mismatches": int(mismatched),
-        "dagster/row_count": int(total),
-    }
-
-
-flag_health = InsightsAsset(
-    spec=dg.AssetSpec(
-        FLAG_HEALTH,
-        group_name=GROUP,
-        kinds={"duckdb"},
-        deps=[ATTRIBUTED_FEEDBACK, FLAG_ENVIRONMENT_METRICS],
-        description=(
-            "Release health per flag environment (contract section 9): the treatment and "
-            "control arms of its first percentage rule at its current percentage, counted in "
-            "users (a user with any failed feedback failed; its latency is its mean), the "
-            "sample-ratio check against the split (p < 0.001 withholds every decision), and "
-            "always-valid comparisons of failure rate, p95 latency and coverage with their "
-            "95% confidence sequences (docs/statistics.md); a flag in a guarded rollout also at "
-            "the rollout's level, its share of one error budget per rollout. Only flag environments whose arms "
-            "changed since the last run are computed again; a flag without a percentage rule "
-            "now (in the control plane) has no arms. The health endpoint, the health "
-            "view and the rollout guardian read this table."
-        ),
-    ),
-    materialize=_health,
-)
+    return dg.MaterializeResult(
+        metadata={
+            "recomputed": computed,
+            "flags_with_a_decision": int(decided),
+            "sample_ratio_mismatches": int(mismatched),
+            "dagster/row_count": int(total),
+        }
+    )

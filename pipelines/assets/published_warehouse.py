@@ -16,43 +16,37 @@ from pipelines.constants import (
     GROUP,
     PUBLISHED_WAREHOUSE,
 )
-from pipelines.parts import InsightsAsset, InsightsResources, Metadata
 from pipelines.publishing import publish
+from pipelines.resources import EventLakeResource, WarehouseResource
 
 
-def _publish(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
-    target = Path(resources.warehouse.published_path)
-    with resources.warehouse.connect() as con:
+# Kinds: s3 too when the lake is in a bucket, where the snapshot is uploaded (definitions.py).
+@dg.asset(
+    name=PUBLISHED_WAREHOUSE,
+    group_name=GROUP,
+    kinds={"duckdb"},
+    deps=[
+        FLAG_ENVIRONMENT_METRICS,
+        FLAG_ENVIRONMENT_DAILY,
+        FLAG_HEALTH,
+        FLAG_ARM_WINDOWS,
+        ENVIRONMENT_KEYS,
+        ATTRIBUTED_FEEDBACK,
+    ],
+)
+def published_warehouse(
+    context: dg.AssetExecutionContext, lake: EventLakeResource, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
+    """`$FLAGSIGHT_DATA_DIR/warehouse.duckdb`: the metric tables, environments, pending feedback
+    and a load summary, written to a new file and swapped in by atomic rename. Readers open it
+    read-only at any time without lock errors; a reader keeps the snapshot it opened. Its size
+    (and publishing time) depends on flag environments and days, not on the number of events.
+    Tables are documented in warehouse/README.md. With the lake in a bucket, the snapshot is
+    also uploaded there for every API host."""
+    target = Path(warehouse.published_path)
+    with warehouse.connect() as con:
         size = publish(con, target, context.run_id)
     metadata: dict[str, object] = {"path": str(target), "size_bytes": size}
-    if is_remote(resources.lake.events_location):
-        metadata["uploaded_to"] = upload_snapshot(
-            target, resources.lake.events_location, resources.lake.s3_options()
-        )
-    return metadata
-
-
-published_warehouse = InsightsAsset(
-    spec=dg.AssetSpec(
-        PUBLISHED_WAREHOUSE,
-        group_name=GROUP,
-        kinds={"duckdb"},
-        deps=[
-            FLAG_ENVIRONMENT_METRICS,
-            FLAG_ENVIRONMENT_DAILY,
-            FLAG_HEALTH,
-            FLAG_ARM_WINDOWS,
-            ENVIRONMENT_KEYS,
-            ATTRIBUTED_FEEDBACK,
-        ],
-        description=(
-            "`$FLAGSIGHT_DATA_DIR/warehouse.duckdb`: the metric tables, environments, pending "
-            "feedback and a load summary, written to a new file and swapped in by atomic rename. "
-            "Readers open it read-only at any time without lock errors; a reader keeps the "
-            "snapshot it opened. Its size (and publishing time) depends on flag environments and "
-            "days, not on the number of events. Tables are documented in warehouse/README.md. With "
-            "the lake in a bucket, the snapshot is also uploaded there for every API host."
-        ),
-    ),
-    materialize=_publish,
-)
+    if is_remote(lake.events_location):
+        metadata["uploaded_to"] = upload_snapshot(target, lake.events_location, lake.s3_options())
+    return dg.MaterializeResult(metadata=metadata)

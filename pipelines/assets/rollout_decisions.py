@@ -8,15 +8,29 @@ import dagster as dg
 from api.controlplane.changes import RolloutAction
 from pipelines.constants import FLAG_HEALTH, GROUP, ROLLOUT_DECISIONS
 from pipelines.guardian import judge
-from pipelines.parts import InsightsAsset, InsightsResources, Metadata
+from pipelines.resources import ControlPlaneResource, WarehouseResource
 from warehouse.read import health_row
 
 
-def _decide(context: dg.AssetExecutionContext, resources: InsightsResources) -> Metadata:
+# Kinds: where the decisions are written, sqlite here or postgres (definitions.py).
+@dg.asset(name=ROLLOUT_DECISIONS, group_name=GROUP, kinds={"sqlite"}, deps=[FLAG_HEALTH])
+def rollout_decisions(
+    context: dg.AssetExecutionContext,
+    control_plane: ControlPlaneResource,
+    warehouse: WarehouseResource,
+) -> dg.MaterializeResult:
+    """The rollout guardian (contract section 10). Every running guarded rollout is judged on
+    its flag's release health, computed by this run at the step's own percentage: a sample-ratio
+    mismatch holds it, a regression on a watched guardrail rolls the flag's first percentage
+    rule back to 0, and a step whose time has passed advances once every watched guardrail has
+    been judged (until then it waits at the step, and is held if not judged within a day). Each
+    decision is written through the control-plane store (audited, announced to webhooks, served
+    by every worker within a second) with the statistics behind it. This materialization's
+    metadata lists every rollout judged and why (docs/rollouts.md)."""
     decisions = []
-    with resources.control_plane.store() as store:
+    with control_plane.store() as store:
         rollouts = store.running_rollouts() if store is not None else []
-        with resources.warehouse.connect() as con:
+        with warehouse.connect() as con:
             for rollout in rollouts:
                 health = health_row(con, rollout.environment_id, rollout.flag_key)
                 judgement = judge(rollout, health, time.time())
@@ -31,7 +45,7 @@ def _decide(context: dg.AssetExecutionContext, resources: InsightsResources) -> 
                         judgement.action, judgement.reason, judgement.statistics,
                     )  # fmt: skip
                 decisions.append(
-                    {"environmentId": rollout.environment_id, "flagKey": rollout.flag_key,
+                    {"environment_id": rollout.environment_id, "flag_key": rollout.flag_key,
                      "step": rollout.step, "percentage": rollout.percentage,
                      "action": str(judgement.action), "reason": judgement.reason,
                      "applied": applied is not None, "waiting": judgement.waiting,
@@ -41,44 +55,24 @@ def _decide(context: dg.AssetExecutionContext, resources: InsightsResources) -> 
                     f"{rollout.flag_key} in {rollout.environment_id} at {rollout.percentage:g} %:"
                     f" {judgement.action} ({judgement.reason})"
                 )
-    return {
-        "running_rollouts": len(rollouts),
-        "decisions": dg.MetadataValue.json(decisions),
-        "summary": dg.MetadataValue.md(_table(decisions)),
-        **{
-            f"{action}": sum(d["action"] == action for d in decisions)
-            for action in ("advanced", "completed", "rolledBack", "held", "wait")
-        },
-    }
+    return dg.MaterializeResult(
+        metadata={
+            "running_rollouts": len(rollouts),
+            "decisions": dg.MetadataValue.json(decisions),
+            "summary": dg.MetadataValue.md(_table(decisions)),
+            **{
+                action.name.lower(): sum(d["action"] == action for d in decisions)
+                for action in RolloutAction
+            },
+        }
+    )
 
 
 def _table(decisions: list[dict]) -> str:
     lines = ["| flag | environment | at | decision | why |", "|---|---|---|---|---|"]
     for d in decisions:
         lines.append(
-            f"| {d['flagKey']} | {d['environmentId']} | {d['percentage']:g} % | {d['action']}"
+            f"| {d['flag_key']} | {d['environment_id']} | {d['percentage']:g} % | {d['action']}"
             f" | {d['reason']} |"
         )
     return "\n".join(lines) if decisions else "No running rollout."
-
-
-rollout_decisions = InsightsAsset(
-    spec=dg.AssetSpec(
-        ROLLOUT_DECISIONS,
-        group_name=GROUP,
-        kinds={"sqlite"},
-        deps=[FLAG_HEALTH],
-        description=(
-            "The rollout guardian (contract section 10). Every running guarded rollout is "
-            "judged on its flag's release health, computed by this run at the step's own "
-            "percentage: a sample-ratio mismatch holds it, a regression on a watched guardrail "
-            "rolls the flag's first percentage rule back to 0, and a step whose time has "
-            "passed advances once every watched guardrail has been judged (until then it "
-            "waits at the step, and is held if not judged within a day). Each decision is "
-            "written through the control-plane store (audited, announced to webhooks, served by every worker "
-            "within a second) with the statistics behind it. This materialization's metadata "
-            "lists every rollout judged and why (docs/rollouts.md)."
-        ),
-    ),
-    materialize=_decide,
-)

@@ -1,5 +1,6 @@
-"""Data-quality checks on the insights assets, one module each. Problems are reported with
-metadata, not raised: an asset whose check fails is still materialized."""
+"""Data-quality checks on the insights assets, one ``@dg.asset_check`` per function and one
+module per rule. Problems are reported with metadata, not raised; no check blocks: an asset
+whose check fails is still materialized, and so is everything downstream of it."""
 
 from pipelines.checks.coverage_at_most_100 import coverage_at_most_100
 from pipelines.checks.decisions_follow_the_rules import decisions_follow_the_rules
@@ -11,11 +12,11 @@ from pipelines.checks.pending_feedback_bounded import pending_feedback_bounded
 from pipelines.checks.success_plus_failure_is_100 import success_plus_failure_is_100
 
 CHECKS = [
-    coverage_at_most_100,
-    success_plus_failure_is_100,
     no_evaluation_file_loaded_twice,
     no_feedback_file_loaded_twice,
     pending_feedback_bounded,
+    coverage_at_most_100,
+    success_plus_failure_is_100,
     decisions_follow_the_rules,
 ]
 

@@ -7,14 +7,15 @@ from pathlib import Path
 import dagster as dg
 
 from api.settings import Settings
-from pipelines.assets import ALL_ASSETS
+from pipelines.assets import ASSETS
+from pipelines.checks import CHECKS
 from pipelines.definitions import build_resources
 
 
 def materialize_all(settings: Settings) -> dg.ExecuteInProcessResult:
     """Every asset and check once, in an ephemeral instance."""
     return dg.materialize(
-        ALL_ASSETS,
+        [*ASSETS, *CHECKS],
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
     )

@@ -1,4 +1,4 @@
-"""Each asset is its own Dagster step with its checks: subsets, failures, the shared connection."""
+"""Each asset and each check is its own Dagster step: subsets, failures, the shared connection."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import duckdb
 import pytest
 
 import pipelines.resources as resources_module
-from pipelines.assets import ASSET_PARTS
+from pipelines.assets import ASSETS
+from pipelines.checks import CHECKS
 from pipelines.cli import PipelineRunFailed, run_pipeline_once
 from pipelines.constants import (
     ATTRIBUTED_FEEDBACK,
@@ -38,14 +39,13 @@ ALL_CHECK_NAMES = {
     f"{RAW_FEEDBACK}:no_file_loaded_twice",
     f"{FLAG_HEALTH}:decisions_follow_the_rules",
 }
-ASSET_NAMES = {part.spec.key.to_user_string() for part in ASSET_PARTS}
+ASSET_NAMES = {asset.key.to_user_string() for asset in ASSETS}
+CHECK_STEPS = {check.node_def.name for check in CHECKS}
 
 
 def _materialize(settings, selection=None, raise_on_error=True) -> dg.ExecuteInProcessResult:
-    from pipelines.assets import ALL_ASSETS
-
     return dg.materialize(
-        ALL_ASSETS,
+        [*ASSETS, *CHECKS],
         selection=selection,
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
@@ -72,13 +72,14 @@ def _boom(con, run_id, rollouts=()):
     raise RuntimeError("attribution exploded")
 
 
-def test_each_asset_is_its_own_step_and_every_check_runs(lake_settings):
+def test_each_asset_and_each_check_is_its_own_step_and_every_check_runs(lake_settings):
     result = materialize_all(lake_settings)
     assert result.success
     steps = {
         e.step_key for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_START
     }
-    assert steps == ASSET_NAMES
+    assert len(CHECK_STEPS) == len(ALL_CHECK_NAMES)
+    assert steps == ASSET_NAMES | CHECK_STEPS
     assert _materialized(result) == ASSET_NAMES
     assert _checked(result) == ALL_CHECK_NAMES
 
