@@ -74,7 +74,7 @@ def judge(rollout: Rollout, health: Mapping[str, Any] | None, now: float) -> Jud
             f" (p = {health['sample_ratio_p_value']:.2g})",
             statistics,
         )
-    regressed = [g for g in rollout.plan.guardrails if _decision(health, g) == "regression"]
+    regressed = [g for g in rollout.plan.guardrails if _decision(health, g) == Decision.REGRESSION]
     if regressed:
         return Judgement(
             RolloutAction.ROLLED_BACK,

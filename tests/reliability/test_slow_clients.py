@@ -563,6 +563,12 @@ def test_a_graceful_stop_does_not_wait_for_idle_kept_alive_connections(tmp_path:
         tmp_path / "data", admin_token=ADMIN_TOKEN, env={"FLAGSIGHT_GRACEFUL_TIMEOUT": "30"}
     ).start()
     try:
+        settled = time.monotonic() + 20  # both workers up, one delivering webhooks: a stop
+        while time.monotonic() < settled and not (  # during start-up is another matter
+            server.log_path.read_text().count('"worker started"') == 2
+            and '"webhook deliverer active"' in server.log_path.read_text()
+        ):
+            time.sleep(0.1)
         pool = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(8)]
         for sock in pool:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
