@@ -34,8 +34,11 @@ DESCRIPTOR_RESERVE = 128
 """Descriptors a worker keeps for itself beyond its connections: event log segments and
 their directory, SQLite or PostgreSQL connections, metrics files, the meter, the event loop's
 own, pipes to the master. An idle worker holds about 40."""
-ACCEPT_BATCH = 64
-"""Connections accepted per wake-up at most, so a flood of them cannot hold the loop."""
+ACCEPT_BATCH = 1
+"""Connections accepted per wake-up. Every worker is woken when a connection arrives; taking
+one each time lets the others take the next ones, so connections spread over the workers.
+Taking 64 at a time gave one worker most of a burst (bench.compare, 16 connections: 0.93x
+the tight reference against 1.04x with one, ``bench/history.md``)."""
 RETRY_S = 1.0
 """After ``accept`` failed for want of descriptors or memory (asyncio waits as long)."""
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
