@@ -12,7 +12,7 @@ import dagster as dg
 import duckdb
 from pydantic import PrivateAttr
 
-from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.controlplane.backends import open_store
 from api.controlplane.store import ControlPlaneStore
 from api.evaluation import first_split
 from api.settings import S3Options
@@ -134,15 +134,10 @@ class ControlPlaneResource(dg.ConfigurableResource):
     @contextmanager
     def store(self) -> Iterator[ControlPlaneStore | None]:
         """The control-plane store, or None when the service never created its SQLite file."""
-        if self.database_url:
-            from api.controlplane.postgres_store import PostgresControlPlaneStore
-
-            store: ControlPlaneStore = PostgresControlPlaneStore(self.database_url)
-        elif Path(self.database_path).exists():
-            store = SqliteControlPlaneStore(Path(self.database_path))
-        else:
+        if not self.database_url and not Path(self.database_path).exists():
             yield None
             return
+        store = open_store(self.database_url, Path(self.database_path))
         try:
             yield store
         finally:

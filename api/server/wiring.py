@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
+from api.controlplane.backends import open_store
 from api.controlplane.cache import ConfigCache
-from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.controlplane.store import ControlPlaneStore
 from api.evaluation.ids import EvaluationIdIssuer
 from api.eventlog.sealer import settings_sink
@@ -39,13 +39,7 @@ def prepare_data_dir(settings: Settings) -> None:
 def open_control_plane(settings: Settings) -> ControlPlaneStore:
     """The control plane, its schema created or migrated: PostgreSQL, shared by every host,
     when ``settings.database_url`` is set; else the data directory's SQLite file."""
-    if settings.database_url:
-        from api.controlplane.postgres_store import (
-            PostgresControlPlaneStore,  # psycopg: cluster only
-        )
-
-        return PostgresControlPlaneStore(settings.database_url)
-    return SqliteControlPlaneStore(settings.control_plane_path)
+    return open_store(settings.database_url, settings.control_plane_path)
 
 
 def open_meter(settings: Settings, metrics: Metrics) -> Meter:
