@@ -73,8 +73,8 @@ def test_an_unwritable_wal_dir_keeps_refusing_until_it_is_writable_again(
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, flags, *args, **kwargs)
 
-    log = make_log()
-    with monkeypatch.context() as patch:
+    log = make_log(fsync_interval_s=3600, seal_interval_s=3600)  # no background step counts
+    with monkeypatch.context() as patch:  # a failure of its own meanwhile: appends only
         patch.setattr(os, "write", _failing_write)
         patch.setattr(os, "open", refuse_wal)
         for n in range(3):  # the first fails writing, the next ones cannot open a segment
