@@ -145,6 +145,19 @@ class WebhooksMixin:
             for r in rows
         ]  # fmt: skip
 
+    def release_deliveries(self, seqs: list[int], now: float) -> None:
+        """End the claim on deliveries a deliverer took but did not attempt (it is stopping):
+        they are due again at once instead of when the claim ends."""
+        if not seqs:
+            return
+        marks = ", ".join("?" for _ in seqs)
+        with self._transaction(write=True) as conn:
+            conn.execute(
+                f"UPDATE webhook_outbox SET next_attempt_at = ? WHERE seq IN ({marks})"
+                " AND delivered_at IS NULL AND failed_at IS NULL",
+                (now, *seqs),
+            )
+
     def pending_deliveries(self) -> int:
         """Deliveries neither delivered nor given up (the outbox's depth)."""
         return self._fetchone(

@@ -104,10 +104,19 @@ class WebhookDeliverer:
             CLAIM_BATCH,
             claim_for_s=CLAIM_MARGIN_S + CLAIM_BATCH * settings.webhook_timeout_s,
         )
-        for delivery in due:
-            if self._job.stopping:
-                break
-            self._attempt(delivery)
+        attempted = 0
+        try:
+            for delivery in due:
+                if self._job.stopping:
+                    break
+                self._attempt(delivery)
+                attempted += 1
+        finally:
+            # A stop (or a failed write) mid-pass hands the rest back: left claimed, they would
+            # wait out the whole claim, minutes after the next server has started.
+            unattempted = [delivery.seq for delivery in due[attempted:]]
+            if unattempted:
+                store.release_deliveries(unattempted, self._services.clock())
         self._services.metrics.webhook_outbox_pending.set(store.pending_deliveries())
         return len(due)
 
