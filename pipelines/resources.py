@@ -10,11 +10,11 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+from flagsight_core import first_split
 from pydantic import PrivateAttr
 
 from api.controlplane.backends import open_store
 from api.controlplane.store import ControlPlaneStore
-from api.evaluation import first_split
 from api.settings import S3Options
 from pipelines.lake import Lake, LakeFile, open_lake
 from warehouse.migrations import migrate

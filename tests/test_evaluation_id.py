@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from api.evaluation.ids import EvaluationIdIssuer, InvalidEvaluationId
+from flagsight_core.ids import EvaluationIdIssuer, InvalidEvaluationId
 
 ENV = "env_0123456789abcdef"
 OTHER_ENV = "env_fedcba9876543210"

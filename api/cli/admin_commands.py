@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from flagsight_core.contract import MAX_NAME_LENGTH
+
 from api.cli.admin_client import (
     AdminApiError,
     AdminClient,
@@ -37,7 +39,6 @@ from api.cli.admin_client import (
     check_base_url,
     segment,
 )
-from api.contract import MAX_NAME_LENGTH
 
 if TYPE_CHECKING:
     from api.settings import Settings

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flagsight_core import Rule, rule_from_json
+
 from api.controlplane.cache import ConfigCache
 from api.controlplane.model import Organization, Plan
 from api.controlplane.store import ControlPlaneStore
-from api.evaluation import Rule, rule_from_json
 
 DEMO_ORGANIZATION = "Demo"
 DEMO_ENVIRONMENT = "production"

@@ -17,11 +17,12 @@ from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from flagsight_core import Flag
+from flagsight_core.ids import environment_id_to_bytes
+from flagsight_core.segments import SegmentMembership
+
 from api.controlplane.model import KeyContext, Organization
 from api.controlplane.store import ConfigSnapshot, ControlPlaneStore, SegmentId
-from api.evaluation import Flag
-from api.evaluation.ids import environment_id_to_bytes
-from api.evaluation.segments import SegmentMembership
 from api.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from api.evaluation import Rule
+from flagsight_core import Rule
+
+from api.controlplane.errors import RecordedError
 
 JsonDocument = dict[str, Any]
 
@@ -157,7 +159,9 @@ class Schedule:
     state: ScheduleState
     created_at: str
     applied_at: str | None = None
-    error: str | None = None
+    error: RecordedError | str | None = None
+    """Why a failed schedule could not be applied; text for one that failed before errors
+    were kept by code (the words it was given then)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+from flagsight_core import rule_from_json, rule_to_json
+
 from api.controlplane.changes import (
     Rollout,
     RolloutAction,
@@ -21,7 +24,6 @@ from api.controlplane.changes import (
     Webhook,
 )
 from api.controlplane.model import ApiKey, Environment, FlagRecord, Organization, Segment
-from api.evaluation import rule_from_json, rule_to_json
 
 Document = dict[str, Any]
 
@@ -119,6 +121,9 @@ def rollout_record(
 
 
 def schedule(made: Schedule) -> Document:
+    """``error`` as the store keeps it (``{"code": ..., "details": ...}``); the admin API words
+    it. Only pending and cancelled schedules change state, so a failed one's document is never
+    in the audit log."""
     return {
         "id": made.id,
         "flagKey": made.flag_key,
@@ -131,7 +136,7 @@ def schedule(made: Schedule) -> Document:
         "state": str(made.state),
         "createdAt": made.created_at,
         "appliedAt": made.applied_at,
-        "error": made.error,
+        "error": msgspec.to_builtins(made.error),
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from api.evaluation import Rule
+from flagsight_core import Rule
 
 
 class Plan(StrEnum):

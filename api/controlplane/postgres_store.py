@@ -33,10 +33,10 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
+from api.controlplane.errors import UnavailableError
 from api.controlplane.migrations import POSTGRES_MIGRATIONS, discover
 from api.controlplane.sql_backend import Params
 from api.controlplane.sql_store import SqlControlPlaneStore
-from api.controlplane.store import UnavailableError
 
 SCHEMA = "controlplane"
 

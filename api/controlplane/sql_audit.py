@@ -20,47 +20,37 @@ from collections.abc import Callable
 
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, Schedule, ScheduleState
+from api.controlplane.errors import (
+    ConflictError,
+    ConflictReason,
+    ErrorCode,
+    NotFoundError,
+    Resource,
+)
 from api.controlplane.model import Environment, Organization, Plan, Segment
 from api.controlplane.sql_backend import Connection
 from api.controlplane.sql_history import audit_from_row
 from api.controlplane.sql_rollouts import split_index
-from api.controlplane.store import (
-    ConflictError,
-    ConflictReason,
-    NotFoundError,
-    Resource,
-    can_restore,
-)
+from api.controlplane.store import can_restore
 
 AUDIT_PAGE = 1000
 
-RESTORABLE = (
-    "flags, an organization's plan and limit, an environment's settings, an API key's creation"
-    " or revocation, a segment's members or creation, a schedule's creation or cancellation,"
-    " a rollout's stop or hold, and a webhook's creation"
-)
-"""What ``restore`` can put back, as every refusal names it."""
-
 WHY_NOT = {
-    "segment": "the members of segment changes made before this version were not kept;"
-    " upload the segment again",
-    "organization": "organizations are never deleted",
-    "environment": "environments are never deleted",
-    "webhook": "a webhook's secret is not kept in the log, so it cannot come back as it was;"
-    " create a new webhook (it gets a new secret)",
+    "segment": ErrorCode.SEGMENT_MEMBERS_NOT_KEPT,
+    "organization": ErrorCode.ORGANIZATIONS_NEVER_DELETED,
+    "environment": ErrorCode.ENVIRONMENTS_NEVER_DELETED,
+    "webhook": ErrorCode.WEBHOOK_SECRET_NOT_KEPT,
 }
 """Why a record of that target kind cannot be restored: of a segment, one made before its
 members were kept; of a webhook, its deletion; of an organization or environment, its
-creation."""
+creation. Any other kind has no restore (``ErrorCode.KIND_HAS_NO_RESTORE``)."""
 
 
 def not_restorable(record: AuditRecord, kind: str) -> ConflictError:
-    why = WHY_NOT.get(kind, "this kind of change has no restore")
     return ConflictError(
-        ConflictReason.NOT_RESTORABLE,
-        f"Audit record '{record.id}' ({record.action} of {record.target}) cannot be restored:"
-        f" {why}. What can be restored: {RESTORABLE}",
-    )
+        WHY_NOT.get(kind, ErrorCode.KIND_HAS_NO_RESTORE), ConflictReason.NOT_RESTORABLE,
+        audit_id=record.id, action=record.action, target=record.target,
+    )  # fmt: skip
 
 
 class AuditMixin:
@@ -82,7 +72,7 @@ class AuditMixin:
             row = conn.execute("SELECT * FROM audit_log WHERE id = ?", (audit_id,)).fetchone()
             if row is None:
                 raise NotFoundError(
-                    Resource.AUDIT_RECORD, audit_id, f"Audit record '{audit_id}' does not exist"
+                    ErrorCode.AUDIT_RECORD_NOT_FOUND, Resource.AUDIT_RECORD, audit_id
                 )
             record = audit_from_row(row)
             kind, _, ident = record.target.partition(":")
@@ -114,8 +104,7 @@ class AuditMixin:
             )
         if self._flag_in(conn, environment_id, key) is None:
             raise ConflictError(
-                ConflictReason.NOTHING_TO_RESTORE,
-                f"Flag '{key}' did not exist before that change and does not now",
+                ErrorCode.FLAG_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, flag=key
             )
         return self._delete_flag(
             conn, environment_id, key, actor=actor, action="restore", restored_from=record.id
@@ -129,9 +118,7 @@ class AuditMixin:
         row = conn.execute("SELECT * FROM organizations WHERE id = ?", (before["id"],)).fetchone()
         if row is None:
             raise NotFoundError(
-                Resource.ORGANIZATION,
-                before["id"],
-                f"Organization '{before['id']}' does not exist",
+                ErrorCode.ORGANIZATION_NOT_FOUND, Resource.ORGANIZATION, before["id"]
             )
         current = Organization(
             row["id"], row["name"], Plan(row["plan"]), row["monthly_evaluation_limit"]
@@ -175,12 +162,13 @@ class AuditMixin:
         was shown once and is not kept, so revoking is all there is to undo)."""
         key = self._api_key_in(conn, ident)
         if key is None:
-            raise NotFoundError(Resource.API_KEY, ident, f"API key '{ident}' does not exist")
+            raise NotFoundError(ErrorCode.API_KEY_NOT_FOUND, Resource.API_KEY, ident)
         revoked = record.before is None or bool(record.before["revoked"])
         if key.revoked == revoked:
             raise ConflictError(
+                ErrorCode.API_KEY_ALREADY_REVOKED if revoked else ErrorCode.API_KEY_NOT_REVOKED,
                 ConflictReason.NOTHING_TO_RESTORE,
-                f"API key '{ident}' is {'already revoked' if revoked else 'not revoked'}",
+                api_key=ident,
             )
         return self._set_revoked(
             conn, key, revoked, actor=actor, action="restore", restored_from=record.id
@@ -193,7 +181,7 @@ class AuditMixin:
         still ahead; a creation by cancelling it, while it is pending."""
         schedule = self._schedule_in(conn, ident)
         if schedule is None:
-            raise NotFoundError(Resource.SCHEDULE, ident, f"Schedule '{ident}' does not exist")
+            raise NotFoundError(ErrorCode.SCHEDULE_NOT_FOUND, Resource.SCHEDULE, ident)
         pending = record.before is not None and record.before["state"] == ScheduleState.PENDING
         if pending:
             check_can_be_pending_again(schedule, self._clock())
@@ -211,8 +199,7 @@ class AuditMixin:
         hook = self._webhook_in(conn, ident)
         if hook is None:
             raise ConflictError(
-                ConflictReason.NOTHING_TO_RESTORE,
-                f"Webhook '{ident}' did not exist before that change and does not now",
+                ErrorCode.WEBHOOK_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, webhook=ident
             )
         return self._delete_webhook(
             conn, hook, actor=actor, action="restore", restored_from=record.id
@@ -233,8 +220,7 @@ class AuditMixin:
         if kept["members"] is None:
             if self._segment_in(conn, organization_id, key) is None:
                 raise ConflictError(
-                    ConflictReason.NOTHING_TO_RESTORE,
-                    f"Segment '{key}' did not exist before that change and does not now",
+                    ErrorCode.SEGMENT_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, segment=key
                 )
             return self._delete_segment(
                 conn, organization_id, key, actor=actor, action="restore", restored_from=record.id
@@ -259,16 +245,15 @@ class AuditMixin:
         flag = self._flag_in(conn, environment_id, flag_key)
         if flag is None:
             raise ConflictError(
-                ConflictReason.NOTHING_TO_RESTORE,
-                f"Flag '{flag_key}' no longer exists: its rollout cannot come back",
+                ErrorCode.ROLLOUT_FLAG_GONE, ConflictReason.NOTHING_TO_RESTORE, flag=flag_key
             )
         current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
         if record.before is None:
             if current is None:
                 raise ConflictError(
-                    ConflictReason.NOTHING_TO_RESTORE,
-                    f"Flag '{flag_key}' had no rollout before that change and has none now",
-                )
+                    ErrorCode.ROLLOUT_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE,
+                    flag=flag_key,
+                )  # fmt: skip
             self._delete_rollout(conn, environment_id, flag_key)
             restored = None
         else:
@@ -290,14 +275,14 @@ def check_can_be_cancelled(schedule: Schedule) -> None:
         return
     if schedule.state is ScheduleState.APPLIED:
         raise ConflictError(
-            ConflictReason.NOT_RESTORABLE,
-            f"Schedule '{schedule.id}' was applied at {schedule.applied_at}: restore the flag"
-            " change it made (its schedule.applied record) instead",
-        )
-    done = "failed" if schedule.state is ScheduleState.FAILED else "is already cancelled"
+            ErrorCode.SCHEDULE_APPLIED, ConflictReason.NOT_RESTORABLE, schedule=schedule.id,
+            applied_at=schedule.applied_at,
+        )  # fmt: skip
+    failed = schedule.state is ScheduleState.FAILED
     raise ConflictError(
+        ErrorCode.SCHEDULE_FAILED if failed else ErrorCode.SCHEDULE_ALREADY_CANCELLED,
         ConflictReason.NOTHING_TO_RESTORE,
-        f"Schedule '{schedule.id}' {done}: nothing is pending to cancel",
+        schedule=schedule.id,
     )
 
 
@@ -305,12 +290,11 @@ def check_can_be_pending_again(schedule: Schedule, now: float) -> None:
     """Only a cancelled schedule whose time is still ahead can be pending again."""
     if schedule.state is not ScheduleState.CANCELLED:
         raise ConflictError(
-            ConflictReason.NOTHING_TO_RESTORE,
-            f"Schedule '{schedule.id}' is {schedule.state}, not cancelled",
-        )
+            ErrorCode.SCHEDULE_NOT_CANCELLED, ConflictReason.NOTHING_TO_RESTORE,
+            schedule=schedule.id, state=str(schedule.state),
+        )  # fmt: skip
     if schedule.at <= now:
         raise ConflictError(
-            ConflictReason.NOT_RESTORABLE,
-            f"Schedule '{schedule.id}' was due at {documents.iso_time(schedule.at)}, which has"
-            " passed: it cannot be pending again; create a new schedule instead",
-        )
+            ErrorCode.SCHEDULE_DUE_TIME_PASSED, ConflictReason.NOT_RESTORABLE,
+            schedule=schedule.id, due_at=schedule.at,
+        )  # fmt: skip

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import msgspec
+from flagsight_core import PercentageRule, first_split
 
 from api.controlplane import documents
 from api.controlplane.changes import (
@@ -26,10 +27,15 @@ from api.controlplane.changes import (
     RolloutState,
     RolloutWait,
 )
+from api.controlplane.errors import (
+    ConflictError,
+    ConflictReason,
+    ErrorCode,
+    NotFoundError,
+    Resource,
+)
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
-from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
-from api.evaluation import PercentageRule, first_split
 
 _NEXT_STATE = {
     RolloutAction.ADVANCED: RolloutState.RUNNING,
@@ -54,9 +60,7 @@ def split_index(flag: FlagRecord) -> int:
     if index >= 0:
         return index
     raise ConflictError(
-        ConflictReason.NO_PERCENTAGE_RULE,
-        f"Flag '{flag.key}' has no PERCENTAGE rule: a guarded rollout moves the flag's first"
-        " percentage rule, so add one first",
+        ErrorCode.NO_PERCENTAGE_RULE, ConflictReason.NO_PERCENTAGE_RULE, flag=flag.key
     )
 
 
@@ -82,9 +86,7 @@ class RolloutsMixin:
             self._require_environment(conn, environment_id)
             flag = self._flag_in(conn, environment_id, flag_key)
             if flag is None:
-                raise NotFoundError(
-                    Resource.FLAG, flag_key, f"Flag '{flag_key}' does not exist in this environment"
-                )
+                raise NotFoundError(ErrorCode.FLAG_NOT_FOUND, Resource.FLAG, flag_key)
             moved = with_split_at(flag, plan.steps[0], self._now())
             self._put_rollout(
                 conn,
@@ -230,9 +232,7 @@ class RolloutsMixin:
         if row is None:
             if missing_ok:
                 return None
-            raise NotFoundError(
-                Resource.ROLLOUT, flag_key, f"Flag '{flag_key}' has no rollout in this environment"
-            )
+            raise NotFoundError(ErrorCode.ROLLOUT_NOT_FOUND, Resource.ROLLOUT, flag_key)
         decisions = conn.execute(
             "SELECT * FROM rollout_decisions WHERE environment_id = ? AND flag_key = ?"
             " ORDER BY seq",

@@ -12,20 +12,22 @@ from __future__ import annotations
 import dataclasses
 
 import msgspec
+from flagsight_core import rule_from_json, rule_to_json
+from flagsight_core.contract import KEY_PATTERN
 
-from api.contract import KEY_PATTERN, KEY_SPEC
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, FlagBody, Schedule, ScheduleState
+from api.controlplane.errors import (
+    ControlPlaneError,
+    ErrorCode,
+    InvalidError,
+    NotFoundError,
+    RecordedError,
+    Resource,
+)
 from api.controlplane.model import FlagRecord
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
-from api.controlplane.store import (
-    ControlPlaneError,
-    InvalidError,
-    NotFoundError,
-    Resource,
-)
-from api.evaluation import rule_from_json, rule_to_json
 
 
 def _body_text(body: FlagBody) -> str:
@@ -40,8 +42,24 @@ def _schedule(row: Row) -> Schedule:
     body = FlagBody(raw["enabled"], raw["archived"], tuple(map(rule_from_json, raw["rules"])))
     return Schedule(
         row["id"], row["environment_id"], row["flag_key"], row["at"], body,
-        ScheduleState(row["state"]), row["created_at"], row["applied_at"], row["error"],
+        ScheduleState(row["state"]), row["created_at"], row["applied_at"], _error(row["error"]),
     )  # fmt: skip
+
+
+def _error_text(error: RecordedError) -> str:
+    """A failed schedule's error as its column keeps it: ``{"code": ..., "details": ...}``."""
+    return msgspec.json.encode(error).decode()
+
+
+def _error(text: str | None) -> RecordedError | str | None:
+    """The column read back; text that is not a kept error was written before errors were
+    kept by code, and stays the words it was."""
+    if text is None:
+        return None
+    try:
+        return msgspec.json.decode(text, type=RecordedError)
+    except msgspec.DecodeError:
+        return text
 
 
 class SchedulesMixin:
@@ -57,7 +75,7 @@ class SchedulesMixin:
         actor: str = Actor.SYSTEM,
     ) -> Schedule:
         if not KEY_PATTERN.fullmatch(flag_key):
-            raise InvalidError("flagKey", f"Flag key must match {KEY_SPEC}")
+            raise InvalidError(ErrorCode.FLAG_KEY_MALFORMED, "flag_key", value=flag_key)
         made = Schedule(
             new_id("sch_"), environment_id, flag_key, at, body, ScheduleState.PENDING, self._now()
         )
@@ -95,10 +113,9 @@ class SchedulesMixin:
             ).fetchone()
             if row is None:
                 raise NotFoundError(
-                    Resource.SCHEDULE,
-                    schedule_id,
-                    f"No pending schedule '{schedule_id}' for flag '{flag_key}'",
-                )
+                    ErrorCode.PENDING_SCHEDULE_NOT_FOUND, Resource.SCHEDULE, schedule_id,
+                    flag=flag_key,
+                )  # fmt: skip
             self._set_schedule_state(
                 conn, _schedule(row), ScheduleState.CANCELLED, actor=actor,
                 action="schedule.cancelled",
@@ -165,13 +182,13 @@ class SchedulesMixin:
             self._write_flag(conn, flag, actor=Actor.SCHEDULE, action="schedule.applied")
         except ControlPlaneError as exc:
             conn.execute("ROLLBACK TO schedule")
-            state, error, applied_at = ScheduleState.FAILED, exc.message, None
+            state, error, applied_at = ScheduleState.FAILED, RecordedError.of(exc), None
         else:
             state, error, applied_at = ScheduleState.APPLIED, None, self._now()
         conn.execute("RELEASE schedule")
         conn.execute(
             "UPDATE schedules SET state = ?, applied_at = ?, error = ? WHERE id = ?",
-            (str(state), applied_at, error, schedule.id),
+            (str(state), applied_at, None if error is None else _error_text(error), schedule.id),
         )
         return Schedule(
             schedule.id, schedule.environment_id, schedule.flag_key, schedule.at, body, state,

@@ -18,10 +18,19 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import msgspec
+from flagsight_core import Rule, SegmentRule, rule_from_json, rule_to_json
+from flagsight_core.contract import KEY_PATTERN, MAX_SEGMENT_SIZE
 
-from api.contract import KEY_PATTERN, KEY_SPEC, MAX_SEGMENT_SIZE
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, EventType
+from api.controlplane.errors import (
+    ConflictError,
+    ConflictReason,
+    ErrorCode,
+    InvalidError,
+    NotFoundError,
+    Resource,
+)
 from api.controlplane.model import (
     ApiKey,
     Environment,
@@ -39,16 +48,10 @@ from api.controlplane.sql_schedules import SchedulesMixin
 from api.controlplane.sql_webhooks import WebhooksMixin
 from api.controlplane.store import (
     ConfigSnapshot,
-    ConflictError,
-    ConflictReason,
     CreatedApiKey,
-    InvalidError,
-    NotFoundError,
-    Resource,
     SegmentId,
     resolve_monthly_limit,
 )
-from api.evaluation import Rule, SegmentRule, rule_from_json, rule_to_json
 
 API_KEY_PREFIX = "fsk_"
 _SIGNING_KEY = "signing_key"
@@ -221,9 +224,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
             ).fetchone()
             if row is None:
                 raise NotFoundError(
-                    Resource.ORGANIZATION,
-                    organization_id,
-                    f"Organization '{organization_id}' does not exist",
+                    ErrorCode.ORGANIZATION_NOT_FOUND, Resource.ORGANIZATION, organization_id
                 )
             current = _organization(row)
             new_plan = current.plan if plan is None else Plan(plan)
@@ -247,9 +248,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         if conn.execute("SELECT 1 FROM organizations WHERE id = ?", (organization_id,)).fetchone():
             return
         raise NotFoundError(
-            Resource.ORGANIZATION,
-            organization_id,
-            f"Organization '{organization_id}' does not exist",
+            ErrorCode.ORGANIZATION_NOT_FOUND, Resource.ORGANIZATION, organization_id
         )
 
     def create_environment(
@@ -262,7 +261,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         actor: str = Actor.SYSTEM,
     ) -> Environment:
         if not KEY_PATTERN.fullmatch(key):
-            raise InvalidError("key", f"Field 'key' must match {KEY_SPEC}")
+            raise InvalidError(ErrorCode.ENVIRONMENT_KEY_MALFORMED, "key", value=key)
         environment = Environment(
             new_id("env_"), organization_id, key, name or key, bool(insights_enabled)
         )
@@ -274,9 +273,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
             ).fetchone()
             if taken:
                 raise ConflictError(
-                    ConflictReason.KEY_TAKEN,
-                    f"Environment key '{key}' already exists in this organization",
-                    "key",
+                    ErrorCode.ENVIRONMENT_KEY_TAKEN, ConflictReason.KEY_TAKEN, "key", key=key
                 )
             conn.execute(
                 "INSERT INTO environments VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -328,9 +325,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
             ).fetchone()
             if row is None:
                 raise NotFoundError(
-                    Resource.ENVIRONMENT,
-                    environment_id,
-                    f"Environment '{environment_id}' does not exist",
+                    ErrorCode.ENVIRONMENT_NOT_FOUND, Resource.ENVIRONMENT, environment_id
                 )
             current = _environment(row)
             updated = Environment(
@@ -356,9 +351,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         row = conn.execute("SELECT * FROM environments WHERE id = ?", (environment_id,)).fetchone()
         if row is None:
             raise NotFoundError(
-                Resource.ENVIRONMENT,
-                environment_id,
-                f"Environment '{environment_id}' does not exist",
+                ErrorCode.ENVIRONMENT_NOT_FOUND, Resource.ENVIRONMENT, environment_id
             )
         return _environment(row)
 
@@ -398,11 +391,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         with self._transaction(write=True) as conn:
             key = self._api_key_in(conn, key_id)
             if key is None or key.revoked:
-                raise NotFoundError(
-                    Resource.API_KEY,
-                    key_id,
-                    f"API key '{key_id}' does not exist or is already revoked",
-                )
+                raise NotFoundError(ErrorCode.LIVE_API_KEY_NOT_FOUND, Resource.API_KEY, key_id)
             self._set_revoked(conn, key, True, actor=actor, action="apiKey.revoked")
 
     @staticmethod
@@ -447,14 +436,13 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         actor: str = Actor.SYSTEM,
     ) -> tuple[Segment, bool]:
         if not KEY_PATTERN.fullmatch(key):
-            raise InvalidError("segmentKey", f"Segment key must match {KEY_SPEC}")
+            raise InvalidError(ErrorCode.SEGMENT_KEY_MALFORMED, "key", value=key)
         members = list(dict.fromkeys(user_identifiers))
         if len(members) > MAX_SEGMENT_SIZE:
             raise InvalidError(
-                "userIdentifiers",
-                f"Field 'userIdentifiers' has {len(members)} distinct items;"
-                f" at most {MAX_SEGMENT_SIZE} are allowed",
-            )
+                ErrorCode.SEGMENT_TOO_LARGE, "user_identifiers", count=len(members),
+                maximum=MAX_SEGMENT_SIZE,
+            )  # fmt: skip
         segment = Segment(organization_id, key, len(members), self._now())
         with self._transaction(write=True) as conn:
             self._require_organization(conn, organization_id)
@@ -556,9 +544,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         its creation (``sql_audit``) both come here."""
         before = self._segment_in(conn, organization_id, key)
         if before is None:
-            raise NotFoundError(
-                Resource.SEGMENT, key, f"Segment '{key}' does not exist in this organization"
-            )
+            raise NotFoundError(ErrorCode.SEGMENT_NOT_FOUND, Resource.SEGMENT, key)
         self._check_segment_unused(conn, organization_id, key)
         record = self._audit(
             conn, organization_id, actor, action, f"segment:{organization_id}/{key}",
@@ -585,10 +571,9 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         for row in users:
             if key in _segment_keys_named(row["rules"]):
                 raise ConflictError(
-                    ConflictReason.SEGMENT_IN_USE,
-                    f"Segment '{key}' is used by flag '{row['flag']}' in environment"
-                    f" '{row['environment']}'; remove that rule first",
-                )
+                    ErrorCode.SEGMENT_IN_USE, ConflictReason.SEGMENT_IN_USE, segment=key,
+                    flag=row["flag"], environment=row["environment"],
+                )  # fmt: skip
 
     # -- flags ------------------------------------------------------------------------------
 
@@ -603,7 +588,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         actor: str = Actor.SYSTEM,
     ) -> tuple[FlagRecord, bool]:
         if not KEY_PATTERN.fullmatch(key):
-            raise InvalidError("flagKey", f"Flag key must match {KEY_SPEC}")
+            raise InvalidError(ErrorCode.FLAG_KEY_MALFORMED, "key", value=key)
         flag = FlagRecord(
             environment_id, key, bool(enabled), bool(archived), tuple(rules), self._now()
         )
@@ -689,9 +674,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
             ).fetchone()
             if not found:
                 raise InvalidError(
-                    f"rules[{index}].segment",
-                    f"Field 'rules[{index}].segment' names segment '{rule.segment}',"
-                    " which does not exist in this organization",
+                    ErrorCode.UNKNOWN_SEGMENT, "rules", index=index, segment=rule.segment
                 )
 
     def get_flag(self, environment_id: str, key: str) -> FlagRecord | None:
@@ -724,9 +707,7 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         environment = self._require_environment(conn, environment_id)
         before = self._flag_in(conn, environment_id, key)
         if before is None:
-            raise NotFoundError(
-                Resource.FLAG, key, f"Flag '{key}' does not exist in this environment"
-            )
+            raise NotFoundError(ErrorCode.FLAG_NOT_FOUND, Resource.FLAG, key)
         conn.execute(
             "DELETE FROM flags WHERE environment_id = ? AND key = ?", (environment_id, key)
         )

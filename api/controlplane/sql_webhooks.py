@@ -21,9 +21,9 @@ from api.controlplane.changes import (
     EventType,
     Webhook,
 )
+from api.controlplane.errors import ErrorCode, NotFoundError, Resource
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
-from api.controlplane.store import NotFoundError, Resource
 
 SECRET_PREFIX = "whsec_"
 
@@ -70,9 +70,7 @@ class WebhooksMixin:
         with self._transaction(write=True) as conn:
             hook = self._webhook_in(conn, webhook_id)
             if hook is None:
-                raise NotFoundError(
-                    Resource.WEBHOOK, webhook_id, f"Webhook '{webhook_id}' does not exist"
-                )
+                raise NotFoundError(ErrorCode.WEBHOOK_NOT_FOUND, Resource.WEBHOOK, webhook_id)
             self._delete_webhook(conn, hook, actor=actor, action="webhook.deleted")
 
     @staticmethod

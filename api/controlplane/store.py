@@ -1,20 +1,21 @@
-"""The control-plane store: the interface every backend implements, and its errors.
+"""The control-plane store: the interface every backend implements.
 
 Two backends implement the ``ControlPlaneStore`` protocol with the same SQL
 (``sql_store``): ``SqliteControlPlaneStore``, the embedded default, and
 ``PostgresControlPlaneStore``, shared by every host of a cluster. Validation of shapes (JSON
 types, lengths) belongs to the admin API; the store enforces what needs the data: uniqueness,
 existence, plan limits, and that a SEGMENT rule names an existing segment. It reports those
-with the errors below, which carry no HTTP knowledge and no driver's exception (the admin API
-maps them to 400, 404, 409 and 503).
+with the errors of ``api.controlplane.errors``: codes and values, no words, no HTTP and no
+driver's exception (the admin API words them, and maps them to 400, 404, 409 and 503).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Protocol
+
+from flagsight_core import Rule
 
 from api.controlplane.changes import (
     Actor,
@@ -29,6 +30,7 @@ from api.controlplane.changes import (
     Schedule,
     Webhook,
 )
+from api.controlplane.errors import ErrorCode, InvalidError
 from api.controlplane.model import (
     PLAN_MONTHLY_LIMITS,
     ApiKey,
@@ -39,83 +41,13 @@ from api.controlplane.model import (
     Plan,
     Segment,
 )
-from api.evaluation import Rule
 
 MAX_MONTHLY_LIMIT = 10**15
+LIMIT_FIELD = "monthly_evaluation_limit"
+"""The field ``resolve_monthly_limit``'s refusals name (``InvalidError.field``)."""
 
 SegmentId = tuple[str, str]
 """``(organization_id, segment_key)``."""
-
-
-class ControlPlaneError(Exception):
-    """Base of the store's errors; ``message`` is written for the API's caller."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
-class Resource(StrEnum):
-    """The kinds of record the store addresses (``NotFoundError.resource``)."""
-
-    ORGANIZATION = "organization"
-    ENVIRONMENT = "environment"
-    API_KEY = "api_key"
-    SEGMENT = "segment"
-    FLAG = "flag"
-    SCHEDULE = "schedule"
-    ROLLOUT = "rollout"
-    WEBHOOK = "webhook"
-    AUDIT_RECORD = "audit_record"
-
-
-class ConflictReason(StrEnum):
-    """Why a change was refused although every value in it is valid (``ConflictError``)."""
-
-    KEY_TAKEN = "key_taken"
-    """A key that must be unique within its organization is already used."""
-    SEGMENT_IN_USE = "segment_in_use"
-    """A segment still referenced by a flag's rule cannot be deleted."""
-    NOT_RESTORABLE = "not_restorable"
-    """The audit record's change cannot be undone: its kind has no restore, or the target has
-    moved past it (a schedule applied since, or whose time has passed)."""
-    NOTHING_TO_RESTORE = "nothing_to_restore"
-    """Restoring would change nothing: the record's before-state is what there is now."""
-    NO_PERCENTAGE_RULE = "no_percentage_rule"
-    """A guarded rollout needs the flag to have a percentage rule to move."""
-
-
-class NotFoundError(ControlPlaneError):
-    """The addressed record does not exist: ``resource`` names its kind and ``identifier`` the
-    id or key the caller gave (for a flag, its key within the environment addressed)."""
-
-    def __init__(self, resource: Resource, identifier: str, message: str):
-        super().__init__(message)
-        self.resource = resource
-        self.identifier = identifier
-
-
-class ConflictError(ControlPlaneError):
-    """A key that must be unique is taken, or the change would break another record:
-    ``reason`` says which, and ``field`` names the caller's field at fault when there is one."""
-
-    def __init__(self, reason: ConflictReason, message: str, field_name: str | None = None):
-        super().__init__(message)
-        self.reason = reason
-        self.field = field_name
-
-
-class InvalidError(ControlPlaneError):
-    """A value is not acceptable; ``field`` names it as the caller wrote it."""
-
-    def __init__(self, field_name: str, message: str):
-        super().__init__(message)
-        self.field = field_name
-
-
-class UnavailableError(ControlPlaneError):
-    """The database cannot be reached, or stayed busy too long: nothing was changed, and the
-    same call can be retried. Evaluation goes on from each worker's last snapshot."""
 
 
 def resolve_monthly_limit(plan: Plan, requested: int | None, current: Organization | None) -> int:
@@ -130,26 +62,22 @@ def resolve_monthly_limit(plan: Plan, requested: int | None, current: Organizati
         isinstance(requested, bool) or not 1 <= requested <= MAX_MONTHLY_LIMIT
     ):
         raise InvalidError(
-            "monthlyEvaluationLimit",
-            f"Field 'monthlyEvaluationLimit' must be an integer from 1 to {MAX_MONTHLY_LIMIT}",
-        )
+            ErrorCode.MONTHLY_LIMIT_OUT_OF_RANGE, LIMIT_FIELD, value=requested,
+            maximum=MAX_MONTHLY_LIMIT,
+        )  # fmt: skip
     plan_limit = PLAN_MONTHLY_LIMITS[plan]
     if plan_limit is not None:
         if requested is not None and requested != plan_limit:
             raise InvalidError(
-                "monthlyEvaluationLimit",
-                f"Field 'monthlyEvaluationLimit' can only be chosen on the enterprise plan"
-                f" (the {plan.value} plan's limit is {plan_limit})",
-            )
+                ErrorCode.MONTHLY_LIMIT_FIXED_BY_PLAN, LIMIT_FIELD, value=requested,
+                plan=plan.value, plan_limit=plan_limit,
+            )  # fmt: skip
         return plan_limit
     if requested is not None:
         return requested
     if current is not None:
         return current.monthly_evaluation_limit
-    raise InvalidError(
-        "monthlyEvaluationLimit",
-        "Field 'monthlyEvaluationLimit' is required for the enterprise plan",
-    )
+    raise InvalidError(ErrorCode.MONTHLY_LIMIT_REQUIRED, LIMIT_FIELD, plan=plan.value)
 
 
 @dataclass(frozen=True)

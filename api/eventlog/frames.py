@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
+from flagsight_core.registry import on_results_changed
 
-from api.evaluation.registry import on_results_changed
 from api.eventlog.schema import (
     EVALUATION,
     FEEDBACK,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
-from api.evaluation.model import NOT_EVALUATED, OUTCOMES
+from flagsight_core.model import NOT_EVALUATED, OUTCOMES
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,7 +72,7 @@ class EvaluationBatch(NamedTuple):
     """Evaluations of one flag for many users, answered together (any evaluate request).
 
     What the users share is kept once; per user, only the identifier and an outcome byte.
-    Evaluation ids are ``api.evaluation.ids.bulk_ids(evaluation_id_prefix, n)``. A frame of
+    Evaluation ids are ``flagsight_core.ids.bulk_ids(evaluation_id_prefix, n)``. A frame of
     10,000 users is a tenth of the size of 10,000 ``EvaluationEvent`` rows, and costs no
     Python object per user to build: the sealer expands it with ``events()``.
     """
@@ -96,7 +96,7 @@ class EvaluationBatch(NamedTuple):
     """That rule's percentage when evaluated (the expected share of treatment)."""
 
     def events(self) -> list[EvaluationEvent]:
-        from api.evaluation.ids import bulk_ids
+        from flagsight_core.ids import bulk_ids
 
         shared_head = (
             self.evaluated_at_us,

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from flagsight_core.ids import bulk_ids
+from flagsight_core.model import NOT_EVALUATED
+from flagsight_core.registry import on_results_changed
 
-from api.evaluation.ids import bulk_ids
-from api.evaluation.model import NOT_EVALUATED
-from api.evaluation.registry import on_results_changed
 from api.eventlog.frames import InvalidFrame, Run, iter_runs
 from api.eventlog.schema import (
     ARM_CONTROL,

@@ -17,7 +17,7 @@ The Python path stays the reference and the fallback: it serves when the module 
 (no C compiler at install time), when ``FLAGSIGHT_NATIVE=0``, for any request the native
 call refuses (an identifier that is not valid UTF-8, such as a lone surrogate), and for a flag
 that uses a rule type ``fastpath.c`` does not implement: a rule type's ``native_kind``
-(``api.evaluation.rules``) is its number in ``Flag.plan``, and a flag with a rule whose type
+(``flagsight_core.rules``) is its number in ``Flag.plan``, and a flag with a rule whose type
 has none has no plan (``Flag.plan`` is None), so ``EvaluationServer.serve_one`` does not call
 the C code for it.
 """
@@ -31,7 +31,7 @@ from types import ModuleType
 def _load() -> ModuleType | None:
     if os.environ.get("FLAGSIGHT_NATIVE", "1") == "0":
         return None
-    from api.evaluation.segments import SegmentMembership
+    from flagsight_core.segments import SegmentMembership
 
     try:
         from api.native import _fastpath

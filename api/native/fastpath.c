@@ -53,7 +53,7 @@
 #define EVALUATION_BATCH_CODE 4
 #define BATCH_FIELDS 13
 
-/* -- murmur3 x86 32, the bucketing hash (api/evaluation/hashing.py) ----------------------- */
+/* -- murmur3 x86 32, the bucketing hash (sdk/core/flagsight_core/hashing.py) ----------------------- */
 
 static uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
@@ -92,7 +92,7 @@ static uint32_t murmur3_32(const uint8_t *data, size_t len, uint32_t seed) {
     return h;
 }
 
-/* -- murmur3 x64 128, first half: a segment member's hash (api/evaluation/segments.py) -- */
+/* -- murmur3 x64 128, first half: a segment member's hash (sdk/core/flagsight_core/segments.py) -- */
 
 static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
@@ -271,7 +271,7 @@ static void put_double(Out *o, double d) {
     put_be(o, bits, 8);
 }
 
-/* -- the plan: a flag's rules as Flag.plan gives them (api/evaluation/model.py) ------------ */
+/* -- the plan: a flag's rules as Flag.plan gives them (sdk/core/flagsight_core/model.py) ------------ */
 
 /* A rule's index is its byte in the event, below the reserved NOT_EVALUATED and NO_RULE (the
    Python model refuses a longer flag the same way), and indexes the 256-byte code table. */
@@ -385,7 +385,7 @@ static void base64url_31(const uint8_t *in, char *out) {
 
 /* -- the id's MAC: keyed BLAKE2b with a 12-byte digest (api/native/blake2/) --------------- */
 
-#define ID_VERSION 1 /* the head's first byte (api/evaluation/ids.py's VERSION) */
+#define ID_VERSION 1 /* the head's first byte (sdk/core/flagsight_core/ids.py's VERSION) */
 
 /* The state after the key's block and the version byte, kept for the last key seen (a
  * deployment has one): the reference code compresses a buffered block only once more input

@@ -15,9 +15,9 @@ from typing import Any
 
 import falcon.asgi
 import numpy as np
+from flagsight_core.model import OUTCOMES
+from flagsight_core.registry import on_results_changed
 
-from api.evaluation.model import OUTCOMES
-from api.evaluation.registry import on_results_changed
 from api.observability.metrics import Metrics
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 
+from flagsight_core.ids import EvaluationIdIssuer
+
 from api.controlplane.backends import open_store
 from api.controlplane.cache import ConfigCache
 from api.controlplane.store import ControlPlaneStore
-from api.evaluation.ids import EvaluationIdIssuer
 from api.eventlog.sealer import settings_sink
 from api.eventlog.sealer_lock import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog

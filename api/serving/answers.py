@@ -7,9 +7,8 @@ so each one's JSON up to the evaluation id is encoded once and reused.
 from __future__ import annotations
 
 import msgspec
-
-from api.contract import BULK_MAX_USERS
-from api.evaluation import ERROR_MESSAGES, RESULTS, Result, on_results_changed
+from flagsight_core import ERROR_MESSAGES, RESULTS, Result, on_results_changed
+from flagsight_core.contract import BULK_MAX_USERS
 
 _encode = msgspec.json.encode
 
@@ -56,7 +55,7 @@ def encode_single_response(outcome: int, evaluation_id_prefix: str) -> bytes:
 
 
 _ENTRY_TAILS = [b'%04x"}' % index for index in range(BULK_MAX_USERS)]
-"""Each entry's id index (``api.evaluation.ids.bulk_ids``) and the end of its object."""
+"""Each entry's id index (``flagsight_core.ids.bulk_ids``) and the end of its object."""
 _JOINED_TAILS = [f'{index:04x}"}},"' for index in range(BULK_MAX_USERS)]
 """As ``_ENTRY_TAILS``, followed by the opening quote of the next entry's key."""
 _ESCAPED = bytes(range(0x20)) + b'"\\'

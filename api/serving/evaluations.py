@@ -10,12 +10,13 @@ import calendar
 import logging
 from typing import NamedTuple
 
+from flagsight_core import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide, decide_one
+from flagsight_core.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED
+from flagsight_core.ids import bulk_ids
+from flagsight_core.model import Flag
+
 from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.evaluation import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide, decide_one
-from api.evaluation.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED
-from api.evaluation.ids import bulk_ids
-from api.evaluation.model import Flag
 from api.eventlog import EventLogUnavailable
 from api.eventlog.failures import WARNING_INTERVAL_S, Throttled
 from api.eventlog.schema import EVALUATION, EvaluationBatch

@@ -6,9 +6,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from flagsight_core.ids import EvaluationIdIssuer
+
 from api.controlplane.cache import ConfigCache
 from api.controlplane.store import ControlPlaneStore
-from api.evaluation.ids import EvaluationIdIssuer
 from api.eventlog import EventLog
 from api.metering.meter import Meter
 from api.observability.metrics import Metrics

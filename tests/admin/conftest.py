@@ -12,10 +12,10 @@ from typing import Any
 import falcon.asgi
 import falcon.testing
 import pytest
+from flagsight_core.ids import EvaluationIdIssuer
 
 from api.controlplane.cache import ConfigCache
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from api.evaluation.ids import EvaluationIdIssuer
 from api.metering.mmap_meter import MmapMeter
 from api.observability.metrics import Metrics
 from api.serving.services import Services

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from flagsight_core import evaluate
 
-from api.evaluation import evaluate
 from tests.admin.conftest import AdminClient, Answer
 
 PERCENTAGE = [{"type": "PERCENTAGE", "percentage": 10, "value": True}]

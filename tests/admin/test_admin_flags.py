@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from api.evaluation import Flag, PercentageRule, SegmentRule, StaticRule, evaluate
+from flagsight_core import Flag, PercentageRule, SegmentRule, StaticRule, evaluate
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 

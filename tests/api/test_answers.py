@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import msgspec
+from flagsight_core import RESULTS
+from flagsight_core.ids import bulk_ids
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.evaluation import RESULTS
-from api.evaluation.ids import bulk_ids
 from api.serving.answers import encode_bulk_response, response_object
 
 PREFIX = "AQAAAAAAAAChAAAAAAAAAAEAAb0pOmV1Ym9r5e1xUQ"

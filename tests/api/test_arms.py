@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from flagsight_core.hashing import bucket, threshold
 
-from api.evaluation.hashing import bucket, threshold
 from tests.support.admin import Tenant
 
 RULES = [

@@ -7,8 +7,8 @@ import logging
 import time
 
 import pytest
+from flagsight_core import NOT_EVALUATED
 
-from api.evaluation import NOT_EVALUATED
 from api.eventlog import EventLogUnavailable
 from api.eventlog.failures import Throttled
 from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from flagsight_core import Flag, PercentageRule, SegmentRule
 
 from api.controlplane.cache import ConfigCache, EnvironmentConfig
 from api.controlplane.model import Plan
-from api.evaluation import Flag, PercentageRule, SegmentRule
 from api.observability.metrics import Metrics
 
 

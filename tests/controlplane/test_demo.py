@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from flagsight_core import evaluate
+
 from api.cli.demo_seed import seed_demo
 from api.controlplane.cache import ConfigCache
 from api.controlplane.model import Plan
-from api.evaluation import evaluate
 
 
 def test_seed_creates_the_demo(store) -> None:

@@ -6,10 +6,9 @@ import sys
 import tracemalloc
 
 import numpy as np
+from flagsight_core.segments import SegmentMembership, identifier_hash
 from hypothesis import given
 from hypothesis import strategies as st
-
-from api.evaluation.segments import SegmentMembership, identifier_hash
 
 
 @given(

@@ -9,17 +9,18 @@ import re
 import threading
 
 import pytest
+from flagsight_core import PercentageRule, SegmentRule, StaticRule
 
-from api.controlplane.model import Plan
-from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from api.controlplane.store import (
+from api.controlplane.errors import (
     ConflictError,
     ConflictReason,
+    ErrorCode,
     InvalidError,
     NotFoundError,
     Resource,
 )
-from api.evaluation import PercentageRule, SegmentRule, StaticRule
+from api.controlplane.model import Plan
+from api.controlplane.sqlite_store import SqliteControlPlaneStore
 
 
 def test_ids_have_their_prefix_and_16_hex_digits(store, organization, environment) -> None:
@@ -48,10 +49,26 @@ def test_organization_limits(store) -> None:
     assert (moved.plan, moved.monthly_evaluation_limit) == (Plan.ENTERPRISE, 10_000_000)
     with pytest.raises(InvalidError) as error:
         store.create_organization("N", Plan.ENTERPRISE)
-    assert error.value.field == "monthlyEvaluationLimit"
+    assert (error.value.code, error.value.field) == (
+        ErrorCode.MONTHLY_LIMIT_REQUIRED,
+        "monthly_evaluation_limit",
+    )
+    with pytest.raises(InvalidError) as error:
+        store.create_organization("P", Plan.PRO, 5)
+    assert error.value.code is ErrorCode.MONTHLY_LIMIT_FIXED_BY_PLAN
+    assert error.value.details == {
+        "field": "monthly_evaluation_limit", "value": 5, "plan": "pro", "plan_limit": 1_000_000,
+    }  # fmt: skip
+    with pytest.raises(InvalidError) as error:
+        store.create_organization("E", Plan.ENTERPRISE, 0)
+    assert (error.value.code, error.value.details["maximum"]) == (
+        ErrorCode.MONTHLY_LIMIT_OUT_OF_RANGE,
+        10**15,
+    )
     with pytest.raises(NotFoundError) as missing:
         store.update_organization("org_0000000000000000", plan=Plan.PRO)
-    assert (missing.value.resource, missing.value.identifier) == (
+    assert (missing.value.code, missing.value.resource, missing.value.identifier) == (
+        ErrorCode.ORGANIZATION_NOT_FOUND,
         Resource.ORGANIZATION,
         "org_0000000000000000",
     )
@@ -61,13 +78,22 @@ def test_organization_limits(store) -> None:
 def test_environment_keys_unique_per_organization(store, organization, environment) -> None:
     with pytest.raises(ConflictError) as taken:
         store.create_environment(organization.id, "production")
-    assert (taken.value.reason, taken.value.field) == (ConflictReason.KEY_TAKEN, "key")
+    assert (taken.value.code, taken.value.reason, taken.value.field) == (
+        ErrorCode.ENVIRONMENT_KEY_TAKEN,
+        ConflictReason.KEY_TAKEN,
+        "key",
+    )
+    assert taken.value.details == {"field": "key", "key": "production"}
     assert store.find_environment(organization.id, "production") == environment
     assert store.find_environment(organization.id, "PRODUCTION") is None
     with pytest.raises(NotFoundError):
         store.create_environment("org_0000000000000000", "production")
-    with pytest.raises(InvalidError):
+    with pytest.raises(InvalidError) as malformed:
         store.create_environment(organization.id, "no spaces")
+    assert (malformed.value.code, malformed.value.field) == (
+        ErrorCode.ENVIRONMENT_KEY_MALFORMED,
+        "key",
+    )
     updated = store.update_environment(environment.id, insights_enabled=False)
     assert (updated.name, updated.insights_enabled) == ("Production", False)
     assert store.list_environments(organization.id) == [updated]
@@ -83,7 +109,8 @@ def test_api_keys_stored_as_sha256_only(store, environment) -> None:
     assert store.get_api_key(created.record.id).revoked is True
     with pytest.raises(NotFoundError) as missing:
         store.revoke_api_key(created.record.id)
-    assert (missing.value.resource, missing.value.identifier) == (
+    assert (missing.value.code, missing.value.resource, missing.value.identifier) == (
+        ErrorCode.LIVE_API_KEY_NOT_FOUND,
         Resource.API_KEY,
         created.record.id,
     )
@@ -99,8 +126,12 @@ def test_segments_dedupe_replace_and_limit(store, organization) -> None:
     assert (segment.size, created) == (1, False)
     assert store.get_segment(organization.id, "beta") == segment
     assert store.list_segments(organization.id) == [segment]
-    with pytest.raises(InvalidError):
+    with pytest.raises(InvalidError) as too_large:
         store.put_segment(organization.id, "big", [str(i) for i in range(1_000_001)])
+    assert (too_large.value.code, too_large.value.details) == (
+        ErrorCode.SEGMENT_TOO_LARGE,
+        {"field": "user_identifiers", "count": 1_000_001, "maximum": 1_000_000},
+    )
     with pytest.raises(NotFoundError):
         store.put_segment("org_0000000000000000", "beta", [])
     store.delete_segment(organization.id, "beta")
@@ -114,7 +145,10 @@ def test_flags_create_replace_and_segment_rules(store, organization, environment
     rules = [SegmentRule("beta", False), PercentageRule(33.33), StaticRule()]
     with pytest.raises(InvalidError) as error:
         store.put_flag(environment.id, "f", True, False, rules)
-    assert error.value.field == "rules[0].segment"
+    assert (error.value.code, error.value.details) == (
+        ErrorCode.UNKNOWN_SEGMENT,
+        {"field": "rules", "index": 0, "segment": "beta"},
+    )
     store.put_segment(organization.id, "beta", ["a"])
     flag, created = store.put_flag(environment.id, "f", True, False, rules)
     assert created and flag.rules == tuple(rules)
@@ -128,6 +162,8 @@ def test_flags_create_replace_and_segment_rules(store, organization, environment
     with pytest.raises(ConflictError) as in_use:
         store.delete_segment(organization.id, "beta")
     assert (in_use.value.reason, in_use.value.field) == (ConflictReason.SEGMENT_IN_USE, None)
+    assert in_use.value.details == {"segment": "beta", "flag": "g", "environment": "production"}
+    assert str(in_use.value) == "segment_in_use segment='beta' flag='g' environment='production'"
     store.delete_flag(environment.id, "g")
     with pytest.raises(NotFoundError) as missing:
         store.delete_flag(environment.id, "g")

@@ -8,6 +8,7 @@ import time
 
 import msgspec
 import pytest
+from flagsight_core import PercentageRule, RuleType, SegmentRule, StaticRule, evaluate
 
 from api.controlplane import documents
 from api.controlplane.cache import ConfigCache
@@ -19,9 +20,15 @@ from api.controlplane.changes import (
     RolloutState,
     ScheduleState,
 )
+from api.controlplane.errors import (
+    ConflictError,
+    ConflictReason,
+    ErrorCode,
+    NotFoundError,
+    RecordedError,
+    Resource,
+)
 from api.controlplane.sql_store import sha256_hex
-from api.controlplane.store import ConflictError, ConflictReason, NotFoundError, Resource
-from api.evaluation import PercentageRule, RuleType, SegmentRule, StaticRule, evaluate
 
 
 def test_audit_is_newest_first_and_restore_puts_a_flag_back(store, organization, environment):
@@ -82,7 +89,10 @@ def test_restoring_a_key_creation_revokes_it(store, organization, environment) -
     with pytest.raises(ConflictError) as again:
         store.restore(creation.id)
     assert again.value.reason is ConflictReason.NOTHING_TO_RESTORE
-    assert "already revoked" in again.value.message
+    assert (again.value.code, again.value.details) == (
+        ErrorCode.API_KEY_ALREADY_REVOKED,
+        {"api_key": created.record.id},
+    )
 
 
 def test_restoring_a_schedule_creation_cancels_it_and_its_cancellation_makes_it_pending(
@@ -113,13 +123,19 @@ def test_a_schedule_applied_or_due_cannot_be_restored(store, organization, envir
     with pytest.raises(ConflictError) as refused:
         _restore_newest(store, organization, "schedule.created")
     assert refused.value.reason is ConflictReason.NOT_RESTORABLE
-    assert f"Schedule '{applied.id}' was applied" in refused.value.message
+    assert (refused.value.code, refused.value.details["schedule"]) == (
+        ErrorCode.SCHEDULE_APPLIED,
+        applied.id,
+    )
     due = store.create_schedule(environment.id, "g", 2_000.0, body)
     store.cancel_schedule(environment.id, "g", due.id)
     with pytest.raises(ConflictError) as refused:
         _restore_newest(store, organization, "schedule.cancelled")
     assert refused.value.reason is ConflictReason.NOT_RESTORABLE
-    assert "1970-01-01T00:33:20.000Z, which has passed" in refused.value.message
+    assert (refused.value.code, refused.value.details) == (
+        ErrorCode.SCHEDULE_DUE_TIME_PASSED,
+        {"schedule": due.id, "due_at": 2_000.0},
+    )
     assert store.list_schedules(environment.id, "g")[0].state is ScheduleState.CANCELLED
 
 
@@ -140,7 +156,7 @@ def test_restoring_a_webhook_creation_deletes_it_but_a_deletion_stays(
     with pytest.raises(ConflictError) as refused:
         store.restore(restored.id)  # un-deleting it would need its secret
     assert refused.value.reason is ConflictReason.NOT_RESTORABLE
-    assert "secret is not kept in the log" in refused.value.message
+    assert refused.value.code is ErrorCode.WEBHOOK_SECRET_NOT_KEPT
     another = store.create_webhook(organization.id, hook.record.url, ["flag.changed"])
     store.delete_webhook(another.record.id)
     with pytest.raises(ConflictError) as refused:
@@ -204,8 +220,9 @@ def test_restoring_a_segment_creation_deletes_it_unless_a_rule_names_it(
     with pytest.raises(ConflictError) as in_use:
         _restore_newest(store, organization, "segment.put")
     assert in_use.value.reason is ConflictReason.SEGMENT_IN_USE
-    assert in_use.value.message == (
-        "Segment 'beta' is used by flag 'f' in environment 'production'; remove that rule first"
+    assert (in_use.value.code, in_use.value.details) == (
+        ErrorCode.SEGMENT_IN_USE,
+        {"segment": "beta", "flag": "f", "environment": "production"},
     )
     assert (store.config_version(), store.segment_members(organization.id, "beta")) == (
         version, ["alice"],
@@ -220,7 +237,10 @@ def test_restoring_a_segment_creation_deletes_it_unless_a_rule_names_it(
     with pytest.raises(ConflictError) as again:
         store.restore(creation.id)
     assert again.value.reason is ConflictReason.NOTHING_TO_RESTORE
-    assert "Segment 'beta' did not exist before that change" in again.value.message
+    assert (again.value.code, again.value.details) == (
+        ErrorCode.SEGMENT_STILL_ABSENT,
+        {"segment": "beta"},
+    )
     store.restore(restored.id)  # the deletion, restored: the segment is back
     assert store.segment_members(organization.id, "beta") == ["alice"]
 
@@ -237,8 +257,9 @@ def test_a_segment_change_whose_members_were_not_kept_cannot_be_restored(
     with pytest.raises(ConflictError) as refused:
         store.restore(change.id)
     assert refused.value.reason is ConflictReason.NOT_RESTORABLE
-    assert "members of segment changes made before this version were not kept" in (
-        refused.value.message
+    assert (refused.value.code, refused.value.details) == (
+        ErrorCode.SEGMENT_MEMBERS_NOT_KEPT,
+        {"audit_id": change.id, "action": "segment.put", "target": change.target},
     )
     assert store.config_version() == version
     assert store.segment_members(organization.id, "beta") == ["bob"]
@@ -247,12 +268,12 @@ def test_a_segment_change_whose_members_were_not_kept_cannot_be_restored(
 @pytest.mark.parametrize(
     ("action", "why"),
     [
-        ("organization.created", "organizations are never deleted"),
-        ("environment.created", "environments are never deleted"),
+        ("organization.created", ErrorCode.ORGANIZATIONS_NEVER_DELETED),
+        ("environment.created", ErrorCode.ENVIRONMENTS_NEVER_DELETED),
     ],
 )
-def test_what_cannot_be_restored_says_why_and_what_can(
-    store, organization, environment, action: str, why: str
+def test_what_cannot_be_restored_says_why(
+    store, organization, environment, action: str, why: ErrorCode
 ) -> None:
     store.put_segment(organization.id, "beta", ["u1"])
     store.put_flag(environment.id, "f", True, False, [PercentageRule(10.0)])
@@ -262,8 +283,8 @@ def test_what_cannot_be_restored_says_why_and_what_can(
     with pytest.raises(ConflictError) as refused:
         _restore_newest(store, organization, action)
     assert refused.value.reason is ConflictReason.NOT_RESTORABLE
-    assert why in refused.value.message
-    assert "What can be restored: flags," in refused.value.message
+    assert refused.value.code is why
+    assert refused.value.details["action"] == action
     assert store.config_version() == version
 
 
@@ -340,6 +361,25 @@ def test_schedules_are_listed_cancelled_and_applied_when_due(store, environment)
     assert (applied.id, applied.state) == (due.id, ScheduleState.APPLIED)
     assert store.get_flag(environment.id, "f").rules == (StaticRule(False),)
     assert store.apply_due_schedules(3_000.0) == []
+
+
+def test_a_schedule_that_cannot_be_applied_fails_and_keeps_why_by_code(
+    store, organization, environment
+) -> None:
+    store.put_segment(organization.id, "beta", ["alice"])
+    body = FlagBody(True, False, (StaticRule(), SegmentRule("beta")))
+    made = store.create_schedule(environment.id, "f", 1_000.0, body)
+    store.delete_segment(organization.id, "beta")  # the schedule's rule names it no more
+    [failed] = store.apply_due_schedules(1_000.0)
+    why = RecordedError(
+        ErrorCode.UNKNOWN_SEGMENT, {"field": "rules", "index": 1, "segment": "beta"}
+    )
+    assert (failed.id, failed.state, failed.error) == (made.id, ScheduleState.FAILED, why)
+    assert store.list_schedules(environment.id, "f") == [failed]  # kept as it was raised
+    assert store.get_flag(environment.id, "f") is None
+    with store.backend.transaction(write=True) as conn:  # as a version before codes wrote it
+        conn.execute("UPDATE schedules SET error = ? WHERE id = ?", ("in words", made.id))
+    assert store.list_schedules(environment.id, "f")[0].error == "in words"
 
 
 def test_a_due_schedule_is_applied_once_by_racing_stores(open_store, store, environment) -> None:

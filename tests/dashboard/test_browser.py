@@ -290,7 +290,8 @@ def test_health_view_shows_a_regression_with_its_interval_and_arm_charts(
 ) -> None:  # fmt: skip
     import random
 
-    from api.evaluation.hashing import bucket, threshold
+    from flagsight_core.hashing import bucket, threshold
+
     from pipelines.cli import run_pipeline_once
 
     server = dashboard_server

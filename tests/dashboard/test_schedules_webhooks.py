@@ -113,6 +113,23 @@ def test_scheduling_lists_the_change_and_it_is_applied_at_its_time(
     assert "/cancel" not in applied[0]  # only a pending schedule offers Cancel
 
 
+def test_a_failed_schedule_shows_why_in_the_admin_apis_words(
+    person: DashClient, dash_admin: Admin, tenant: Tenant, services: Services
+) -> None:
+    person.get(schedules_url(tenant))
+    rules = '[{"type": "SEGMENT", "segment": "beta"}]'
+    person.post(schedules_url(tenant), {"at": "2000-01-01T00:00", "rules": rules})
+    dash_admin.request("DELETE", f"/organizations/{tenant.organization_id}/segments/beta")
+    assert apply_due(services) == 1  # failed: its rule names a segment no longer there
+    page = person.get(schedules_url(tenant))
+    shown = re.search(r'data-state="failed">.*?<span [^>]*data-schedule-error>(.*?)</span>',
+                      page.text, re.S)  # fmt: skip
+    why = "Field 'rules[0].segment' names segment 'beta', which does not exist in this organization"
+    assert shown and html.unescape(shown[1]) == why
+    path = f"/environments/{tenant.environment_id}/flags/checkout/schedules"
+    assert dash_admin.request("GET", path)["items"][0]["error"] == why  # the admin API's words
+
+
 REFUSED_SCHEDULES = {
     "a time that is not one": ("soon", "[]", "schedule-at",
                                "Field 'at' must be an ISO-8601 time, e.g. 2026-01-31T09:00:00Z"),

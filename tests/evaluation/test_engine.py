@@ -6,10 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from api.evaluation import (
+from flagsight_core import (
     RESULT_CODES,
     RESULTS,
     Flag,
@@ -25,9 +22,11 @@ from api.evaluation import (
     rule_from_json,
     rule_to_json,
 )
-from api.evaluation.hashing import bucket, buckets
-from api.evaluation.model import OUTCOMES, RuleError
-from api.evaluation.segments import SegmentMembership
+from flagsight_core.hashing import bucket, buckets
+from flagsight_core.model import OUTCOMES, RuleError
+from flagsight_core.segments import SegmentMembership
+from hypothesis import given
+from hypothesis import strategies as st
 
 CASES = json.loads((Path(__file__).parents[1] / "cases" / "evaluation.json").read_text())
 

@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 
 import pytest
+from flagsight_core.hashing import bucket, threshold
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.evaluation.hashing import bucket, threshold
 from tests.murmur3_reference import murmur3_x86_32, reference_bucket
 
 VECTORS = json.loads((Path(__file__).parents[1] / "cases" / "bucketing.json").read_text())

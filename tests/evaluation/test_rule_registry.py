@@ -13,9 +13,7 @@ from typing import Any, ClassVar
 
 import falcon.testing
 import pytest
-
-from api.contract import OfrepReason
-from api.evaluation import (
+from flagsight_core import (
     RESULTS,
     RULE_TYPES,
     Flag,
@@ -33,7 +31,9 @@ from api.evaluation import (
     rule_to_json,
     unregister_rule_type,
 )
-from api.evaluation.registry import Segments, rule_value
+from flagsight_core.contract import OfrepReason
+from flagsight_core.registry import Segments, rule_value
+
 from api.eventlog.frames import EVALUATION_BATCH_CODE, encode_frame
 from api.eventlog.schema import EVALUATION, SOURCE_EVALUATE
 from api.eventlog.sealing import build_table, read_segment

@@ -6,9 +6,9 @@ import io
 from pathlib import Path
 
 import pytest
+from flagsight_core.ids import EvaluationIdIssuer
+from flagsight_core.model import OUTCOMES
 
-from api.evaluation.ids import EvaluationIdIssuer
-from api.evaluation.model import OUTCOMES
 from api.eventlog.frames import (
     EVALUATION_BATCH_CODE,
     InvalidFrame,

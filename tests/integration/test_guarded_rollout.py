@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 import requests
+from flagsight_core.hashing import bucket, threshold
 
-from api.evaluation.hashing import bucket, threshold
 from api.settings import Settings
 from pipelines.cli import run_pipeline_once
 from tests.support.admin import Admin, requests_caller

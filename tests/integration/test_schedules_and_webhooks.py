@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from flagsight_core import StaticRule
 
 from api.controlplane.changes import FlagBody
-from api.evaluation import StaticRule
 from api.server.wiring import open_control_plane
 from api.settings import Settings
 from devtools.engines.ports import free_port

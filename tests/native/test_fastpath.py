@@ -10,11 +10,11 @@ import random
 import string
 
 import pytest
+from flagsight_core import Flag, decide_one, rule_from_json
+from flagsight_core.hashing import bucket
+from flagsight_core.ids import EvaluationIdIssuer, environment_id_to_bytes
+from flagsight_core.segments import SegmentMembership, identifier_hash
 
-from api.evaluation import Flag, decide_one, rule_from_json
-from api.evaluation.hashing import bucket
-from api.evaluation.ids import EvaluationIdIssuer, environment_id_to_bytes
-from api.evaluation.segments import SegmentMembership, identifier_hash
 from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_OFREP, EvaluationBatch
 from api.native import fastpath

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from flagsight_core import NO_RULE, NOT_EVALUATED, Flag, decide_one, rule_from_json
+from flagsight_core.ids import EvaluationIdIssuer, environment_id_to_bytes
 
-from api.evaluation import NO_RULE, NOT_EVALUATED, Flag, decide_one, rule_from_json
-from api.evaluation.ids import EvaluationIdIssuer, environment_id_to_bytes
 from api.eventlog.frames import EVALUATION_BATCH_CODE, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE, EvaluationBatch
 from api.native import fastpath

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from flagsight_core.hashing import bucket, threshold
 
-from api.evaluation.hashing import bucket, threshold
 from tests.pipelines.support import materialize_all
 from tests.support.admin import Tenant
 from warehouse.statistics.histogram import RELATIVE_ACCURACY

@@ -1,11 +1,10 @@
 """The SDK imports nothing of ``api``: the few contract names it needs are copies, held equal
-to ``api.contract`` here."""
+to ``flagsight_core.contract`` here."""
 
 from __future__ import annotations
 
+from flagsight_core import contract
 from flagsight_sdk import batcher, client, model
-
-from api import contract
 
 
 def test_the_sdks_limits_are_the_contracts() -> None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from flagsight_core import RULE_TYPES as SERVICE_RULE_TYPES
 from flagsight_sdk.model import RULE_TYPES, parse_evaluation
 from flagsight_sdk.provider import _REASONS
 from openfeature.flag_evaluation import Reason
-
-from api.evaluation import RULE_TYPES as SERVICE_RULE_TYPES
 
 ANSWER = {"value": True, "matchedRuleType": "GEOGRAPHY", "error": None, "evaluationId": "e-1"}
 

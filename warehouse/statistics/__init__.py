@@ -14,7 +14,8 @@ docs/statistics.md.
 - ``rollout_confidence``: one error budget per guarded rollout, split over its comparisons.
 """
 
-from api.contract import Decision, WithheldReason
+from flagsight_core.contract import Decision, WithheldReason
+
 from warehouse.statistics.budget import ROLLOUT_ERROR_BUDGET, rollout_confidence
 from warehouse.statistics.decisions import CONFIDENCE, MIN_USERS_WITH_FEEDBACK, Comparison
 from warehouse.statistics.proportions import (

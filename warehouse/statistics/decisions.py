@@ -2,14 +2,14 @@
 
 Every comparison (failure rate, coverage, p95 latency) ends here, so the dashboard, the health
 endpoint and guarded rollouts read the same decision for the same interval. The decisions and
-the reasons for withholding one are the contract's codes (``api.contract``).
+the reasons for withholding one are the contract's codes (``flagsight_core.contract``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.contract import Decision
+from flagsight_core.contract import Decision
 
 CONFIDENCE = 0.95
 """Coverage of every confidence sequence, simultaneously over all reads of one epoch."""

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from flagsight_core.contract import WithheldReason
 from numpy.typing import ArrayLike, NDArray
 
-from api.contract import WithheldReason
 from warehouse.statistics.boundaries import normal_mixture_radius
 from warehouse.statistics.decisions import (
     CONFIDENCE,

@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from flagsight_core.contract import WithheldReason
 from numpy.typing import NDArray
 from scipy.special import betaln
 
-from api.contract import WithheldReason
 from warehouse.statistics.boundaries import tuning_constant
 from warehouse.statistics.decisions import (
     CONFIDENCE,

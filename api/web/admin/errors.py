@@ -1,6 +1,7 @@
 """Store errors as the contract's HTTP errors: not found 404, conflict 409, invalid 400, and a
 control plane that cannot be reached (PostgreSQL down, a SQLite file locked past its busy
-timeout) 503 with ``Retry-After``: the dashboard's pages and the admin API alike."""
+timeout) 503 with ``Retry-After``: the dashboard's pages and the admin API alike. The status
+comes from the error's class, the message from its code (``error_messages``)."""
 
 from __future__ import annotations
 
@@ -9,33 +10,30 @@ from typing import Any
 
 import falcon.asgi
 
-from api.controlplane.store import (
+from api.controlplane.errors import (
     ConflictError,
     ControlPlaneError,
     InvalidError,
     NotFoundError,
     UnavailableError,
 )
+from api.web.admin.error_messages import message
 from api.web.errors import ApiError, BadRequest, Conflict, NotFound, ServiceUnavailable
 
 log = logging.getLogger("flagsight.admin")
 
 
-UNAVAILABLE_MESSAGE = (
-    "The control plane is busy or unavailable; nothing was changed. Retry shortly."
-)
-
-
 def http_error(error: ControlPlaneError) -> ApiError:
+    text = message(error)
     if isinstance(error, UnavailableError):
-        return ServiceUnavailable(UNAVAILABLE_MESSAGE)
+        return ServiceUnavailable(text)
     if isinstance(error, NotFoundError):
-        return NotFound(error.message)
+        return NotFound(text)
     if isinstance(error, ConflictError):
-        return Conflict(error.message)
+        return Conflict(text)
     if isinstance(error, InvalidError):
-        return BadRequest(error.message)
-    return ApiError(500, error.message)
+        return BadRequest(text)
+    return ApiError(500, text)
 
 
 async def handle_control_plane_error(

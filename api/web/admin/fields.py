@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from api.contract import (
+from flagsight_core import RuleError, rule_from_json
+from flagsight_core.contract import (
     KEY_MAX,
     KEY_PATTERN,
     KEY_SPEC,
@@ -14,10 +15,10 @@ from api.contract import (
     MAX_SEGMENT_SIZE,
     USER_IDENTIFIER_MAX,
 )
+
 from api.controlplane.changes import GUARDRAILS, EventType, FlagBody, RolloutPlan
 from api.controlplane.model import Plan
 from api.controlplane.webhook_targets import ForbiddenTarget, check_url
-from api.evaluation import RuleError, rule_from_json
 from api.web.errors import BadRequest
 from api.web.jsonio import optional_bool as optional_json_bool
 from api.web.jsonio import require_bool, require_list, require_str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon.asgi
 
-from api.controlplane.store import ControlPlaneError
+from api.controlplane.errors import ControlPlaneError
 from api.serving.services import Services
 from api.web.admin.api_keys import ApiKeyResource, ApiKeysResource
 from api.web.admin.audit import AuditResource, RestoreResource

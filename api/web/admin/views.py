@@ -8,16 +8,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from api.controlplane import documents
-from api.controlplane.changes import AuditRecord, CreatedWebhook
+from api.controlplane.changes import AuditRecord, CreatedWebhook, Schedule
 from api.controlplane.model import ApiKey, Organization, Segment
 from api.metering.meter import month_label
+from api.web.admin.error_messages import schedule_error
 
 organization = documents.organization
 environment = documents.environment
 flag = documents.flag
 rollout = documents.rollout
-schedule = documents.schedule
 webhook = documents.webhook
+
+
+def schedule(made: Schedule) -> dict[str, Any]:
+    """The schedule's document, a failed one's ``error`` in the API's words."""
+    return {**documents.schedule(made), "error": schedule_error(made)}
 
 
 def api_key(key: ApiKey, plaintext: str | None = None) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import falcon.asgi
+from flagsight_core.contract import FLAG_KEY_MAX
 
-from api.contract import FLAG_KEY_MAX
 from api.web.admin.base import AdminResource
 from api.web.admin.environments import existing_environment
 from api.web.errors import BadRequest, NotFound

@@ -11,9 +11,9 @@ import contextlib
 
 import falcon
 import falcon.asgi
+from flagsight_core.contract import MAX_NAME_LENGTH
 
-from api.contract import MAX_NAME_LENGTH
-from api.controlplane.store import NotFoundError
+from api.controlplane.errors import NotFoundError
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
-from api.controlplane.store import ConflictError, can_restore
+from api.controlplane.errors import ConflictError
+from api.controlplane.store import can_restore
+from api.web.admin.error_messages import message
 from api.web.dashboard.base import Page, organization_crumbs, signed_in
 
 SHOWN = 200
@@ -57,6 +59,6 @@ class RestoreAction(AuditView):
         try:
             restored = await self.write(self.store.restore, audit_id)
         except ConflictError as exc:  # not restorable, or already as it was: say why
-            await self.show(req, resp, org_id, error=exc.message, status=409)
+            await self.show(req, resp, org_id, error=message(exc), status=409)
             return
         raise falcon.HTTPSeeOther(f"{audit_path(org_id)}?restored={restored.id}")

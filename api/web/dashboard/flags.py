@@ -13,12 +13,13 @@ from datetime import UTC, datetime
 
 import falcon
 import falcon.asgi
+from flagsight_core import RULE_TYPES
+from flagsight_core.contract import KEY_IN_WORDS, KEY_PATTERN
 
-from api.contract import KEY_IN_WORDS, KEY_PATTERN
 from api.controlplane.changes import ScheduleState
+from api.controlplane.errors import InvalidError
 from api.controlplane.model import Environment, FlagRecord, Organization
-from api.controlplane.store import InvalidError
-from api.evaluation import RULE_TYPES
+from api.web.admin.error_messages import message
 from api.web.dashboard.activity import ACTIVITY_DAYS, read_activity
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
 from api.web.dashboard.rule_editor import (
@@ -153,7 +154,7 @@ class FlagEditorPage(FlagPage):
             try:
                 await self.write(self.store.put_flag, env_id, flag.key, enabled, archived, rules)
             except InvalidError as exc:
-                problem = exc.message
+                problem = message(exc)
             else:
                 raise falcon.HTTPSeeOther(f"{flag_path(env_id, flag_key)}?saved=1")
         await self._show(req, resp, env_id, flag_key, enabled=enabled, archived=archived,

@@ -16,8 +16,8 @@ from typing import Any
 
 import falcon
 import falcon.asgi
+from flagsight_core.contract import Decision, WithheldReason
 
-from api.contract import Decision, WithheldReason
 from api.controlplane.changes import GUARDRAILS, AuditRecord
 from api.controlplane.health_document import health_answer
 from api.controlplane.model import Environment

@@ -1,23 +1,26 @@
 """Organizations and their environments, including each environment's insights switch.
 
 Creation applies the admin API's rules through the same store calls: plans and their limits
-(``resolve_monthly_limit``), key syntax and uniqueness. Store errors come back as messages
-next to the field they concern.
+(``resolve_monthly_limit``), key syntax and uniqueness. Store errors come back as the admin
+API's messages (``error_messages``), next to the field they concern.
 """
 
 from __future__ import annotations
 
 import falcon
 import falcon.asgi
+from flagsight_core.contract import KEY_IN_WORDS, KEY_PATTERN, MAX_NAME_LENGTH
 
-from api.contract import KEY_IN_WORDS, KEY_PATTERN, MAX_NAME_LENGTH
+from api.controlplane.errors import ConflictError, InvalidError
 from api.controlplane.model import PLAN_MONTHLY_LIMITS, Plan
-from api.controlplane.store import MAX_MONTHLY_LIMIT, ConflictError, InvalidError
+from api.controlplane.store import MAX_MONTHLY_LIMIT
+from api.web.admin.error_messages import message
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 from api.web.dashboard.forms import Form
 
 PLANS = [(plan.value, PLAN_MONTHLY_LIMITS[plan]) for plan in Plan]
-_FORM_FIELDS = {"monthlyEvaluationLimit": "monthly_limit", "name": "name", "key": "key"}
+_FORM_FIELDS = {"monthly_evaluation_limit": "monthly_limit", "name": "name", "key": "key"}
+"""The store's fields (``InvalidError.field``) as this page's form names them."""
 
 
 def _name_error(name: str) -> str | None:
@@ -68,7 +71,7 @@ class OrganizationsPage(Page):
                     self.store.create_organization, name, Plan(plan_text), limit_value
                 )
             except InvalidError as exc:
-                errors[_FORM_FIELDS.get(exc.field, "name")] = exc.message
+                errors[_FORM_FIELDS.get(exc.field, "name")] = message(exc)
             else:
                 raise falcon.HTTPSeeOther(f"{PREFIX}/organizations/{organization.id}")
         await self._show(req, resp, status=400, errors=errors, form=form)
@@ -122,7 +125,7 @@ class OrganizationPage(Page):
                     f"This organization already has an environment '{key}'."
                 )
             except InvalidError as exc:
-                errors[_FORM_FIELDS.get(exc.field, "key")] = exc.message
+                errors[_FORM_FIELDS.get(exc.field, "key")] = message(exc)
             else:
                 raise falcon.HTTPSeeOther(f"{PREFIX}/organizations/{org_id}")
         await self._show(req, resp, org_id, status=400, errors=errors, form=form)

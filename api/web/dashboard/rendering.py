@@ -13,8 +13,8 @@ from typing import Any
 import falcon
 import falcon.asgi
 import jinja2
+from flagsight_core.contract import KEY_MAX, USER_IDENTIFIER_MAX
 
-from api.contract import KEY_MAX, USER_IDENTIFIER_MAX
 from api.web.dashboard.format import FILTERS
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")

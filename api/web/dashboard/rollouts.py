@@ -11,8 +11,9 @@ import falcon
 import falcon.asgi
 
 from api.controlplane.changes import GUARDRAILS
-from api.controlplane.store import ControlPlaneError
+from api.controlplane.errors import ControlPlaneError
 from api.web.admin import fields
+from api.web.admin.error_messages import message
 from api.web.dashboard.base import signed_in
 from api.web.dashboard.forms import Form
 from api.web.dashboard.insights import InsightsView, insights_path
@@ -77,4 +78,4 @@ class StopRolloutAction(InsightsView):
 
 
 def _message(exc: BadRequest | ControlPlaneError) -> str:
-    return exc.message if isinstance(exc, ControlPlaneError) else str(exc.description)
+    return message(exc) if isinstance(exc, ControlPlaneError) else str(exc.description)

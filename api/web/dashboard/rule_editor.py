@@ -8,7 +8,7 @@ that moves rows in the page needs no renumbering: every row posts every column (
 has no such field.
 
 Nothing here is written per rule type: the types, their fields, labels and inputs come from
-the registry (``api.evaluation.RULE_TYPES``, ``Rule.fields``), and parsing reuses the core's
+the registry (``flagsight_core.RULE_TYPES``, ``Rule.fields``), and parsing reuses the core's
 ``rule_from_json``, so the editor accepts exactly what the admin API accepts.
 """
 
@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from api.contract import MAX_RULES
-from api.evaluation import RULE_TYPES, Rule, RuleError, RuleField, rule_from_json, rule_to_json
+from flagsight_core import RULE_TYPES, Rule, RuleError, RuleField, rule_from_json, rule_to_json
+from flagsight_core.contract import MAX_RULES
+
 from api.web.dashboard.forms import Form
 
 SEGMENT_INPUT = "segment"

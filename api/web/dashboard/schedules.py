@@ -12,20 +12,21 @@ time (``api/jobs/schedules.py``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import falcon
 import falcon.asgi
 import msgspec
+from flagsight_core import rule_to_json
 
 from api.controlplane.changes import FlagBody, Schedule, ScheduleState
 from api.controlplane.documents import iso_time
+from api.controlplane.errors import ControlPlaneError
 from api.controlplane.model import Environment, FlagRecord, Organization
-from api.controlplane.store import ControlPlaneError
-from api.evaluation import rule_to_json
 from api.web.admin import fields
+from api.web.admin.error_messages import schedule_error
 from api.web.admin.errors import http_error
 from api.web.dashboard.base import Page, environment_crumbs, signed_in
 from api.web.dashboard.flags import flag_path, flags_path
@@ -86,6 +87,12 @@ class ScheduleRow:
 
     schedule: Schedule
 
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleRow:
+        """The row, a failed schedule's ``error`` in the admin API's words (the page shows
+        it as they are)."""
+        return cls(replace(schedule, error=schedule_error(schedule)))
+
     @property
     def pending(self) -> bool:
         return self.schedule.state == ScheduleState.PENDING
@@ -131,7 +138,7 @@ class SchedulesView(Page):
         problem: str | None = None,
     ) -> None:
         flag, schedules, environment, organization = await self.subject(env_id, flag_key)
-        rows = [ScheduleRow(schedule) for schedule in schedules]
+        rows = [ScheduleRow.of(schedule) for schedule in schedules]
         values = {
             "at": default_time(self.services.clock()),
             "rules": rules_text(body_rules(flag)) if flag else "[]",

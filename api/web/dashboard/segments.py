@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import falcon
 import falcon.asgi
+from flagsight_core.contract import KEY_IN_WORDS, KEY_PATTERN, MAX_SEGMENT_SIZE, USER_IDENTIFIER_MAX
 
-from api.contract import KEY_IN_WORDS, KEY_PATTERN, MAX_SEGMENT_SIZE, USER_IDENTIFIER_MAX
-from api.controlplane.store import ConflictError, NotFoundError
+from api.controlplane.errors import ConflictError, NotFoundError
+from api.web.admin.error_messages import message
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 from api.web.dashboard.forms import Form
 
@@ -109,7 +110,7 @@ class DeleteSegmentAction(SegmentsView):
         try:
             await self.write(self.store.delete_segment, org_id, segment_key)
         except ConflictError as exc:
-            await self._show(req, resp, org_id, status=409, problem=exc.message)
+            await self._show(req, resp, org_id, status=409, problem=message(exc))
             return
         except NotFoundError:
             pass  # already gone: the outcome asked for

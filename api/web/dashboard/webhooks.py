@@ -17,7 +17,7 @@ import falcon
 import falcon.asgi
 
 from api.controlplane.changes import CreatedWebhook, EventType
-from api.controlplane.store import ControlPlaneError, NotFoundError
+from api.controlplane.errors import ControlPlaneError, NotFoundError
 from api.web.admin import fields
 from api.web.admin.errors import http_error
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from api.contract import (
+from flagsight_core import Rule
+from flagsight_core.contract import (
     FLAG_KEY_MAX,
     KEY_SCHEMA_PATTERN,
     MAX_NAME_LENGTH,
@@ -19,8 +20,8 @@ from api.contract import (
     USER_IDENTIFIER_MAX,
     Decision,
 )
+
 from api.controlplane.model import PLAN_MONTHLY_LIMITS, Plan
-from api.evaluation import Rule
 
 TIMESTAMP = {"type": "string", "format": "date-time"}
 

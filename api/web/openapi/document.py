@@ -7,8 +7,8 @@ from typing import Any
 
 import falcon
 import falcon.asgi
+from flagsight_core import RULE_TYPES, Rule
 
-from api.evaluation import RULE_TYPES, Rule
 from api.web.jsonio import encode
 from api.web.openapi.admin import ADMIN_PATHS, ADMIN_SCHEMAS, rule_schemas
 from api.web.openapi.ofrep import OFREP_PATHS, OFREP_SCHEMAS, ofrep_success_schemas
@@ -21,7 +21,7 @@ from api.web.openapi.public import (
 
 
 def openapi_document() -> dict[str, Any]:
-    """The document for the rule types registered now (``api.evaluation.RULE_TYPES``)."""
+    """The document for the rule types registered now (``flagsight_core.RULE_TYPES``)."""
     return _document(tuple(RULE_TYPES.values()))
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from api.contract import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, OfrepErrorCode, OfrepReason
-from api.evaluation import Rule
+from flagsight_core import Rule
+from flagsight_core.contract import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, OfrepErrorCode, OfrepReason
+
 from api.web.openapi.public import EVALUATION_ID, QUOTA_HEADERS, error_response
 
 

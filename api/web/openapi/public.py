@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from api.contract import (
+from flagsight_core import Rule
+from flagsight_core.contract import (
     BULK_MAX_FEEDBACKS,
     BULK_MAX_USERS,
     ERROR_TYPE_MAX,
@@ -14,7 +15,6 @@ from api.contract import (
     USER_IDENTIFIER_MAX,
     ErrorType,
 )
-from api.evaluation import Rule
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -44,7 +44,7 @@ QUOTA_HEADERS: dict[str, Any] = {
 """On every evaluate answer (``api.web.public.quota``)."""
 
 EVALUATION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{42}[0-9a-f]{4}$"}
-"""An evaluation id as this service issues it (``api.evaluation.ids``): 42 characters of
+"""An evaluation id as this service issues it (``flagsight_core.ids``): 42 characters of
 URL-safe base64, then the index in the batch as four hex digits."""
 
 _UNAUTHORIZED = {"description": "Missing or invalid API key", **_json(_ref("UnauthorizedError"))}

@@ -8,8 +8,8 @@ from typing import Annotated
 import falcon
 import falcon.asgi
 import msgspec
+from flagsight_core.contract import BULK_MAX_USERS, FLAG_KEY_MAX, SDK_MAX, USER_IDENTIFIER_MAX
 
-from api.contract import BULK_MAX_USERS, FLAG_KEY_MAX, SDK_MAX, USER_IDENTIFIER_MAX
 from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK

@@ -12,10 +12,10 @@ from typing import Any
 
 import falcon
 import falcon.asgi
+from flagsight_core.contract import BULK_MAX_FEEDBACKS, ERROR_TYPE_MAX
+from flagsight_core.ids import EvaluationIdIssuer, InvalidEvaluationId
 
-from api.contract import BULK_MAX_FEEDBACKS, ERROR_TYPE_MAX
 from api.controlplane.model import KeyContext
-from api.evaluation.ids import EvaluationIdIssuer, InvalidEvaluationId
 from api.eventlog import EventLogUnavailable
 from api.eventlog.schema import FeedbackEvent
 from api.serving.services import Services

@@ -25,8 +25,8 @@ from typing import Any
 
 import falcon
 import falcon.asgi
-
-from api.contract import (
+from flagsight_core import RULE_TYPES, Result
+from flagsight_core.contract import (
     ERROR_MESSAGES,
     FLAG_KEY_MAX,
     USER_IDENTIFIER_MAX,
@@ -34,9 +34,9 @@ from api.contract import (
     OfrepErrorCode,
     OfrepReason,
 )
+
 from api.controlplane.cache import EnvironmentConfig
 from api.controlplane.model import KeyContext
-from api.evaluation import RULE_TYPES, Result
 from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
 from api.metering.meter import seconds_until_next_month
 from api.serving.evaluations import EvaluationServer
@@ -48,7 +48,7 @@ from api.web.public.evaluate import key_environment
 from api.web.public.quota import QuotaHeaders
 
 # OpenFeature's reasons and error codes (https://openfeature.dev/specification/types) are the
-# contract's (``api.contract``); a rule's reason is its type's ``ofrep_reason``.
+# contract's (``flagsight_core.contract``); a rule's reason is its type's ``ofrep_reason``.
 PARSE_ERROR = OfrepErrorCode.PARSE_ERROR
 TARGETING_KEY_MISSING = OfrepErrorCode.TARGETING_KEY_MISSING
 INVALID_CONTEXT = OfrepErrorCode.INVALID_CONTEXT

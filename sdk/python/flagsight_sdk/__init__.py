@@ -9,11 +9,10 @@ if evaluation:                      # False on any failure: the spec's fail-safe
         new_checkout()
 """
 
-__version__ = "0.1.0"
-
-from flagsight_sdk.batcher import BatcherStats, FeedbackBatcher  # noqa: E402
-from flagsight_sdk.client import FlagsightClient, Outcome  # noqa: E402
-from flagsight_sdk.model import Evaluation  # noqa: E402
+from flagsight_sdk.batcher import BatcherStats, FeedbackBatcher
+from flagsight_sdk.client import FlagsightClient, Outcome
+from flagsight_sdk.model import Evaluation
+from flagsight_sdk.version import __version__
 
 __all__ = [
     "BatcherStats",

@@ -16,7 +16,6 @@ from types import TracebackType
 
 import requests
 
-from flagsight_sdk import __version__
 from flagsight_sdk.batcher import FeedbackBatcher
 from flagsight_sdk.model import (
     FAILURE_CONNECTION,
@@ -30,6 +29,7 @@ from flagsight_sdk.model import (
     parse_evaluation,
 )
 from flagsight_sdk.transport import HttpAnswer, checked_base_url, new_session, post_json
+from flagsight_sdk.version import __version__
 
 log = logging.getLogger("flagsight_sdk")
 

@@ -2,7 +2,7 @@
 
 Plan blocking is decided by the caller (it needs the meter); everything about the flag is
 decided here. Evaluation never raises: every outcome is a ``Result``. Each rule type owns how
-it matches one user and many (``api.evaluation.rules``); this module only walks the rules.
+it matches one user and many (``flagsight_core.rules``); this module only walks the rules.
 
 The rules decide, per user, the index of the first rule that matches (its *rule byte*,
 ``NO_RULE`` when none does); the flag's ``code_table`` turns rule bytes into result codes.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from api.evaluation.model import (
+from flagsight_core.model import (
     NO_RULE,
     NOT_EVALUATED,
     RESULT_CODES,

@@ -1,6 +1,6 @@
 """The rule types: each one class that owns how it matches (one user and many), validates its
 JSON, is described in the OpenAPI document, is edited in the dashboard and is encoded for the
-native fast path (``api.evaluation.registry`` says what each attribute is for).
+native fast path (``flagsight_core.registry`` says what each attribute is for).
 
 A new rule type is a class here, registered at the end of this module after the others (its
 result codes follow theirs: the event log stores them). Nothing else in ``api`` changes: the
@@ -17,9 +17,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from api.contract import KEY_PATTERN, KEY_SCHEMA_PATTERN, KEY_SPEC, ErrorType, OfrepReason
-from api.evaluation.hashing import bucket, buckets, threshold
-from api.evaluation.registry import (
+from flagsight_core.contract import (
+    KEY_PATTERN,
+    KEY_SCHEMA_PATTERN,
+    KEY_SPEC,
+    ErrorType,
+    OfrepReason,
+)
+from flagsight_core.hashing import bucket, buckets, threshold
+from flagsight_core.registry import (
     Result,
     Rule,
     RuleError,

@@ -71,7 +71,7 @@ ERROR_MESSAGES: dict[ErrorType, str] = {
 
 class OfrepReason(StrEnum):
     """The OpenFeature reasons OFREP answers carry (contract section 7). A rule type's own
-    reason is its ``ofrep_reason`` (``api.evaluation.rules``)."""
+    reason is its ``ofrep_reason`` (``flagsight_core.rules``)."""
 
     STATIC = "STATIC"
     TARGETING_MATCH = "TARGETING_MATCH"

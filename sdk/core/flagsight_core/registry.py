@@ -6,7 +6,7 @@ layers read: its matching (one user and many), its validation of the rule's JSON
 (``RuleField.schema``, for the OpenAPI document), how the dashboard's editor shows its fields
 (``RuleField``'s label, prompt and input), its OFREP reason, and its kind in the native fast
 path (``native_kind``, None to be served by the Python path). ``register_rule_type`` makes
-it known to the whole service; the built-in types are registered in ``api.evaluation.rules``.
+it known to the whole service; the built-in types are registered in ``flagsight_core.rules``.
 
 Every result an evaluation can have is a *result code*, an index into ``RESULTS``: bulk
 answers and the event log carry one byte per user. Registering a rule type appends its two
@@ -23,7 +23,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
-from api.contract import ErrorType
+from flagsight_core.contract import ErrorType
 
 Segments = Mapping[str, Container[str]]
 """An organization's segments: key -> its members."""
@@ -67,7 +67,7 @@ class Rule:
     type: ClassVar[str]
     """The rule type's name in JSON and in ``matchedRuleType`` (``STATIC``)."""
     ofrep_reason: ClassVar[str]
-    """The OpenFeature reason of an answer this rule decided (``api.contract.OfrepReason``)."""
+    """The OpenFeature reason of an answer this rule decided (``flagsight_core.contract.OfrepReason``)."""
     description: ClassVar[str] = ""
     """What it matches, in a few words for people (the dashboard's editor)."""
     fields: ClassVar[tuple[RuleField, ...]] = ()

@@ -4,7 +4,7 @@ No I/O, clock, logging or environment in here. Callers (the HTTP resources, OFRE
 any other implementation checked against ``tests/cases``) supply everything.
 """
 
-from api.evaluation.engine import (
+from flagsight_core.engine import (
     Decisions,
     decide,
     decide_one,
@@ -12,7 +12,7 @@ from api.evaluation.engine import (
     evaluate_codes,
     evaluate_many,
 )
-from api.evaluation.model import (
+from flagsight_core.model import (
     ERROR_MESSAGES,
     NO_RULE,
     NOT_EVALUATED,
@@ -31,7 +31,7 @@ from api.evaluation.model import (
     rule_from_json,
     rule_to_json,
 )
-from api.evaluation.registry import (
+from flagsight_core.registry import (
     RuleError,
     RuleField,
     on_results_changed,

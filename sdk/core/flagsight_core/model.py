@@ -1,7 +1,7 @@
 """Typed flag configuration: a flag, its rules, and what the fast paths read of it.
 
-The rule types and the table of results live in ``api.evaluation.registry`` (the registry)
-and ``api.evaluation.rules`` (the built-in types); every layer derives its names from them:
+The rule types and the table of results live in ``flagsight_core.registry`` (the registry)
+and ``flagsight_core.rules`` (the built-in types); every layer derives its names from them:
 the event log's outcome codes (``OUTCOMES``), OFREP's reasons (``RULE_TYPES[...].ofrep_reason``),
 the admin API's rule JSON and schema, the dashboard's editor, and the SDK's known rule types
 (checked against the registry by ``tests/sdk``). They are re-exported here.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from api.contract import ERROR_MESSAGES, ErrorType
-from api.evaluation.registry import (
+from flagsight_core.contract import ERROR_MESSAGES, ErrorType
+from flagsight_core.registry import (
     OUTCOMES,
     RESULT_CODES,
     RESULTS,
@@ -26,7 +26,7 @@ from api.evaluation.registry import (
     rule_from_json,
     rule_to_json,
 )
-from api.evaluation.rules import PercentageRule, RuleType, SegmentRule, StaticRule
+from flagsight_core.rules import PercentageRule, RuleType, SegmentRule, StaticRule
 
 __all__ = [
     "ERROR_MESSAGES",
