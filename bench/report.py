@@ -100,6 +100,28 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
     if memory:
         goals.append(_goal("worker RSS at steady state", max(memory["flagsight_worker_rss_mb"]),
                            "<=", 120, "MB", "largest VmRSS of the workers after the load, idle"))  # fmt: skip
+    local = results.get("local")
+    if local:
+        speed = local["local_vs_remote"]
+        goals.append(_goal("local evaluate vs the same SDK's remote evaluate", speed["speedup"],
+                           ">=", 100, "x", "mean remote call over loopback / mean local call,"
+                           " one thread (python -m bench.local_scenarios)"))  # fmt: skip
+        goals.append(_goal("local evaluate p99", speed["local_p99_us"], "<=", 50, "µs",
+                           "perf_counter_ns around each call, reports and quota included"))  # fmt: skip
+        spread = local["propagation"]
+        goals.append(_goal(f"a change reaches {spread['clients']} local clients, p99",
+                           spread["p99_s"], "<=", 1, "s",
+                           f"admin PUT to each client holding it, {spread['changes']} changes"))  # fmt: skip
+        streams = local["streams"]
+        goals.append(_goal(f"memory added by {streams['streams']:,} open streams",
+                           streams["memory_added_mb"], "<=", 64, "MB",
+                           "PSS of every server process, before and after"))  # fmt: skip
+        goals.append(_goal(f"single evaluate with {streams['streams']:,} open streams",
+                           streams["ratio"], ">=", 0.9, "x",
+                           "wrk req/s at 16 connections with / without them"))  # fmt: skip
+        goals.append(_goal("ingest of reported local evaluations, per core",
+                           local["ingest"]["per_second"], ">=", 500_000, "/s",
+                           "decode, validate and append reports of 10,000, one thread"))  # fmt: skip
     if bulk:
         goals.append(_goal("RSS added by 10k bulk requests", bulk["worker_rss_added_mb"], "<=", 50,
                            "MB", "largest (peak sampled every 5 ms - steady) over the workers"))  # fmt: skip

@@ -33,6 +33,7 @@ from bench.http_scenarios import (
     meter_round_trips,
     scrape_totals,
 )
+from bench.local_scenarios import local_bench
 from bench.pipeline_scenarios import pipeline_bench
 from bench.report import write_report
 from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP scenarios")
     parser.add_argument("--no-pipeline", action="store_true", help="skip the pipeline scenarios")
     parser.add_argument("--no-signal", action="store_true", help="skip the time-to-signal run")
+    parser.add_argument("--no-local", action="store_true", help="skip local evaluation's scenarios")
     parser.add_argument(
         "--no-cluster", action="store_true", help="skip the cluster-mode host (PostgreSQL, S3)"
     )
@@ -170,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         cluster_env = None if args.no_cluster else stack.enter_context(cluster_engines(work_dir))
         if not args.no_http:
             results.update(run_http(args, plan, work_dir, cluster_env))
+        if not args.no_local:
+            log("local evaluation")
+            results["local"] = local_bench(work_dir / "local", args.smoke)
         if not args.no_signal:
             log("time to signal (flagsight serve + the Dagster daemon)")
             results["time_to_signal"] = time_to_signal(

@@ -14,8 +14,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import duckdb
+from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT
 
-from api.eventlog.schema import ARM_CONTROL, ARM_TREATMENT
 from warehouse.sql import run_script
 from warehouse.statistics import (
     CONFIDENCE,

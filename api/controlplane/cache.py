@@ -13,7 +13,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -153,6 +153,7 @@ class ConfigCache:
         self._thread: threading.Thread | None = None
         self.segments_built = 0
         """Segment tables built since this cache was made (a reload skips unchanged ones)."""
+        self._listeners: list[Callable[[], None]] = []
         self.refresh()
 
     # -- reads: no I/O ----------------------------------------------------------------------
@@ -222,6 +223,11 @@ class ConfigCache:
 
     # -- reloading --------------------------------------------------------------------------
 
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every reload, on the thread that reloaded (the poller's, or
+        an admin write's): what pushes a change to the worker's open streams."""
+        self._listeners.append(listener)
+
     def refresh(self) -> bool:
         """Reload now if the store's version moved; True when a reload happened.
 
@@ -237,6 +243,8 @@ class ConfigCache:
         if self._metrics is not None:
             self._metrics.config_reloads.inc()
             self._metrics.serve_config_version(data.version)
+        for listener in self._listeners:
+            listener()
         return True
 
     def start(self) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, NamedTuple
 
-from flagsight_core.model import NOT_EVALUATED, OUTCOMES
+from flagsight_core.model import NOT_EVALUATED, OUTCOMES, arm_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,20 +32,8 @@ SOURCE_EVALUATE = "v1"
 SOURCE_EVALUATE_BULK = "v1-bulk"
 SOURCE_OFREP = "ofrep"
 SOURCE_OFREP_BULK = "ofrep-bulk"
-
-# Release-health arms (contract section 9): users who reached the flag's first percentage rule.
-ARM_TREATMENT = "treatment"
-ARM_CONTROL = "control"
-
-
-def arm_of(rule: int, split_rule: int) -> str | None:
-    """The arm of a user whose deciding rule byte is ``rule``, for a flag whose first
-    percentage rule is ``split_rule`` (-1: none). Treatment: that rule matched. Control: it
-    was reached and did not match (a later rule decided, or none did). Neither: an earlier
-    rule decided, or the flag's state or the plan did (``NOT_EVALUATED``)."""
-    if split_rule < 0 or rule == NOT_EVALUATED or rule < split_rule:
-        return None
-    return ARM_TREATMENT if rule == split_rule else ARM_CONTROL
+SOURCE_LOCAL = "local"
+"""Decided in the application by a local SDK, and reported (``POST /v1/local/report``)."""
 
 
 class EvaluationEvent(NamedTuple):

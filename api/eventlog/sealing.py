@@ -24,13 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from flagsight_core.ids import bulk_ids
-from flagsight_core.model import NOT_EVALUATED
+from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT, NOT_EVALUATED
 from flagsight_core.registry import on_results_changed
 
 from api.eventlog.frames import InvalidFrame, Run, iter_runs
 from api.eventlog.schema import (
-    ARM_CONTROL,
-    ARM_TREATMENT,
     EVALUATION,
     EVENT_TYPES,
     OUTCOMES,

@@ -18,3 +18,17 @@ LEASE_DIVISOR = 100
 def lease_size(remaining: int, max_lease: int) -> int:
     """Quota to lease when ``remaining`` is left after the request itself is granted."""
     return 0 if remaining < LEASE_FLOOR else min(max_lease, remaining // LEASE_DIVISOR)
+
+
+def sdk_grant_size(remaining: int, wanted: int, most: int) -> int:
+    """Quota to grant a local SDK that asks for ``wanted`` when ``remaining`` is left.
+
+    The same 1 % of what remains as a worker's lease, so many SDKs cannot strand much of the
+    quota, but without the floor: below it a worker asks the shared counter for each
+    evaluation (a lock or a round trip), while an SDK would pay a network round trip, so it
+    gets one evaluation at least. Near the threshold grants shrink to one, and the last
+    evaluations are served exactly.
+    """
+    if remaining <= 0 or wanted <= 0:
+        return 0
+    return max(1, min(wanted, most, remaining // LEASE_DIVISOR))

@@ -40,6 +40,10 @@ class Meter(Protocol):
         """Count up to ``requested`` evaluations, never passing ``hard_limit``; return how many
         were granted (``0`` means the organization is blocked)."""
 
+    def refund(self, organization_id: str, month: int, count: int) -> None:
+        """Take back ``count`` evaluations granted and never served (a local SDK's unspent
+        grant); the count never goes below zero."""
+
     def usage(self, organization_id: str, month: int) -> int:
         """Evaluations counted so far in ``month``."""
 

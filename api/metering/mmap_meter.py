@@ -252,6 +252,17 @@ class MmapMeter:
             self._leases[key] = _Lease(self._new_cell(slot, leased), slot, leased)
         return granted
 
+    def refund(self, organization_id: str, month: int, count: int) -> None:
+        if count <= 0:
+            return
+        self._file_locked(self._thread_lock.acquire)
+        try:
+            slot = self._slot(organization_id, month, create=False)
+            if slot is not None:
+                self._set_allocated(slot, max(0, self._allocated(slot) - count))
+        finally:
+            self._file_unlocked()
+
     def usage(self, organization_id: str, month: int) -> int:
         """Evaluations served: allocated minus every live lease's unspent quota."""
         self._file_locked(self._thread_lock.acquire)

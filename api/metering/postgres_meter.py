@@ -73,6 +73,10 @@ _SETTLE_REPORTS = (
     " %s::bigint[], %s::bigint[])"
 )
 _USAGE = "SELECT meter.usage_of(%s::text, %s::integer)"
+_REFUND = (
+    "UPDATE meter.usage SET allocated = greatest(0, allocated - %s::bigint)"
+    " WHERE organization_id = %s::text AND month = %s::integer RETURNING allocated"
+)
 
 Key = tuple[str, int]
 
@@ -205,6 +209,15 @@ class PostgresMeter:
             if here.down:
                 return self._serve_on_credit(here, key, requested, hard_limit)
         return self._grant(here, key, requested, hard_limit)
+
+    def refund(self, organization_id: str, month: int, count: int) -> None:
+        """One round trip; during an outage the refund is dropped, and the quota counts as
+        served (an organization may be blocked a little early, never late)."""
+        here = self._here()
+        if count <= 0 or here.down:
+            return
+        with contextlib.suppress(_Unavailable, AssertionError):  # no row: nothing was granted
+            self._call(here, "refund", _REFUND, (count, organization_id, month))
 
     def usage(self, organization_id: str, month: int) -> int:
         """Evaluations served: exact for this worker's own leases, as of their last report

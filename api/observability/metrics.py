@@ -36,6 +36,7 @@ PROCESS_FILE_BYTES = {
     "counter": 128 * 1024,
     "histogram": 64 * 1024,
     "gauge_livemin": 16 * 1024,
+    "gauge_livesum": 16 * 1024,
     "gauge_max": 16 * 1024,
 }
 """The multi-process files ``Metrics`` makes in each process (one per metric type and gauge
@@ -271,6 +272,28 @@ class Metrics:
             "flagsight_meter_credit_evaluations",
             "Evaluations served on credit while the PostgreSQL meter was unreachable (added to"
             " the month's count when it is back)",
+            registry=r,
+        )
+        self.streams_open = Gauge(
+            "flagsight_streams_open",
+            "Open ruleset and OFREP event streams (GET /v1/stream, /ofrep/v1/stream)",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.stream_events = Counter(
+            "flagsight_stream_events",
+            "Change events sent on open streams (one per stream and change)",
+            registry=r,
+        )
+        self.local_quota = Counter(
+            "flagsight_local_quota_evaluations",
+            "Quota local SDKs were granted, and gave back unspent, by operation",
+            ["operation"],
+            registry=r,
+        )
+        self.local_reported = Counter(
+            "flagsight_local_evaluations_reported",
+            "Local evaluations SDKs reported and the event log took",
             registry=r,
         )
         self._config_version: Gauge | None = None

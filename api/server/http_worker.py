@@ -494,12 +494,16 @@ class FlagsightWorker(gasgi.ASGIWorker):
         and a client's kept-alive connection between requests never does on its own: each
         restart of a worker behind a connection pool took the whole timeout. Here new
         connections stop first, then the connections waiting for a request are closed; the
-        wait is for requests in flight only, each answered with ``Connection: close``.
+        wait is for requests in flight only, each answered with ``Connection: close``, and open
+        event streams are ended (the app's ``close_streams``).
         """
         for server in self.servers:
             server.close()
         for protocol in list(self.connections):
             protocol.close_if_idle()
+        close_streams = getattr(self.asgi, "close_streams", None)
+        if close_streams is not None:  # an event stream never ends on its own either
+            close_streams()
         await super()._shutdown()
 
 

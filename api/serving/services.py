@@ -14,6 +14,7 @@ from api.eventlog import EventLog
 from api.metering.meter import Meter
 from api.observability.metrics import Metrics
 from api.observability.tallies import Tallies
+from api.serving.change_feed import ChangeFeed
 from api.settings import Settings
 
 
@@ -28,7 +29,10 @@ class Services:
     metrics: Metrics
     clock: Callable[[], float] = field(default=time.time)
     tallies: Tallies = field(default=None)  # type: ignore[assignment]  # made from metrics
+    change_feed: ChangeFeed = field(default=None)  # type: ignore[assignment]  # made from config
 
     def __post_init__(self) -> None:
         if self.tallies is None:
             self.tallies = Tallies(self.metrics)
+        if self.change_feed is None:
+            self.change_feed = ChangeFeed(self.config)

@@ -15,7 +15,9 @@ from api.web.openapi.document import OpenApiResource
 from api.web.public.evaluate import BulkEvaluateResource, EvaluateResource
 from api.web.public.feedback import BulkFeedbackResource, FeedbackResource
 from api.web.public.health import HealthResource, MetricsResource, ReadyResource
+from api.web.public.local import add_local_routes
 from api.web.public.ofrep import add_ofrep_routes
+from api.web.public.ruleset import RulesetResource, StreamResource
 from api.web.public.usage import UsageResource
 
 
@@ -34,6 +36,9 @@ def create_app(services: Services, evaluate: EvaluateResource | None = None) -> 
     app.add_route("/v1/feedback/report", FeedbackResource(services))
     app.add_route("/v1/feedback/bulk", BulkFeedbackResource(services))
     app.add_route("/v1/usage", UsageResource(services))
+    app.add_route("/v1/ruleset", RulesetResource(services))
+    app.add_route("/v1/stream", StreamResource(services))
+    add_local_routes(app, services)
     add_ofrep_routes(app, services)
     add_admin_routes(app, services)
     add_dashboard_routes(app, services)

@@ -71,6 +71,7 @@ class EvaluateFront:
         self._app: ASGIApp = guard_request_framing(app)
         self._resource = resource
         self._config = services.config
+        self._change_feed = services.change_feed
         self._tallies = services.tallies
         self._limit = services.settings.body_limits.single
         self._json: dict[bytes, bool] = {}
@@ -79,6 +80,10 @@ class EvaluateFront:
         """``Authorization`` value -> the API key it carries, None if it is not ``ApiKey``'s."""
         self._lengths: dict[int, tuple[bytes, bytes]] = {}
         """Answer length -> its ``content-length`` field (a handful of distinct lengths)."""
+
+    def close_streams(self) -> None:
+        """End the open event streams: the worker is stopping (``api.server.http_worker``)."""
+        self._change_feed.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (

@@ -339,7 +339,11 @@ def test_bulk_etag_changes_with_the_context_and_the_configuration(
 
 def test_bulk_of_an_environment_without_flags(client, tenant) -> None:
     result = bulk(client, tenant)
-    assert (result.status_code, result.json) == (200, {"flags": []})
+    assert (result.status_code, result.json["flags"]) == (200, [])
+    # ADR-0008: the stream that asks for a re-fetch after a change, on the host asked
+    assert result.json["eventStreams"] == [
+        {"type": "sse", "url": "http://falconframework.org/ofrep/v1/stream"}
+    ]
     assert bulk(client, tenant, etag=result.headers["etag"]).status_code == 304
 
 

@@ -149,7 +149,7 @@ def test_the_queue_is_bounded_and_reports_drops(caplog) -> None:
         server.close()
     assert accepted == [True, True, True, False, False]
     assert drops == [(DROP_QUEUE_FULL, 1), (DROP_QUEUE_FULL, 1), (DROP_UNSENT_AT_EXIT, 3)]
-    assert "feedback event(s) dropped (queue_full)" in caplog.text
+    assert "feedback item(s) dropped (queue_full)" in caplog.text
 
 
 def test_invalid_latency_is_sent_as_null_and_error_type_truncated(accepting) -> None:

@@ -11,6 +11,7 @@ from flagsight_core import RULE_TYPES, Rule
 
 from api.web.jsonio import encode
 from api.web.openapi.admin import ADMIN_PATHS, ADMIN_SCHEMAS, rule_schemas
+from api.web.openapi.local import LOCAL_PATHS, LOCAL_SCHEMAS
 from api.web.openapi.ofrep import OFREP_PATHS, OFREP_SCHEMAS, ofrep_success_schemas
 from api.web.openapi.public import (
     PUBLIC_PATHS,
@@ -34,12 +35,13 @@ def _document(rule_types: tuple[type[Rule], ...]) -> dict[str, Any]:
             "version": "1.0.0",
             "description": "Feature flag evaluation, outcome feedback and administration.",
         },
-        "paths": {**PUBLIC_PATHS, **OFREP_PATHS, **ADMIN_PATHS},
+        "paths": {**PUBLIC_PATHS, **LOCAL_PATHS, **OFREP_PATHS, **ADMIN_PATHS},
         "components": {
             "schemas": {
                 **ADMIN_SCHEMAS,
                 **rule_schemas(rule_types),
                 **PUBLIC_SCHEMAS,
+                **LOCAL_SCHEMAS,
                 **evaluate_response_schemas(rule_types),
                 **OFREP_SCHEMAS,
                 **ofrep_success_schemas(rule_types),

@@ -75,7 +75,17 @@ OFREP_SCHEMAS: dict[str, Any] = {
                 "items": {
                     "oneOf": [_ref("OfrepEvaluationSuccess"), _ref("OfrepEvaluationFailure")]
                 },
-            }
+            },
+            "eventStreams": {
+                "type": "array",
+                "description": "ADR-0008: the server-sent event stream that asks for a "
+                "re-fetch within a second of a change (GET it with the same key)",
+                "items": {
+                    "type": "object",
+                    "required": ["type", "url"],
+                    "properties": {"type": {"const": "sse"}, "url": {"type": "string"}},
+                },
+            },
         },
     },
 }

@@ -46,6 +46,7 @@ from api.web.errors import ApiError, BadRequest, error_body
 from api.web.jsonio import encode, read_json
 from api.web.public.evaluate import key_environment
 from api.web.public.quota import QuotaHeaders
+from api.web.public.ruleset import OfrepStreamResource
 
 # OpenFeature's reasons and error codes (https://openfeature.dev/specification/types) are the
 # contract's (``flagsight_core.contract``); a rule's reason is its type's ``ofrep_reason``.
@@ -79,6 +80,7 @@ def add_ofrep_routes(app: falcon.asgi.App, services: Services) -> None:
     """Serve OFREP on ``app``; ``create_app`` calls this next to the ``/v1`` routes."""
     app.add_route("/ofrep/v1/evaluate/flags/{key}", OfrepFlagResource(services))
     app.add_route("/ofrep/v1/evaluate/flags", OfrepBulkResource(services))
+    app.add_route(STREAM_PATH, OfrepStreamResource(services))
 
 
 # -- the request: body, context, targeting key ------------------------------------------------
@@ -287,7 +289,7 @@ class OfrepBulkResource:
             )
             write(resp, 429, body, retry_after(self._services))
             return
-        write(resp, 200, {"flags": flags})
+        write(resp, 200, {"flags": flags, "eventStreams": [event_stream(req)]})
         if not refused:  # a partly refused answer must not be revalidated into a client's cache
             resp.etag = etag
 
@@ -322,6 +324,15 @@ class OfrepBulkResource:
             else:
                 answers.append(success_object(flag_key, result, evaluation_id))
         return answers, refused
+
+
+STREAM_PATH = "/ofrep/v1/stream"
+
+
+def event_stream(req: falcon.asgi.Request) -> dict[str, str]:
+    """The bulk answer's ``eventStreams`` entry (ADR-0008): this host's OFREP stream, as the
+    client reached it (``Forwarded``/``X-Forwarded-*`` behind a proxy)."""
+    return {"type": "sse", "url": req.forwarded_prefix + STREAM_PATH}
 
 
 def bulk_etag(environment: EnvironmentConfig, context: dict[str, Any]) -> str:

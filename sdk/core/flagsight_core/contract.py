@@ -41,6 +41,10 @@ BULK_MAX_USERS = 10_000
 """``userIdentifiers`` of one bulk evaluate (more: 400)."""
 BULK_MAX_FEEDBACKS = 500
 """``feedbacks`` of one bulk feedback request (more: 400)."""
+LOCAL_REPORT_MAX = 10_000
+"""``evaluations`` of one report of local evaluations (``POST /v1/local/report``; more: 400)."""
+LOCAL_GRANT_MAX = 65_535
+"""Quota one grant to a local SDK carries at most: one signed block of evaluation ids."""
 MAX_SEGMENT_SIZE = 1_000_000
 """Identifiers of one segment."""
 MAX_RULES = 100

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 VERSION = 1
 ID_LENGTH = 46
-_PREFIX_LENGTH = 42
+PREFIX_LENGTH = 42
+"""The signed part of an id; the rest is the entry's index as four hex digits."""
+_PREFIX_LENGTH = PREFIX_LENGTH
 _HEAD = struct.Struct(">B8sQH")
 _MAC_BYTES = 12
 MAX_COUNT = 0xFFFF
@@ -63,6 +65,8 @@ class InvalidEvaluationId(ValueError):
 @dataclass(frozen=True, slots=True)
 class EvaluationIdInfo:
     environment_id: str
+    count: int = 1
+    """Ids the signed prefix covers (a bulk answer's entries, a local SDK's grant)."""
 
 
 class EvaluationIdIssuer:
@@ -140,4 +144,4 @@ class EvaluationIdIssuer:
         expected = self._mac(head)
         if version != VERSION or not hmac.compare_digest(mac, expected) or index >= count:
             raise InvalidEvaluationId("not issued by this service")
-        return EvaluationIdInfo(environment_id_from_bytes(environment))
+        return EvaluationIdInfo(environment_id_from_bytes(environment), count)

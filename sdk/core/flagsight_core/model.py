@@ -29,6 +29,8 @@ from flagsight_core.registry import (
 from flagsight_core.rules import PercentageRule, RuleType, SegmentRule, StaticRule
 
 __all__ = [
+    "ARM_CONTROL",
+    "ARM_TREATMENT",
     "ERROR_MESSAGES",
     "NOT_EVALUATED",
     "NO_MATCH_CODE",
@@ -48,6 +50,7 @@ __all__ = [
     "SegmentRule",
     "Segments",
     "StaticRule",
+    "arm_of",
     "first_split",
     "rule_from_json",
     "rule_to_json",
@@ -59,6 +62,20 @@ NO_RULE = 255
 """A user's rule byte when no rule matched."""
 NOT_EVALUATED = 254
 """A user's rule byte when the flag's state or the plan decided (an error outcome)."""
+
+# Release-health arms (contract section 9): users who reached the flag's first percentage rule.
+ARM_TREATMENT = "treatment"
+ARM_CONTROL = "control"
+
+
+def arm_of(rule: int, split_rule: int) -> str | None:
+    """The arm of a user whose deciding rule byte is ``rule``, for a flag whose first
+    percentage rule is ``split_rule`` (-1: none). Treatment: that rule matched. Control: it
+    was reached and did not match (a later rule decided, or none did). Neither: an earlier
+    rule decided, or the flag's state or the plan did (``NOT_EVALUATED``)."""
+    if split_rule < 0 or rule == NOT_EVALUATED or rule < split_rule:
+        return None
+    return ARM_TREATMENT if rule == split_rule else ARM_CONTROL
 
 
 @dataclass(frozen=True, slots=True)

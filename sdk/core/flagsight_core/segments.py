@@ -127,6 +127,20 @@ class SegmentMembership:
             position[pending] = (position[pending] + 1) & self._mask
         return found
 
+    def to_bytes(self) -> bytes:
+        """The table as little-endian uint64 slots: what a ruleset ships (``from_bytes``).
+
+        Hashes, not identifiers: an application holding the ruleset can test membership but
+        cannot list a segment's users."""
+        return self._table.astype("<u8", copy=False).tobytes()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> SegmentMembership:
+        """The membership ``to_bytes`` wrote; ``ValueError`` for bytes that are not a table."""
+        if len(raw) % 8:
+            raise ValueError("a membership table is a whole number of 8-byte slots")
+        return cls(np.frombuffer(raw, dtype="<u8").astype(np.uint64))
+
     def __len__(self) -> int:
         """Distinct identifier hashes held (equals distinct identifiers but for collisions)."""
         return self._size

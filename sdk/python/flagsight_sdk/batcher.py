@@ -1,4 +1,6 @@
-"""Background feedback delivery: ``/v1/feedback/bulk`` in batches, with retries, bounded.
+"""Background delivery in batches, with retries, bounded: feedback (``/v1/feedback/bulk``,
+``FeedbackBatcher``) and a local client's evaluation reports (``/v1/local/report``,
+``ReportBatcher``).
 
 The application's thread only appends to a bounded queue. One daemon thread sends batches of
 at most 500 when a batch is full or the interval passes, on ``flush``, and at interpreter exit.
@@ -37,9 +39,9 @@ DROP_CLOSED = "closed"
 DropHandler = Callable[[str, int], None]
 
 
-def _check_max_batch(max_batch: object) -> None:
-    if not isinstance(max_batch, int) or not 1 <= max_batch <= MAX_BATCH:
-        raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
+def _check_max_batch(max_batch: object, limit: int = MAX_BATCH) -> None:
+    if not isinstance(max_batch, int) or not 1 <= max_batch <= limit:
+        raise ValueError(f"max_batch must be 1..{limit}")
 
 
 @dataclass
@@ -57,7 +59,17 @@ class BatcherStats:
         return self.submitted - self.sent - sum(self.dropped.values())
 
 
-class FeedbackBatcher:
+class Batcher:
+    """One queue and one sending thread for one endpoint; see the module docstring."""
+
+    body_key = "feedbacks"
+    """The request body's field that holds the batch."""
+    batch_limit = MAX_BATCH
+    """The most items one request may hold (the service's limit for the endpoint)."""
+    what = "feedback"
+    """What the items are, in log lines."""
+    thread_name = "flagsight-feedback"
+
     def __init__(
         self,
         session: requests.Session,
@@ -73,8 +85,10 @@ class FeedbackBatcher:
         max_backoff_s: float = 10.0,
         exit_timeout_s: float = 5.0,
         on_drop: DropHandler | None = None,
+        extra_body: Mapping[str, object] | None = None,
     ):
-        _check_max_batch(max_batch)
+        _check_max_batch(max_batch, self.batch_limit)
+        self._extra_body = dict(extra_body or {})
         self._session = session
         self._url = url
         self._headers = headers
@@ -91,22 +105,24 @@ class FeedbackBatcher:
         self._start()
         atexit.register(self._at_exit)
 
-    @staticmethod
-    def check_options(options: Mapping[str, object]) -> None:
+    @classmethod
+    def check_options(cls, options: Mapping[str, object]) -> None:
         """Raise the ``TypeError`` or ``ValueError`` the constructor would for ``options``
         (its keyword arguments), without starting anything."""
-        inspect.signature(FeedbackBatcher).bind(None, "", {}, **options)
-        _check_max_batch(options.get("max_batch", MAX_BATCH))
+        inspect.signature(cls).bind(None, "", {}, **options)
+        _check_max_batch(options.get("max_batch", MAX_BATCH), cls.batch_limit)
 
     def _start(self) -> None:
         self._pid = os.getpid()
-        self._queue: deque[dict[str, object]] = deque()
+        self._queue: deque[object] = deque()
+        self._inbox: deque[object] = deque()
+        """What ``offer`` appended, without the lock; the sending thread moves it to the queue."""
         self.stats = BatcherStats()
         self._flush_requested = False
         self._closing = False
         self._close_deadline = float("inf")
         self._last_full_warning = 0.0
-        self._thread = threading.Thread(target=self._run, name="flagsight-feedback", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
         self._thread.start()
 
     # -- the application's side ----------------------------------------------------------------
@@ -125,18 +141,41 @@ class FeedbackBatcher:
                 self._cv.notify_all()
             return True
 
+    def offer(self, item: object) -> bool:
+        """``submit`` without taking the lock, for callers on a hot path (a local client's
+        every evaluation): a deque append. The sending thread takes it within ``interval_s``
+        (it is not woken per item); a full queue, a closed batcher or a fork goes through
+        ``submit``, which counts the drop."""
+        if (
+            self._pid != os.getpid()
+            or self._closing
+            or len(self._inbox) + len(self._queue) >= self._max_queue
+        ):
+            return self.submit(item)  # type: ignore[arg-type]
+        self._inbox.append(item)
+        return True
+
+    def _take_inbox_locked(self) -> None:
+        inbox = self._inbox
+        while inbox:
+            self._queue.append(inbox.popleft())
+            self.stats.submitted += 1
+
+    def _pending_locked(self) -> int:
+        return self.stats.pending + len(self._inbox)
+
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until everything submitted so far is sent or dropped; True when none pending."""
         deadline = time.monotonic() + timeout_s
         with self._cv:
             self._flush_requested = True
             self._cv.notify_all()
-            while self.stats.pending > 0 and self._thread.is_alive():
+            while self._pending_locked() > 0 and self._thread.is_alive():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self._cv.wait(remaining)
-            return self.stats.pending == 0
+            return self._pending_locked() == 0
 
     def close(self, timeout_s: float | None = None) -> None:
         """Send what is queued (for at most ``timeout_s``), then stop; the rest is a drop."""
@@ -166,18 +205,21 @@ class FeedbackBatcher:
         """Wait for a full batch, the interval, a flush or close; None when it is time to stop."""
         with self._cv:
             deadline = time.monotonic() + self._interval_s
+            self._take_inbox_locked()
             while (
                 not self._closing
                 and not self._flush_requested
                 and len(self._queue) < self._max_batch
             ):
                 remaining = deadline - time.monotonic()
+                self._take_inbox_locked()
                 if remaining <= 0 and self._queue:
                     break
                 if remaining <= 0:
                     deadline = time.monotonic() + self._interval_s
                     remaining = self._interval_s
                 self._cv.wait(remaining)
+            self._take_inbox_locked()
             if not self._queue:
                 self._flush_requested = False
                 self._cv.notify_all()
@@ -199,7 +241,7 @@ class FeedbackBatcher:
                 answer = post_json(
                     self._session,
                     self._url,
-                    {"feedbacks": batch},
+                    {**self._extra_body, self.body_key: batch},
                     self._headers,
                     self._request_timeout_s,
                 )
@@ -207,12 +249,14 @@ class FeedbackBatcher:
                 # the thread must outlive it, or nothing queued would ever be sent or counted
                 problem, retry_after = f"{type(exc).__name__}: {exc}", None
             else:
-                if answer.status == 204:
+                if 200 <= answer.status < 300:
                     self._settled(sent=len(batch))
                     return
                 problem = f"HTTP {answer.status}: {answer.body[:300].decode('utf-8', 'replace')}"
                 if answer.status != 429 and answer.status < 500:
-                    log.error("flagsight: feedback batch of %d refused (%s)", len(batch), problem)
+                    log.error(
+                        "flagsight: %s batch of %d refused (%s)", self.what, len(batch), problem
+                    )
                     self._settled(dropped=(DROP_REFUSED, len(batch)))
                     return
                 retry_after = _seconds(answer.headers.get("Retry-After"))
@@ -221,10 +265,11 @@ class FeedbackBatcher:
             with self._cv:
                 self.stats.retries += 1
             log.info(
-                "flagsight: feedback batch of %d not accepted (%s); retrying", len(batch), problem
-            )
+                "flagsight: %s batch of %d not accepted (%s); retrying",
+                self.what, len(batch), problem,
+            )  # fmt: skip
         reason = DROP_UNSENT_AT_EXIT if self._closing else DROP_RETRIES_EXHAUSTED
-        log.error("flagsight: feedback batch of %d not delivered (%s)", len(batch), problem)
+        log.error("flagsight: %s batch of %d not delivered (%s)", self.what, len(batch), problem)
         self._settled(dropped=(reason, len(batch)))
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> bool:
@@ -257,14 +302,30 @@ class FeedbackBatcher:
             if reason == DROP_QUEUE_FULL:
                 self._last_full_warning = now
             log.warning(
-                "flagsight: %d feedback event(s) dropped (%s); %d dropped so far",
-                count, reason, sum(self.stats.dropped.values()),
+                "flagsight: %d %s item(s) dropped (%s); %d dropped so far",
+                count, self.what, reason, sum(self.stats.dropped.values()),
             )  # fmt: skip
         if self._on_drop is not None:
             try:
                 self._on_drop(reason, count)
             except Exception:  # noqa: BLE001 - a broken callback must not stop delivery
                 log.exception("flagsight: on_drop callback failed")
+
+
+class FeedbackBatcher(Batcher):
+    """Outcome feedback, 500 per ``/v1/feedback/bulk`` request."""
+
+
+class ReportBatcher(Batcher):
+    """A local client's evaluations, 10,000 per ``/v1/local/report`` request (contract 11).
+
+    Retried for longer than feedback (``max_attempts`` 40 at up to 10 s apart: about five
+    minutes), so evaluations made while the service is away reach it when it is back."""
+
+    body_key = "evaluations"
+    batch_limit = 10_000
+    what = "local evaluation"
+    thread_name = "flagsight-reports"
 
 
 def _seconds(value: str | None) -> float | None:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import requests
 
@@ -31,6 +32,9 @@ from flagsight_sdk.model import (
 from flagsight_sdk.transport import HttpAnswer, checked_base_url, new_session, post_json
 from flagsight_sdk.version import __version__
 
+if TYPE_CHECKING:
+    from flagsight_sdk.local import LocalEvaluator
+
 log = logging.getLogger("flagsight_sdk")
 
 SDK_NAME = f"flagsight-sdk-python/{__version__}"
@@ -45,6 +49,9 @@ class FlagsightClient:
         api_key: the environment's API key (``Authorization: ApiKey <key>``).
         base_url: where the service answers, e.g. ``https://flags.example.com``.
         timeout_s: the most an evaluation may take, connect to last byte (default 1 s).
+        local: decide in this process from the environment's ruleset, pushed by the service
+            (``docs/sdk.md``, "Local evaluation"); every evaluation is still metered, reported
+            and attributable. Needs the ``local`` extra (``flagsight-sdk[local]``).
         feedback: options for the ``FeedbackBatcher`` made on the first ``report``.
     """
 
@@ -55,6 +62,7 @@ class FlagsightClient:
         *,
         timeout_s: float = 1.0,
         session: requests.Session | None = None,
+        local: bool = False,
         **feedback: object,
     ):
         self._base_url = checked_base_url(base_url)
@@ -65,11 +73,25 @@ class FlagsightClient:
         self._feedback_options = feedback
         self._batcher: FeedbackBatcher | None = None
         self._batcher_lock = threading.Lock()
+        self._local = None
+        if local:
+            from flagsight_sdk.local import LocalEvaluator  # flagsight_core: the local extra
+
+            self._local = LocalEvaluator(
+                self._base_url, self._headers, self._session, timeout_s, SDK_NAME
+            )
+
+    @property
+    def local(self) -> LocalEvaluator | None:
+        """The local evaluator (``local=True``): its ``reports`` stats, ``wait_ready``."""
+        return self._local
 
     # -- evaluation ----------------------------------------------------------------------------
 
     def evaluate(self, flag: str, user: str) -> Evaluation:
         """The flag for ``user``: truthy when on; False (with a logged warning) on any failure."""
+        if self._local is not None:
+            return self._evaluate_locally(flag, user)
         try:
             answer = self._post(
                 "/v1/evaluate", {"flagKey": flag, "userIdentifier": user, "sdk": SDK_NAME}
@@ -79,6 +101,19 @@ class FlagsightClient:
             failure, message = _classify(exc)
             log.warning("flagsight: %s for flag %r: %s; using False", failure, flag, message)
             return Evaluation.failed(flag, user, failure, message)
+
+    def _evaluate_locally(self, flag: str, user: str) -> Evaluation:
+        try:
+            evaluation = self._local.evaluate(flag, user)  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - the fail-safe rule
+            failure, message = _classify(exc)
+            evaluation = Evaluation.failed(str(flag), str(user), failure, message)
+        if evaluation.failure is not None:
+            log.warning(
+                "flagsight: %s for flag %r: %s; using False",
+                evaluation.failure, flag, evaluation.error_message,
+            )  # fmt: skip
+        return evaluation
 
     def evaluate_bulk(self, flag: str, users: Iterable[str]) -> dict[str, Evaluation]:
         """One flag for many users (repeats answered once), 10,000 per request.
@@ -92,6 +127,8 @@ class FlagsightClient:
         except Exception as exc:  # noqa: BLE001 - the fail-safe rule, for the argument too
             log.warning("flagsight: users for flag %r are not a list of strings (%s)", flag, exc)
             return {}
+        if self._local is not None:
+            return {user: self._evaluate_locally(flag, user) for user in distinct}
         answers: dict[str, Evaluation] = {}
         for start in range(0, len(distinct), BULK_MAX_USERS):
             answers.update(self._evaluate_chunk(flag, distinct[start : start + BULK_MAX_USERS]))
@@ -176,7 +213,10 @@ class FlagsightClient:
         return self._batcher is None or self._batcher.flush(timeout_s)
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Flush and stop the feedback thread (it also happens at interpreter exit)."""
+        """Flush and stop the feedback thread (it also happens at interpreter exit); a local
+        client also sends its unreported evaluations and gives back its unspent quota."""
+        if self._local is not None:
+            self._local.close(timeout_s)
         if self._batcher is not None:
             self._batcher.close(timeout_s)
 

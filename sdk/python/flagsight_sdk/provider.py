@@ -51,12 +51,31 @@ class FlagsightProvider(AbstractProvider):
     """Boolean flags from flagsight; ``track`` sends outcome feedback.
 
     Args:
-        client: the application's ``FlagsightClient`` (shared: one session, one batcher).
+        client: the application's ``FlagsightClient`` (shared: one session, one batcher);
+            or none, and the provider makes its own from ``api_key``, ``base_url``, ``local``
+            and ``options``.
         remember: how many (flag, targeting key) latest evaluations ``track`` can find.
+        local: decide in this process from the pushed ruleset (``FlagsightClient``'s
+            ``local``; ``docs/openfeature.md``).
     """
 
-    def __init__(self, client: FlagsightClient, remember: int = 10_000):
+    def __init__(
+        self,
+        client: FlagsightClient | None = None,
+        remember: int = 10_000,
+        *,
+        api_key: str | None = None,
+        base_url: str = "http://127.0.0.1:8000",
+        local: bool = False,
+        **options: object,
+    ):
         super().__init__()
+        if client is None:
+            if api_key is None:
+                raise ValueError("FlagsightProvider needs a client or an api_key")
+            client = FlagsightClient(api_key, base_url, local=local, **options)  # type: ignore[arg-type]
+        elif local and client.local is None:
+            raise ValueError("local=True needs a FlagsightClient made with local=True")
         self.client = client
         self._remember = remember
         self._latest: OrderedDict[tuple[str, str], Evaluation] = OrderedDict()

@@ -61,12 +61,27 @@ def post_json(
     session: requests.Session, url: str, body: Any, headers: dict[str, str], timeout_s: float
 ) -> HttpAnswer:
     """POST ``body`` as JSON; raises ``requests.RequestException`` (incl. on the deadline)."""
-    deadline = time.monotonic() + timeout_s
     data = json.dumps(body, separators=(",", ":")).encode("utf-8")
-    response = session.post(
+    headers = {**headers, "Content-Type": "application/json"}
+    return request(session, "POST", url, headers, timeout_s, data)
+
+
+def request(
+    session: requests.Session,
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    timeout_s: float,
+    data: bytes | None = None,
+) -> HttpAnswer:
+    """One request whose whole answer arrives within ``timeout_s``, or
+    ``requests.RequestException``."""
+    deadline = time.monotonic() + timeout_s
+    response = session.request(
+        method,
         url,
         data=data,
-        headers={**headers, "Content-Type": "application/json"},
+        headers=headers,
         timeout=urllib3.Timeout(total=timeout_s),
         stream=True,
     )

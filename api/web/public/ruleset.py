@@ -1,0 +1,165 @@
+"""``GET /v1/ruleset`` and ``GET /v1/stream``: what a local SDK decides from, and the push
+that tells it to fetch again (contract section 11; ``docs/sdk.md``, "Local evaluation").
+
+The ruleset is encoded once per environment and configuration version in each worker and
+served with a strong ``ETag``; ``If-None-Match`` with it is 304. Neither route is metered: the
+evaluations a local SDK makes from the ruleset are, when it asks for quota
+(``api.web.public.local``).
+
+The stream sends ``event: ruleset`` with ``{"version": N}`` at once and again within a second
+of any change to the environment's ruleset, made on any host (``api.serving.change_feed``). A
+change is announced one poll interval (and a margin) after this worker saw it, so that the
+re-fetch it causes finds the change on whichever worker or host it reaches; a
+comment line every ``HEARTBEAT_S`` keeps proxies from closing it and tells the client the
+service is there. A key that no longer authenticates (revoked, its environment deleted) ends
+its streams at the next reload, within a second; the next request gets 401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import falcon
+import falcon.asgi
+from falcon.asgi import SSEvent
+from flagsight_core.ruleset import Ruleset, ruleset_to_json
+
+from api.controlplane.cache import EnvironmentConfig
+from api.serving.services import Services
+from api.web.auth import api_key_of, authenticate_caller
+from api.web.errors import Unauthorized
+from api.web.jsonio import encode
+
+HEARTBEAT_S = 5.0
+"""Seconds between comment lines on an idle stream (the contract asks for at most 15). Also
+how soon a stream whose client went away ends: a client's FIN is taken as a half-close (it
+may still read), so the stream ends when a write fails, the second heartbeat after it left."""
+RETRY_MS = 1000
+"""The reconnection delay a browser's ``EventSource`` takes from the stream."""
+SETTLE_MARGIN_S = 0.1
+"""Beyond one poll interval, the wait before announcing a change (a reload's own time)."""
+_ENCODED_KEPT = 256
+
+
+def ruleset_etag(environment: EnvironmentConfig) -> str:
+    """Strong: the environment's version moves with anything an answer there may depend on."""
+    return version_etag(environment.version)
+
+
+def version_etag(version: int) -> str:
+    return f'"rs1-{version}"'
+
+
+class RulesetResource:
+    """``GET /v1/ruleset``."""
+
+    def __init__(self, services: Services):
+        self._services = services
+        self._encoded: dict[tuple[str, int], bytes] = {}
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        caller = authenticate_caller(req, self._services.config)
+        environment = caller.environment
+        if environment is None:
+            raise Unauthorized()
+        etag = ruleset_etag(environment)
+        resp.set_header("ETag", etag)
+        resp.cache_control = ["no-cache"]  # keep it, but ask again (a 304 is cheap)
+        if req.get_header("If-None-Match") in (etag, f"W/{etag}"):
+            resp.status = falcon.HTTP_304
+            return
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = self._body(environment)
+
+    def _body(self, environment: EnvironmentConfig) -> bytes:
+        key = (environment.id, environment.version)
+        body = self._encoded.get(key)
+        if body is None:
+            ruleset = Ruleset(
+                environment.id, environment.version, environment.flags, environment.segments
+            )
+            body = encode(ruleset_to_json(ruleset))
+            if len(self._encoded) >= _ENCODED_KEPT:
+                self._encoded.clear()
+            self._encoded[key] = body
+        return body
+
+
+class StreamResource:
+    """``GET /v1/stream``: server-sent events for one key's environment."""
+
+    announce_first = True
+    """Send the current version as soon as the stream opens (a client that reconnects learns
+    at once whether it missed a change)."""
+
+    def __init__(self, services: Services):
+        self._services = services
+        self._settle_s = services.settings.config_poll_interval_s + SETTLE_MARGIN_S
+
+    def event(self, version: int) -> SSEvent:
+        """What a change to ``version`` sends."""
+        return SSEvent(event="ruleset", json={"version": version})
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        caller = authenticate_caller(req, self._services.config)
+        if caller.environment is None:
+            raise Unauthorized()
+        api_key = api_key_of(req.get_header("Authorization")) or ""
+        resp.cache_control = ["no-cache"]
+        resp.set_header("X-Accel-Buffering", "no")  # nginx: pass each event on at once
+        resp.sse = self._events(api_key, caller.environment.id)
+
+    async def _events(self, api_key: str, environment_id: str) -> AsyncIterator[SSEvent | None]:
+        services = self._services
+        feed, metrics = services.change_feed, services.metrics
+        sent = self._version(api_key, environment_id)
+        if sent is None:
+            return
+        metrics.streams_open.inc()
+        try:
+            first = self.event(sent) if self.announce_first else SSEvent()
+            first.retry = RETRY_MS
+            yield first
+            while not feed.closing:
+                if not await feed.wait(HEARTBEAT_S):
+                    yield None  # ": ping"
+                    continue
+                version = self._version(api_key, environment_id)
+                if version is None or feed.closing:
+                    return  # revoked, or the environment is gone: a new request gets 401
+                if version != sent:
+                    # Let every other worker and host reload first (each polls at this
+                    # interval): the re-fetch this event causes may reach any of them.
+                    await asyncio.sleep(self._settle_s)
+                    version = self._version(api_key, environment_id)
+                    if version is None or feed.closing:
+                        return
+                    sent = version
+                    metrics.stream_events.inc()
+                    yield self.event(version)
+        finally:
+            metrics.streams_open.dec()
+
+    def _version(self, api_key: str, environment_id: str) -> int | None:
+        """The environment's version while the key still authenticates for it, else None."""
+        caller = self._services.config.caller(api_key)
+        if caller is None or caller.environment is None or caller.environment.id != environment_id:
+            return None
+        return caller.environment.version
+
+
+class OfrepStreamResource(StreamResource):
+    """``GET /ofrep/v1/stream``, advertised by OFREP's bulk answer as its ``eventStreams``
+    (ADR-0008 of the OFREP protocol): a change asks the provider to evaluate again."""
+
+    announce_first = False
+
+    def event(self, version: int) -> SSEvent:
+        return SSEvent(
+            json={
+                "type": "refetchEvaluation",
+                "etag": version_etag(version),
+                "lastModified": int(self._services.clock()),
+            }
+        )

@@ -1,0 +1,262 @@
+"""Local evaluation's speed goals (issue 31), side by side in one run against one server:
+
+* local ``evaluate`` against the same SDK's remote ``evaluate`` over loopback, and local p99;
+* how long a change takes to reach 100 connected local clients (p99 over 20 changes);
+* what 1,000 open streams cost one host: memory (PSS of every process), and single-evaluate
+  throughput (wrk) with and without them;
+* ingest of reported local evaluations, per core (decode, validate and append, in process).
+
+    python -m bench.local_scenarios [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import requests
+
+from bench.procstat import pss_bytes, wait_idle
+from bench.servers import FlagsightServer
+from bench.workload import FLAG_KEY, create_tenant
+from bench.wrk import run_wrk
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def _admin(server: FlagsightServer, method: str, path: str, body: object) -> dict:
+    answer = requests.request(
+        method, f"{server.url}/admin/v1{path}", json=body,
+        headers={"Authorization": f"Bearer {server.admin_token}"}, timeout=30,
+    )  # fmt: skip
+    answer.raise_for_status()
+    return answer.json() if answer.content else {}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def local_vs_remote(server: FlagsightServer, api_key: str, calls: int) -> dict[str, float]:
+    from flagsight_sdk import FlagsightClient
+
+    remote = FlagsightClient(api_key, server.url, timeout_s=5)
+    local = FlagsightClient(api_key, server.url, local=True, timeout_s=5)
+    assert local.local is not None and local.local.wait_ready(10)
+    try:
+        for client in (remote, local):  # warm: connections, the first grant
+            for n in range(200):
+                client.evaluate(FLAG_KEY, f"warm-{n}")
+        remote_ns = []
+        for n in range(max(200, calls // 50)):
+            start = time.perf_counter_ns()
+            remote.evaluate(FLAG_KEY, f"user-{n}")
+            remote_ns.append(time.perf_counter_ns() - start)
+        local_ns = []
+        for n in range(calls):
+            start = time.perf_counter_ns()
+            local.evaluate(FLAG_KEY, f"user-{n}")
+            local_ns.append(time.perf_counter_ns() - start)
+    finally:
+        local.close()
+        remote.close()
+    remote_us = statistics.fmean(remote_ns) / 1000
+    local_us = statistics.fmean(local_ns) / 1000
+    return {
+        "remote_mean_us": round(remote_us, 1),
+        "local_mean_us": round(local_us, 2),
+        "local_p50_us": round(percentile(local_ns, 0.50) / 1000, 2),
+        "local_p99_us": round(percentile(local_ns, 0.99) / 1000, 2),
+        "speedup": round(remote_us / local_us, 1),
+    }
+
+
+def change_propagation(
+    server: FlagsightServer, api_key: str, env_id: str, clients: int, changes: int
+) -> dict[str, float]:
+    from flagsight_sdk import FlagsightClient
+
+    fleet = [FlagsightClient(api_key, server.url, local=True, timeout_s=5) for _ in range(clients)]
+    try:
+        for client in fleet:
+            assert client.local is not None and client.local.wait_ready(30)
+        delays: list[float] = []
+        for change in range(changes):
+            value = change % 2 == 0
+            start = time.monotonic()
+            _admin(server, "PUT", f"/environments/{env_id}/flags/propagation",
+                   {"enabled": True, "rules": [{"type": "STATIC", "value": value}]})  # fmt: skip
+            waiting = set(range(clients))
+            while waiting and time.monotonic() - start < 10:
+                for index in list(waiting):
+                    ruleset = fleet[index].local._follower.ruleset  # type: ignore[union-attr]
+                    flag = ruleset.flags.get("propagation") if ruleset else None
+                    if flag is not None and flag.rules[0].value is value:
+                        delays.append(time.monotonic() - start)
+                        waiting.discard(index)
+                time.sleep(0.002)
+            delays.extend([10.0] * len(waiting))
+            time.sleep(0.3)
+    finally:
+        for client in fleet:
+            client.close(1)
+    return {
+        "clients": clients,
+        "changes": changes,
+        "p50_s": round(percentile(delays, 0.50), 3),
+        "p99_s": round(percentile(delays, 0.99), 3),
+        "max_s": round(max(delays), 3),
+    }
+
+
+def _open_stream(server: FlagsightServer, api_key: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+    sock.sendall(
+        f"GET /v1/stream HTTP/1.1\r\nHost: bench\r\nAuthorization: ApiKey {api_key}\r\n"
+        "Accept: text/event-stream\r\n\r\n".encode()
+    )
+    return sock
+
+
+def streams_cost(
+    server: FlagsightServer, api_key: str, streams: int, duration_s: float
+) -> dict[str, float]:
+    def memory() -> int:
+        wait_idle(server.pids())
+        return sum(pss_bytes(pid) for pid in server.pids() + server.helper_pids())
+
+    def throughput() -> float:
+        return run_wrk(server.url, "evaluate.lua", [api_key, FLAG_KEY], connections=16,
+                       duration_s=duration_s).requests_per_s  # fmt: skip
+
+    run_wrk(server.url, "evaluate.lua", [api_key, FLAG_KEY], connections=16, duration_s=2)
+    without = throughput()  # first, so that what it grows (log buffers) is in both figures
+    before_mb = memory() / 2**20
+    sockets = [_open_stream(server, api_key) for _ in range(streams)]
+    try:
+        time.sleep(1.0)
+        first = sockets[0].recv(4096)
+        assert b"event: ruleset" in first, first
+        after_mb = memory() / 2**20
+        with_streams = throughput()
+        open_now = _metric(server, "flagsight_streams_open")
+    finally:
+        for sock in sockets:
+            sock.close()
+    return {
+        "streams": streams,
+        "open_reported": open_now,
+        "memory_added_mb": round(after_mb - before_mb, 1),
+        "evaluate_rps_without": round(without),
+        "evaluate_rps_with": round(with_streams),
+        "ratio": round(with_streams / without, 3),
+    }
+
+
+def _metric(server: FlagsightServer, name: str) -> float:
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")
+               or line.startswith(name + "{"))  # fmt: skip
+
+
+def ingest_per_core(rows: int, batch: int) -> dict[str, float]:
+    """Decode, validate and append reports of ``batch`` evaluations, in one thread: what a
+    worker does per report besides HTTP (``api.web.public.local``)."""
+    from api.controlplane.model import Plan
+    from api.server.wiring import build_services
+    from api.serving.local import grant, report_events
+    from api.settings import Settings
+    from api.web.public.local import Report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(data_dir=Path(tmp) / "data", admin_token="bench-" * 4)
+        services = build_services(settings)
+        try:
+            org = services.store.create_organization("Bench", Plan.ENTERPRISE, 10**12)
+            env = services.store.create_environment(org.id, "production", "Production", True)
+            key = services.store.create_api_key(env.id, "bench")
+            services.config.refresh()
+            services.event_log.start()
+            caller = services.config.caller(key.plaintext)
+            assert caller is not None
+            granted = grant(services, caller, 65_535)
+            now_ms = int(time.time() * 1000)
+            body = msgspec.json.encode({"sdk": "bench", "evaluations": [
+                [f"{granted.id_prefix}{i:04x}", now_ms, "checkout", f"user-{i}", i % 2 == 0,
+                 "PERCENTAGE" if i % 2 == 0 else None, None, 0 if i % 2 == 0 else None,
+                 "treatment" if i % 2 == 0 else "control", 50.0]
+                for i in range(batch)
+            ]})  # fmt: skip
+            decoder = msgspec.json.Decoder(Report)
+            start, cpu_start = time.perf_counter(), time.process_time()
+            done = 0
+            while done < rows:
+                report = decoder.decode(body)
+                events = report_events(services, caller, report.evaluations, report.sdk)
+                services.event_log.append_evaluations(events)
+                done += len(events)
+            elapsed = time.perf_counter() - start
+            cpu = time.process_time() - cpu_start
+        finally:
+            services.event_log.close()
+            services.meter.close()
+    # Per core: rows over the CPU seconds the process spent (its log threads included), so
+    # that other load on the machine does not count against it; wall-clock rate beside it.
+    return {"rows": done, "batch": batch, "per_second": round(done / cpu),
+            "wall_per_second": round(done / elapsed)}  # fmt: skip
+
+
+def local_bench(work_dir: Path, smoke: bool) -> dict[str, object]:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    server = FlagsightServer(work_dir / "data", 2, work_dir / "flagsight-local.log")
+    server.start(2)
+    results: dict[str, object] = {}
+    try:
+        api_key, env_id = create_tenant(server.url, server.admin_token)
+        time.sleep(1.2)
+        log("local evaluate against remote")
+        results["local_vs_remote"] = local_vs_remote(server, api_key, 2_000 if smoke else 200_000)
+        log(f"  {results['local_vs_remote']}")
+        log("a change to 100 local clients")
+        results["propagation"] = change_propagation(
+            server, api_key, env_id, 10 if smoke else 100, 3 if smoke else 20
+        )
+        log(f"  {results['propagation']}")
+        log("1,000 open streams")
+        results["streams"] = streams_cost(
+            server, api_key, 50 if smoke else 1_000, 2 if smoke else 10
+        )
+        log(f"  {results['streams']}")
+    finally:
+        server.stop()
+    log("ingest of reported local evaluations")
+    results["ingest"] = ingest_per_core(20_000 if smoke else 1_000_000, 10_000)
+    log(f"  {results['ingest']}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.local_scenarios", description=__doc__)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="flagsight-bench-local-") as tmp:
+        results = local_bench(Path(tmp), args.smoke)
+    text = json.dumps(results, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

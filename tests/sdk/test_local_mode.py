@@ -1,0 +1,498 @@
+"""Local evaluation (contract section 11) against a real ``flagsight serve``: the SDK decides
+in-process from the pushed ruleset, and the service still meters, logs and attributes it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import resource
+import socket
+import string
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+import requests
+from flagsight_sdk import FlagsightClient
+from flagsight_sdk.model import FAILURE_REFUSED
+
+from api.eventlog.schema import EVALUATION, FEEDBACK
+from api.settings import Settings
+from pipelines.cli import run_pipeline_once
+from tests.sdk.conftest import wait_for_events
+from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.server import GunicornServer
+from warehouse.read import arm_windows, flag_metrics
+
+ADMIN_TOKEN = "local-mode-admin-token-0123456789"
+RULE_SHAPES: dict[str, list[dict]] = {
+    "static-on": [{"type": "STATIC"}],
+    "static-off": [{"type": "STATIC", "value": False}],
+    "segment": [{"type": "SEGMENT", "segment": "beta"}],
+    "segment-off": [{"type": "SEGMENT", "segment": "beta", "value": False}, {"type": "STATIC"}],
+    "pct-0": [{"type": "PERCENTAGE", "percentage": 0}],
+    "pct-100": [{"type": "PERCENTAGE", "percentage": 100}],
+    "pct-fraction": [{"type": "PERCENTAGE", "percentage": 33.37}],
+    "segment-then-pct": [
+        {"type": "SEGMENT", "segment": "beta"},
+        {"type": "PERCENTAGE", "percentage": 12.5},
+    ],
+    "pct-then-static-off": [
+        {"type": "PERCENTAGE", "percentage": 50},
+        {"type": "STATIC", "value": False},
+    ],
+    "missing-segment": [{"type": "SEGMENT", "segment": "nobody"}],
+    "no-rules": [],
+}
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float) -> float | None:
+    """Seconds until ``predicate`` held, or None if it did not within ``timeout_s``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.01)
+    return None
+
+
+def local_client(server: GunicornServer, tenant: Tenant, **options: object) -> FlagsightClient:
+    client = FlagsightClient(tenant.api_key, server.url, local=True, **options)
+    assert client.local is not None and client.local.wait_ready(10)
+    return client
+
+
+@pytest.fixture
+def shapes(module_server: GunicornServer, module_server_admin: Admin) -> Tenant:
+    tenant = module_server_admin.tenant()
+    members = [f"member-{n}" for n in range(300)]
+    module_server_admin.segment(tenant.organization_id, "beta", members)
+    for key, rules in RULE_SHAPES.items():
+        module_server_admin.flag(tenant.environment_id, key, rules)
+    module_server_admin.flag(tenant.environment_id, "disabled", [{"type": "STATIC"}], enabled=False)
+    module_server_admin.flag(tenant.environment_id, "archived", [{"type": "STATIC"}], archived=True)
+    module_server.wait_config_everywhere()
+    return tenant
+
+
+def random_users(count: int) -> list[str]:
+    rng = random.Random(11)
+    alphabet = string.ascii_letters + string.digits + "-_.@é中🙂"
+    users = {f"member-{n}" for n in range(0, 300, 3)}
+    while len(users) < count:
+        users.add("".join(rng.choices(alphabet, k=rng.randint(1, 40))))
+    return sorted(users)
+
+
+def test_local_answers_equal_the_services_for_10000_users_and_every_rule_shape(
+    module_server: GunicornServer, shapes: Tenant
+) -> None:
+    users = random_users(10_000)
+    remote = FlagsightClient(shapes.api_key, module_server.url, timeout_s=30)
+    local = local_client(module_server, shapes)
+    try:
+        for flag in [*RULE_SHAPES, "disabled", "archived", "missing"]:
+            served = remote.evaluate_bulk(flag, users)
+            decided = local.evaluate_bulk(flag, users)
+            differ = [
+                user
+                for user in users
+                if (served[user].value, served[user].matched_rule_type, served[user].error_type)
+                != (decided[user].value, decided[user].matched_rule_type, decided[user].error_type)
+            ]
+            assert differ == [], (flag, differ[:5])
+            assert all(decided[user].evaluation_id for user in users)
+            assert all(decided[user].failure is None for user in users)
+    finally:
+        local.close()
+
+
+def test_a_change_reaches_a_local_client_within_a_second(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC", "value": False}])
+    module_server.wait_config_everywhere()
+    client = local_client(module_server, tenant)
+    try:
+        assert client.evaluate("launch", "u").value is False
+        for enabled_value in (True, False, True):
+            module_server_admin.flag(
+                tenant.environment_id, "launch", [{"type": "STATIC", "value": enabled_value}]
+            )
+            took = wait_until(
+                lambda v=enabled_value: client.evaluate("launch", "u").value is v, 1.0
+            )
+            assert took is not None, "the change did not reach the local client within 1 s"
+    finally:
+        client.close()
+
+
+def test_a_revoked_key_refuses_local_evaluations_within_a_second(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    module_server.wait_config_everywhere()
+    client = local_client(module_server, tenant)
+    try:
+        assert client.evaluate("launch", "u").value is True
+        module_server_admin.request("DELETE", f"/api-keys/{tenant.api_key_id}", expect=204)
+        took = wait_until(lambda: client.evaluate("launch", "u").failure == FAILURE_REFUSED, 1.0)
+        assert took is not None, "the revocation did not reach the local client within 1 s"
+        answer = client.evaluate("launch", "u")
+        assert (answer.value, answer.evaluation_id) == (False, None)
+    finally:
+        client.close()
+
+
+def test_one_local_client_is_served_exactly_the_hard_threshold(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant = module_server_admin.tenant(plan="enterprise", limit=1_000)  # hard threshold 1,100
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    module_server.wait_config_everywhere()
+    client = local_client(module_server, tenant)
+    try:
+        answers = [client.evaluate("launch", f"user-{n}") for n in range(1_300)]
+    finally:
+        client.close()
+    served = [a for a in answers if a.error_type is None and a.failure is None]
+    refused = [a for a in answers if a.error_type == "PLAN_LIMIT_EXCEEDED"]
+    assert (len(served), len(refused)) == (1_100, 200)
+    assert all(a.value for a in served) and len({a.evaluation_id for a in served}) == 1_100
+    usage = requests.get(
+        module_server.url + "/v1/usage", headers={"Authorization": f"ApiKey {tenant.api_key}"}
+    ).json()
+    assert usage["evaluations"] == 1_100
+
+
+def test_two_local_clients_and_a_remote_caller_never_pass_the_threshold(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant = module_server_admin.tenant(plan="enterprise", limit=1_000)
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    module_server.wait_config_everywhere()
+    clients = [local_client(module_server, tenant) for _ in range(2)]
+    remote = FlagsightClient(tenant.api_key, module_server.url, timeout_s=5)
+    served = [0, 0, 0]
+
+    def run(index: int, evaluate: Callable[[str, str], object]) -> None:
+        for n in range(700):
+            answer = evaluate("launch", f"user-{n}")
+            served[index] += bool(answer.value)  # type: ignore[attr-defined]
+
+    threads = [
+        threading.Thread(target=run, args=(i, c.evaluate)) for i, c in enumerate(clients)
+    ] + [threading.Thread(target=run, args=(2, remote.evaluate))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for client in clients:
+        client.close()
+    usage = requests.get(
+        module_server.url + "/v1/usage", headers={"Authorization": f"ApiKey {tenant.api_key}"}
+    ).json()
+    assert sum(served) <= 1_100
+    assert usage["evaluations"] == sum(served)  # unspent grants went back on close()
+
+
+def test_local_evaluations_and_their_feedback_reach_the_lake(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(
+        tenant.environment_id, "split", [{"type": "PERCENTAGE", "percentage": 50}]
+    )
+    module_server.wait_config_everywhere()
+    client = local_client(module_server, tenant)
+    try:
+        answers = [client.evaluate("split", f"user-{n}") for n in range(200)]
+        for answer in answers[:50]:
+            assert client.report(answer, success=answer.value, latency_ms=12.0)
+        assert client.flush(10)
+        assert client.local is not None
+        client.local.reports.flush(10)
+        assert client.local.reports.stats.sent == 200
+    finally:
+        client.close()
+
+    def mine(table):  # noqa: ANN001, ANN202 - a pyarrow table
+        return table.filter(pc.equal(table["environment_id"], tenant.environment_id))
+
+    events = wait_for_events(module_server, EVALUATION, mine, 200)
+    assert events.num_rows == 200
+    assert set(events["source"].to_pylist()) == {"local"}
+    assert sorted(events["evaluation_id"].to_pylist()) == sorted(a.evaluation_id for a in answers)
+    arms = events["arm"].to_pylist()
+    treatment = sum(a.value for a in answers)
+    assert (arms.count("treatment"), arms.count("control")) == (treatment, 200 - treatment)
+    feedback = wait_for_events(module_server, FEEDBACK, mine, 50)
+    assert feedback.num_rows == 50
+
+    # Through ``flagsight pipeline run``: the warehouse counts them as remote ones.
+    settings = Settings.from_env(
+        {"FLAGSIGHT_DATA_DIR": str(module_server.data_dir), "FLAGSIGHT_ADMIN_TOKEN": "unused"}
+    )
+    run_pipeline_once(settings, echo=lambda line: None)
+    metrics = flag_metrics(settings.warehouse_path, tenant.environment_id, "split")
+    assert metrics is not None
+    failed = sum(1 for answer in answers[:50] if not answer.value)
+    assert (metrics["evaluations"], metrics["feedback_count"]) == (200, 50)
+    assert metrics["failure_rate"] == pytest.approx(100.0 * failed / 50)
+    since = datetime.now(UTC) - timedelta(days=1)
+    windows = arm_windows(settings.warehouse_path, tenant.environment_id, "split", "day", since)
+    by_arm = {w["arm"]: w["evaluations"] for w in windows}
+    assert by_arm == {"treatment": treatment, "control": 200 - treatment}
+
+
+def test_a_forged_id_and_a_foreign_block_are_refused(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant, other = module_server_admin.tenant(), module_server_admin.tenant()
+    module_server.wait_config_everywhere()
+    headers = {"Authorization": f"ApiKey {tenant.api_key}"}
+    other_headers = {"Authorization": f"ApiKey {other.api_key}"}
+    grant = requests.post(
+        module_server.url + "/v1/local/quota", json={"want": 10}, headers=other_headers
+    ).json()
+    row = [grant["idPrefix"] + "0000", int(time.time() * 1000), "f", "u", False, None,
+           "FLAG_NOT_FOUND", None, None, None]  # fmt: skip
+    foreign = requests.post(
+        module_server.url + "/v1/local/report", json={"evaluations": [row]}, headers=headers
+    )
+    assert foreign.status_code == 400
+    assert "another environment" in foreign.json()["message"]
+    row[0] = grant["idPrefix"] + "000a"  # past the block of 10
+    past = requests.post(
+        module_server.url + "/v1/local/report", json={"evaluations": [row]}, headers=other_headers
+    )
+    assert past.status_code == 400 and "not in its block" in past.json()["message"]
+    more = requests.post(
+        module_server.url + "/v1/local/quota/return",
+        json={"idPrefix": grant["idPrefix"], "unused": 11},
+        headers=other_headers,
+    )
+    assert more.status_code == 400
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[GunicornServer]:
+    server = GunicornServer(tmp_path / "data", admin_token=ADMIN_TOKEN)
+    yield server
+    if server.proc is not None and server.proc.poll() is None:
+        server.kill()
+
+
+def test_down_at_start_lost_midway_and_back_nothing_reported_is_lost(
+    own_server: GunicornServer,
+) -> None:
+    """Before the first ruleset: False with a failure, within the timeout. Lost mid-way: the
+    last ruleset keeps answering while granted quota lasts, and the reports made meanwhile
+    arrive when the service is back."""
+    client = FlagsightClient("fsk_unknown", own_server.url, local=True, timeout_s=0.3)
+    started = time.monotonic()
+    first = client.evaluate("launch", "u")
+    assert time.monotonic() - started < 1.0
+    assert (first.value, first.failure) == (False, "TIMEOUT")
+    client.close(0.5)
+
+    own_server.start()
+    admin = Admin(requests_caller(own_server.url), ADMIN_TOKEN)
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    own_server.wait_config_everywhere()
+    client = local_client(own_server, tenant, timeout_s=0.5)
+    try:
+        before = [client.evaluate("launch", f"before-{n}") for n in range(100)]
+        assert all(a.value for a in before)
+        own_server.kill()  # lost mid-way
+        during = [client.evaluate("launch", f"during-{n}") for n in range(100)]
+        assert all(a.value and a.evaluation_id for a in during)  # the grant outlives the link
+        own_server.start()
+        assert client.local is not None
+        assert client.local.reports.flush(60)
+    finally:
+        client.close()
+
+    def mine(table):  # noqa: ANN001, ANN202
+        return table.filter(pc.equal(table["environment_id"], tenant.environment_id))
+
+    events = wait_for_events(own_server, EVALUATION, mine, 200)
+    ids = events["evaluation_id"].to_pylist()
+    assert sorted(ids) == sorted(a.evaluation_id for a in before + during)
+
+
+@pytest.fixture
+def two_hosts(tmp_path: Path, postgres_url: str) -> Iterator[list[GunicornServer]]:
+    """Two ``flagsight serve`` sharing one PostgreSQL control plane and meter."""
+    hosts = [
+        GunicornServer(
+            tmp_path / f"host-{n}" / "data",
+            admin_token=ADMIN_TOKEN,
+            env={"FLAGSIGHT_DATABASE_URL": postgres_url},
+        )
+        for n in (1, 2)
+    ]
+    for host in hosts:
+        (host.data_dir.parent).mkdir(parents=True, exist_ok=True)
+        host.start(timeout_s=60)
+    yield hosts
+    for host in hosts:
+        host.kill()
+
+
+def test_on_postgresql_a_change_and_a_revocation_on_one_host_reach_a_client_of_the_other(
+    two_hosts: list[GunicornServer],
+) -> None:
+    first, second = two_hosts
+    admin = Admin(requests_caller(first.url), ADMIN_TOKEN)
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "launch", [{"type": "STATIC", "value": False}])
+    second.wait_config_everywhere()
+    client = local_client(second, tenant)
+    try:
+        assert client.evaluate("launch", "u").value is False
+        admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+        took = wait_until(lambda: client.evaluate("launch", "u").value is True, 1.0)
+        assert took is not None, "a change made on the other host took over 1 s"
+        admin.request("DELETE", f"/api-keys/{tenant.api_key_id}", expect=204)
+        took = wait_until(lambda: client.evaluate("launch", "u").failure == FAILURE_REFUSED, 1.0)
+        assert took is not None, "a revocation made on the other host took over 1 s"
+    finally:
+        client.close(1)
+
+
+def test_the_openfeature_provider_decides_locally(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    from flagsight_sdk.provider import FlagsightProvider
+    from openfeature import api
+    from openfeature.evaluation_context import EvaluationContext
+
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    module_server.wait_config_everywhere()
+    provider = FlagsightProvider(api_key=tenant.api_key, base_url=module_server.url, local=True)
+    assert provider.client.local is not None and provider.client.local.wait_ready(10)
+    api.set_provider(provider)
+    try:
+        details = api.get_client().get_boolean_details("launch", False, EvaluationContext("u-1"))
+        assert (details.value, details.reason) == (True, "STATIC")
+        assert len(details.flag_metadata["evaluationId"]) == 46
+    finally:
+        api.shutdown()
+
+
+def test_the_ofrep_bulk_answer_advertises_a_stream_that_asks_for_a_refetch(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    module_server.wait_config_everywhere()
+    headers = {"Authorization": f"ApiKey {tenant.api_key}"}
+    body = {"context": {"targetingKey": "u-1"}}
+    bulk = requests.post(f"{module_server.url}/ofrep/v1/evaluate/flags", json=body, headers=headers)
+    assert bulk.json()["eventStreams"] == [
+        {"type": "sse", "url": f"{module_server.url}/ofrep/v1/stream"}
+    ]
+    url = urllib.parse.urlsplit(bulk.json()["eventStreams"][0]["url"])
+    received = bytearray()
+    with socket.create_connection((url.hostname, url.port), timeout=10) as stream:
+        stream.sendall(
+            f"GET {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+            f"Authorization: ApiKey {tenant.api_key}\r\n\r\n".encode()
+        )
+
+        def read() -> None:
+            with contextlib.suppress(OSError):
+                while chunk := stream.recv(4096):
+                    received.extend(chunk)
+
+        threading.Thread(target=read, daemon=True).start()
+        assert wait_until(lambda: b"retry: 1000" in received, 5) is not None, received
+        assert b"text/event-stream" in received
+        changed_at = time.time()
+        module_server_admin.flag(
+            tenant.environment_id, "launch", [{"type": "STATIC"}], enabled=False
+        )
+        took = wait_until(lambda: b"refetchEvaluation" in received, 1.0)
+        assert took is not None, bytes(received)
+    [event] = [
+        json.loads(line[5:])
+        for line in bytes(received).split(b"\n")
+        if b"refetchEvaluation" in line
+    ]
+    assert event["type"] == "refetchEvaluation"
+    assert changed_at - 1 <= event["lastModified"] <= changed_at + 2
+    again = requests.post(
+        f"{module_server.url}/ofrep/v1/evaluate/flags",
+        json=body,
+        headers={**headers, "If-None-Match": bulk.headers["ETag"]},
+    )
+    assert again.status_code == 200 and again.json()["flags"][0]["reason"] == "DISABLED"
+
+
+def test_the_ruleset_has_a_strong_etag_and_answers_304(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    module_server.wait_config_everywhere()
+    headers = {"Authorization": f"ApiKey {tenant.api_key}"}
+    first = requests.get(f"{module_server.url}/v1/ruleset", headers=headers)
+    etag = first.headers["ETag"]
+    assert first.status_code == 200 and not etag.startswith("W/")
+    assert [flag["key"] for flag in first.json()["flags"]] == ["launch"]
+    same = requests.get(
+        f"{module_server.url}/v1/ruleset", headers={**headers, "If-None-Match": etag}
+    )
+    assert (same.status_code, same.content) == (304, b"")
+    assert requests.get(f"{module_server.url}/v1/ruleset").status_code == 401
+    assert requests.get(f"{module_server.url}/v1/stream").status_code == 401
+
+
+def test_a_host_holds_1000_streams_keeps_evaluating_and_tells_them_all_of_a_change(
+    own_server: GunicornServer,
+) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    own_server.start()
+    admin = Admin(requests_caller(own_server.url), ADMIN_TOKEN)
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    own_server.wait_config_everywhere()
+    request = (
+        f"GET /v1/stream HTTP/1.1\r\nHost: t\r\nAuthorization: ApiKey {tenant.api_key}\r\n\r\n"
+    ).encode()
+    streams = []
+    try:
+        for _ in range(1_000):
+            sock = socket.create_connection(("127.0.0.1", own_server.port), timeout=10)
+            sock.sendall(request)
+            streams.append(sock)
+        for sock in streams:  # every stream opened: its first event arrived
+            assert b"event: ruleset" in sock.recv(4096)
+        answer = requests.post(
+            f"{own_server.url}/v1/evaluate",
+            json={"flagKey": "launch", "userIdentifier": "u"},
+            headers={"Authorization": f"ApiKey {tenant.api_key}"},
+            timeout=5,
+        )
+        assert answer.status_code == 200 and answer.json()["value"] is True
+        assert own_server.metric("flagsight_streams_open") == 1_000
+        admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}], enabled=False)
+        for sock in streams:
+            sock.settimeout(5)
+            assert b"event: ruleset" in sock.recv(4096)
+    finally:
+        for sock in streams:
+            sock.close()
+    assert wait_until(lambda: own_server.metric("flagsight_streams_open") == 0, 15) is not None
