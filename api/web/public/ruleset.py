@@ -7,9 +7,10 @@ evaluations a local SDK makes from the ruleset are, when it asks for quota
 (``api.web.public.local``).
 
 The stream sends ``event: ruleset`` with ``{"version": N}`` at once and again within a second
-of any change to the environment's ruleset, made on any host (``api.serving.change_feed``). A
-change is announced one poll interval (and a margin) after this worker saw it, so that the
-re-fetch it causes finds the change on whichever worker or host it reaches; a
+of any change to the environment's ruleset, made on any host (``api.serving.change_feed``). The
+SDK fetches until it holds the announced version (its fetch may reach a worker or host that
+has not reloaded yet); OFREP's stream, whose providers re-fetch once, announces a change one
+poll interval (and a margin) after this worker saw it, so the re-fetch finds it anywhere; a
 comment line every ``HEARTBEAT_S`` keeps proxies from closing it and tells the client the
 service is there. A key that no longer authenticates (revoked, its environment deleted) ends
 its streams at the next reload, within a second; the next request gets 401.
@@ -92,6 +93,9 @@ class StreamResource:
     announce_first = True
     """Send the current version as soon as the stream opens (a client that reconnects learns
     at once whether it missed a change)."""
+    settle = False
+    """Whether to wait a poll interval before announcing a change. The SDK needs no wait: the
+    event names the version, and it fetches again until it has it."""
 
     def __init__(self, services: Services):
         self._services = services
@@ -129,12 +133,13 @@ class StreamResource:
                 if version is None or feed.closing:
                     return  # revoked, or the environment is gone: a new request gets 401
                 if version != sent:
-                    # Let every other worker and host reload first (each polls at this
-                    # interval): the re-fetch this event causes may reach any of them.
-                    await asyncio.sleep(self._settle_s)
-                    version = self._version(api_key, environment_id)
-                    if version is None or feed.closing:
-                        return
+                    if self.settle:
+                        # Let every other worker and host reload first (each polls at this
+                        # interval): the re-fetch this event causes may reach any of them.
+                        await asyncio.sleep(self._settle_s)
+                        version = self._version(api_key, environment_id)
+                        if version is None or feed.closing:
+                            return
                     sent = version
                     metrics.stream_events.inc()
                     yield self.event(version)
@@ -154,6 +159,7 @@ class OfrepStreamResource(StreamResource):
     (ADR-0008 of the OFREP protocol): a change asks the provider to evaluate again."""
 
     announce_first = False
+    settle = True  # a provider re-fetches once, and must find the change wherever it asks
 
     def event(self, version: int) -> SSEvent:
         return SSEvent(
