@@ -4,6 +4,7 @@ in-process from the pushed ruleset, and the service still meters, logs and attri
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 import socket
@@ -106,6 +107,19 @@ def test_local_answers_equal_the_services_for_10000_users_and_every_rule_shape(
             ]
             assert differ == [], (flag, differ[:5])
             assert all(decided[user].evaluation_id for user in users)
+            for user in users[:50]:  # the same Evaluation, of plain strings, as remote mode's
+                same_id = dataclasses.replace(
+                    served[user], evaluation_id=decided[user].evaluation_id
+                )
+                assert (
+                    decided[user] == same_id
+                    and repr(decided[user]).split(", evaluation_id")[0]
+                    == repr(served[user]).split(", evaluation_id")[0]
+                )
+                assert {type(decided[user].matched_rule_type), type(decided[user].error_type)} <= {
+                    str,
+                    type(None),
+                }
             assert all(decided[user].failure is None for user in users)
     finally:
         local.close()

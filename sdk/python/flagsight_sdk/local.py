@@ -295,6 +295,21 @@ class RulesetFollower:
         self._thread.join(timeout=2.0)
 
 
+_PLAIN: dict[object, tuple[bool, str | None, str | None, str | None]] = {}
+"""Each core result as the remote client's ``Evaluation`` holds it: plain strings, not the
+core's enums (so both modes print and compare alike), made once per result."""
+
+
+def _plain(result: object) -> tuple[bool, str | None, str | None, str | None]:
+    rule_type, error = result.matched_rule_type, result.error_type  # type: ignore[attr-defined]
+    return (
+        result.value,  # type: ignore[attr-defined]
+        None if rule_type is None else str(rule_type),
+        None if error is None else str(error),
+        None if error is None else ERROR_MESSAGES[error],
+    )
+
+
 def _request_problem(flag_key: object, user: object) -> str | None:
     """Why the service would refuse this evaluate request, or None: a local client answers
     as the remote one would, and never reports what the service would refuse."""
@@ -393,32 +408,27 @@ class LocalEvaluator:
         flag = ruleset.flags.get(flag_key)
         codes, rules = decide_one(flag, user, ruleset.segments)
         result = RESULTS[codes[0]]
+        plain = _PLAIN.get(result)
+        if plain is None:
+            plain = _PLAIN[result] = _plain(result)
+        value, rule_type, error_type, message = plain
         rule = rules[0]
         arm = arm_of(rule, flag.split_rule) if flag is not None else None
-        error = result.error_type
         self.reports.offer(
             [
                 evaluation_id,
                 int(time.time() * 1000),
                 flag_key,
                 user,
-                result.value,
-                result.matched_rule_type,
-                None if error is None else str(error),
+                value,
+                rule_type,
+                error_type,
                 rule if rule < NOT_EVALUATED else None,
                 arm,
                 flag.split_percentage if arm is not None and flag is not None else None,
             ]
         )
-        return Evaluation(
-            flag_key,
-            user,
-            result.value,
-            evaluation_id,
-            result.matched_rule_type,
-            None if error is None else str(error),
-            None if error is None else ERROR_MESSAGES[error],
-        )
+        return Evaluation(flag_key, user, value, evaluation_id, rule_type, error_type, message)
 
     def close(self, timeout_s: float) -> None:
         """Stop following, send what is unreported, give back unspent quota."""
