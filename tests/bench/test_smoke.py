@@ -16,7 +16,8 @@ pytestmark = needs_wrk()
 
 
 def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:
-    assert main(["--smoke", "--out", str(tmp_path)]) == 0
+    # local evaluation's scenarios have their own smoke (test_local_smoke.py), run beside this
+    assert main(["--smoke", "--no-local", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     results = report["results"]
     ratios = results["single_evaluate"]["summary"]["c16"]["ratios"]
@@ -28,13 +29,9 @@ def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:
     assert results["feedback_bulk_500"]["events_per_s"] > 0
     assert results["pipeline"]["incremental"]["run_s"] > 0
     assert results["time_to_signal"]["samples"] == 3 and results["time_to_signal"]["p95_s"] > 0
-    local = results["local"]  # local evaluation: speed, push, streams, ingest
-    assert local["local_vs_remote"]["speedup"] > 1 and local["ingest"]["per_second"] > 0
-    assert local["propagation"]["p99_s"] < 10 and local["streams"]["open_reported"] >= 50
     names = {goal["name"] for goal in report["goals"]}
     assert any(name.startswith("bulk 10,000") for name in names)
     assert any(name.startswith("worker RSS") for name in names)
-    assert any(name.startswith("local evaluate p99") for name in names)
     assert all(goal["measured"] is not None for goal in report["goals"])
     markdown = (tmp_path / "report.md").read_text()
     assert "## Goals" in markdown and "python -m bench.run --smoke" in markdown

@@ -20,9 +20,11 @@ outcomes, so an answer here equals the service's for the same ruleset.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -291,7 +293,13 @@ class RulesetFollower:
         self._stopping.set()
         response = self._response
         if response is not None:
-            response.close()  # unblocks the read
+            # A read blocked in another thread returns only when its socket is shut down
+            # (closing it is not enough): without this, close() waited out the join.
+            sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            response.close()
         self._thread.join(timeout=2.0)
 
 
