@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import random
 import socket
 import string
@@ -382,3 +383,39 @@ def test_the_ruleset_has_a_strong_etag_and_answers_304(
     assert (same.status_code, same.content) == (304, b"")
     assert requests.get(f"{module_server.url}/v1/ruleset").status_code == 401
     assert requests.get(f"{module_server.url}/v1/stream").status_code == 401
+
+
+def test_a_forked_process_decides_and_reports_with_its_own_ids(
+    module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    """A pre-forking server makes the client before it forks: each child follows the ruleset
+    and takes quota of its own, so no evaluation id is spent twice."""
+    tenant = module_server_admin.tenant()
+    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    module_server.wait_config_everywhere()
+    client = local_client(module_server, tenant)
+    parent = [client.evaluate("launch", f"parent-{n}") for n in range(20)]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: evaluate, report, say which ids it used
+        try:
+            child = [client.evaluate("launch", f"child-{n}") for n in range(20)]
+            client.close(10)
+            os.write(write, json.dumps([a.evaluation_id for a in child if a.value]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child_ids = json.loads(pipe.read() or "[]")
+    os.waitpid(pid, 0)
+    parent += [client.evaluate("launch", f"parent-{n}") for n in range(20, 40)]
+    client.close()
+    parent_ids = [a.evaluation_id for a in parent]
+    assert len(child_ids) == 20 and all(parent_ids)
+    assert not set(child_ids) & set(parent_ids)
+
+    def mine(table):  # noqa: ANN001, ANN202
+        return table.filter(pc.equal(table["environment_id"], tenant.environment_id))
+
+    events = wait_for_events(module_server, EVALUATION, mine, 60)
+    assert sorted(events["evaluation_id"].to_pylist()) == sorted(child_ids + parent_ids)

@@ -20,9 +20,11 @@ outcomes, so an answer here equals the service's for the same ruleset.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import logging
+import os
 import random
 import socket
 import threading
@@ -42,7 +44,7 @@ from flagsight_sdk.model import (
     FAILURE_TIMEOUT,
     Evaluation,
 )
-from flagsight_sdk.transport import HttpAnswer, post_json, request
+from flagsight_sdk.transport import HttpAnswer, new_session, post_json, request
 
 log = logging.getLogger("flagsight_sdk")
 
@@ -351,13 +353,8 @@ class LocalEvaluator:
         **reports: object,
     ):
         self._timeout_s = timeout_s
-        self._sdk_name = sdk_name
-        self._follower = RulesetFollower(base_url, headers, session)
-
-        def post(path: str, body: object) -> HttpAnswer:
-            return post_json(session, base_url + path, body, headers, timeout_s)
-
-        self._quota = QuotaPool(post, timeout_s)
+        self._base_url, self._headers = base_url, headers
+        self._start(session)
         reports.setdefault("max_batch", 5_000)
         reports.setdefault("max_attempts", 40)
         self.reports = ReportBatcher(
@@ -367,6 +364,23 @@ class LocalEvaluator:
             extra_body={"sdk": sdk_name},
             **reports,  # type: ignore[arg-type]
         )
+        atexit.register(self._at_exit)
+
+    def _start(self, session: requests.Session) -> None:
+        """This process's follower and quota: after a fork the child starts its own (the
+        parent's thread is not in it, and its ids must not be spent twice)."""
+        self._pid = os.getpid()
+        base_url, headers, timeout_s = self._base_url, self._headers, self._timeout_s
+        self._follower = RulesetFollower(base_url, headers, session)
+
+        def post(path: str, body: object) -> HttpAnswer:
+            return post_json(session, base_url + path, body, headers, timeout_s)
+
+        self._quota = QuotaPool(post, timeout_s)
+
+    def _at_exit(self) -> None:
+        if self._pid == os.getpid():
+            self._quota.close()  # unspent quota back (the reports send themselves at exit)
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether the first ruleset arrived (or the key was refused) within ``timeout_s``."""
@@ -378,6 +392,8 @@ class LocalEvaluator:
         return None if ruleset is None else ruleset.version
 
     def evaluate(self, flag_key: str, user: str) -> Evaluation:
+        if self._pid != os.getpid():  # forked (a pre-forking server): this process's own
+            self._start(new_session())
         if not (
             type(flag_key) is str
             and type(user) is str
