@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import requests
@@ -60,6 +61,19 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float) -> float | None:
             return time.monotonic() - start
         time.sleep(0.01)
     return None
+
+
+def launch_tenant(server: GunicornServer, admin: Admin, **tenant: object) -> Tenant:
+    """A tenant whose flag ``launch`` is on for everyone, served by every worker."""
+    made = admin.tenant(**tenant)  # type: ignore[arg-type]
+    admin.flag(made.environment_id, "launch", [{"type": "STATIC"}])
+    server.wait_config_everywhere()
+    return made
+
+
+def of_environment(environment_id: str) -> Callable[[pa.Table], pa.Table]:
+    """A ``wait_for_events`` selection: the events of one environment."""
+    return lambda table: table.filter(pc.equal(table["environment_id"], environment_id))
 
 
 def local_client(server: GunicornServer, tenant: Tenant, **options: object) -> FlagsightClient:
@@ -150,9 +164,7 @@ def test_a_change_reaches_a_local_client_within_a_second(
 def test_a_revoked_key_refuses_local_evaluations_within_a_second(
     module_server: GunicornServer, module_server_admin: Admin
 ) -> None:
-    tenant = module_server_admin.tenant()
-    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
-    module_server.wait_config_everywhere()
+    tenant = launch_tenant(module_server, module_server_admin)
     client = local_client(module_server, tenant)
     try:
         assert client.evaluate("launch", "u").value is True
@@ -168,9 +180,9 @@ def test_a_revoked_key_refuses_local_evaluations_within_a_second(
 def test_one_local_client_is_served_exactly_the_hard_threshold(
     module_server: GunicornServer, module_server_admin: Admin
 ) -> None:
-    tenant = module_server_admin.tenant(plan="enterprise", limit=1_000)  # hard threshold 1,100
-    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
-    module_server.wait_config_everywhere()
+    tenant = launch_tenant(
+        module_server, module_server_admin, plan="enterprise", limit=1_000
+    )  # hard threshold 1,100
     client = local_client(module_server, tenant)
     try:
         answers = [client.evaluate("launch", f"user-{n}") for n in range(1_300)]
@@ -189,9 +201,7 @@ def test_one_local_client_is_served_exactly_the_hard_threshold(
 def test_two_local_clients_and_a_remote_caller_never_pass_the_threshold(
     module_server: GunicornServer, module_server_admin: Admin
 ) -> None:
-    tenant = module_server_admin.tenant(plan="enterprise", limit=1_000)
-    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
-    module_server.wait_config_everywhere()
+    tenant = launch_tenant(module_server, module_server_admin, plan="enterprise", limit=1_000)
     clients = [local_client(module_server, tenant) for _ in range(2)]
     remote = FlagsightClient(tenant.api_key, module_server.url, timeout_s=5)
     served = [0, 0, 0]
@@ -237,9 +247,7 @@ def test_local_evaluations_and_their_feedback_reach_the_lake(
     finally:
         client.close()
 
-    def mine(table):  # noqa: ANN001, ANN202 - a pyarrow table
-        return table.filter(pc.equal(table["environment_id"], tenant.environment_id))
-
+    mine = of_environment(tenant.environment_id)
     events = wait_for_events(module_server, EVALUATION, mine, 200)
     assert events.num_rows == 200
     assert set(events["source"].to_pylist()) == {"local"}
@@ -303,9 +311,7 @@ def test_the_openfeature_provider_decides_locally(
     from openfeature import api
     from openfeature.evaluation_context import EvaluationContext
 
-    tenant = module_server_admin.tenant()
-    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
-    module_server.wait_config_everywhere()
+    tenant = launch_tenant(module_server, module_server_admin)
     provider = FlagsightProvider(api_key=tenant.api_key, base_url=module_server.url, local=True)
     assert provider.client.local is not None and provider.client.local.wait_ready(10)
     api.set_provider(provider)
@@ -320,9 +326,7 @@ def test_the_openfeature_provider_decides_locally(
 def test_the_ofrep_bulk_answer_advertises_a_stream_that_asks_for_a_refetch(
     module_server: GunicornServer, module_server_admin: Admin
 ) -> None:
-    tenant = module_server_admin.tenant()
-    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
-    module_server.wait_config_everywhere()
+    tenant = launch_tenant(module_server, module_server_admin)
     headers = {"Authorization": f"ApiKey {tenant.api_key}"}
     body = {"context": {"targetingKey": "u-1"}}
     bulk = requests.post(f"{module_server.url}/ofrep/v1/evaluate/flags", json=body, headers=headers)
@@ -369,9 +373,7 @@ def test_the_ofrep_bulk_answer_advertises_a_stream_that_asks_for_a_refetch(
 def test_the_ruleset_has_a_strong_etag_and_answers_304(
     module_server: GunicornServer, module_server_admin: Admin
 ) -> None:
-    tenant = module_server_admin.tenant()
-    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
-    module_server.wait_config_everywhere()
+    tenant = launch_tenant(module_server, module_server_admin)
     headers = {"Authorization": f"ApiKey {tenant.api_key}"}
     first = requests.get(f"{module_server.url}/v1/ruleset", headers=headers)
     etag = first.headers["ETag"]
@@ -390,9 +392,7 @@ def test_a_forked_process_decides_and_reports_with_its_own_ids(
 ) -> None:
     """A pre-forking server makes the client before it forks: each child follows the ruleset
     and takes quota of its own, so no evaluation id is spent twice."""
-    tenant = module_server_admin.tenant()
-    module_server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
-    module_server.wait_config_everywhere()
+    tenant = launch_tenant(module_server, module_server_admin)
     client = local_client(module_server, tenant)
     parent = [client.evaluate("launch", f"parent-{n}") for n in range(20)]
     read, write = os.pipe()
@@ -414,8 +414,6 @@ def test_a_forked_process_decides_and_reports_with_its_own_ids(
     assert len(child_ids) == 20 and all(parent_ids)
     assert not set(child_ids) & set(parent_ids)
 
-    def mine(table):  # noqa: ANN001, ANN202
-        return table.filter(pc.equal(table["environment_id"], tenant.environment_id))
-
+    mine = of_environment(tenant.environment_id)
     events = wait_for_events(module_server, EVALUATION, mine, 60)
     assert sorted(events["evaluation_id"].to_pylist()) == sorted(child_ids + parent_ids)

@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow.compute as pc
 import pytest
 import requests
 from flagsight_sdk import FlagsightClient
@@ -18,7 +17,7 @@ from flagsight_sdk.model import FAILURE_REFUSED
 
 from api.eventlog.schema import EVALUATION
 from tests.sdk.conftest import wait_for_events
-from tests.sdk.test_local_mode import ADMIN_TOKEN, local_client, wait_until
+from tests.sdk.test_local_mode import ADMIN_TOKEN, local_client, of_environment, wait_until
 from tests.support.admin import Admin, requests_caller
 from tests.support.server import GunicornServer
 
@@ -62,9 +61,7 @@ def test_down_at_start_lost_midway_and_back_nothing_reported_is_lost(
     finally:
         client.close()
 
-    def mine(table):  # noqa: ANN001, ANN202
-        return table.filter(pc.equal(table["environment_id"], tenant.environment_id))
-
+    mine = of_environment(tenant.environment_id)
     events = wait_for_events(own_server, EVALUATION, mine, 200)
     ids = events["evaluation_id"].to_pylist()
     assert sorted(ids) == sorted(a.evaluation_id for a in before + during)
