@@ -7,7 +7,8 @@ A frame is one batch of events of one type::
     length of payload          4 bytes, little-endian unsigned
     payload                    msgpack array [type_code, body]: for codes 1 and 2 a list of
                                events, each an array; for code 4 one EvaluationBatch (code 3:
-                               one version-1 batch, without rule bytes; read, never written)
+                               one version-1 batch, without rule bytes; read, never written);
+                               for code 5 one LocalReport
 
 The header is written together with the payload by a single ``write`` so a frame is either
 wholly in the page cache or torn at the tail of its segment. A torn or overwritten frame never
@@ -38,6 +39,7 @@ from api.eventlog.schema import (
     EvaluationBatchV1,
     EvaluationEvent,
     FeedbackEvent,
+    LocalReport,
 )
 from api.native import fastpath
 
@@ -56,6 +58,12 @@ EVALUATION_BATCH_CODE = 4
 """An ``EvaluationBatch``: evaluation events in columnar form, expanded when decoded."""
 V1_EVALUATION_BATCH_CODE = 3
 """A version-1 batch (no rule bytes), still read from logs written before the upgrade."""
+LOCAL_REPORT_CODE = 5
+"""A ``LocalReport``: a local SDK's reported evaluations as sent, expanded when decoded."""
+
+EVENTS, BATCHES, LOCAL = "events", "batches", "local"
+"""The forms of a frame's body: a list of event tuples (codes 1, 2), an ``EvaluationBatch``
+(codes 3, 4) or a ``LocalReport`` (code 5)."""
 
 _batch_bodies = getattr(fastpath, "batch_bodies", None)
 """The C scan of ordinary frames for ``iter_runs``, or None (no native module)."""
@@ -126,6 +134,15 @@ class _Decoders(NamedTuple):
     v1_batch: msgspec.msgpack.Decoder
     upgrade: Callable[[Any], Any]
     """A decoded version-1 batch in the form of a version-2 one."""
+    local_report: msgspec.msgpack.Decoder
+
+
+class _Body(NamedTuple):
+    """One decoded frame body."""
+
+    form: str
+    event_type: str
+    body: Any
 
 
 def _plain(fields: type) -> Any:
@@ -138,10 +155,15 @@ def _plain(fields: type) -> Any:
     were up to half of the sealer's time.
     """
     hints = [
-        tuple[hint.__args__[0], ...] if typing.get_origin(hint) is list else hint
+        tuple[_plain_item(hint.__args__[0]), ...] if typing.get_origin(hint) is list else hint
         for hint in typing.get_type_hints(fields).values()
     ]
     return tuple[tuple(hints)]
+
+
+def _plain_item(hint: Any) -> Any:
+    """A list's item type, itself plain if it is a NamedTuple (a ``LocalReport``'s rows)."""
+    return _plain(hint) if isinstance(hint, type) and issubclass(hint, tuple) else hint
 
 
 _TYPED = _Decoders(
@@ -152,6 +174,7 @@ _TYPED = _Decoders(
     },
     msgspec.msgpack.Decoder(EvaluationBatchV1),
     EvaluationBatchV1.upgraded,
+    msgspec.msgpack.Decoder(LocalReport),
 )
 _PLAIN = _Decoders(
     msgspec.msgpack.Decoder(_plain(EvaluationBatch)),
@@ -161,11 +184,14 @@ _PLAIN = _Decoders(
     },
     msgspec.msgpack.Decoder(_plain(EvaluationBatchV1)),
     lambda batch: batch + V1_BATCH_DEFAULTS,
+    msgspec.msgpack.Decoder(_plain(LocalReport)),
 )
 _SHORT_ENVELOPE = 0x92
 """msgpack's one-byte header of a 2-element array: with a one-byte type code after it, the
 body starts at byte 2 and needs no envelope decode (the encoder always writes this form)."""
-_BODY_CODES = frozenset({*TYPE_NAMES, EVALUATION_BATCH_CODE, V1_EVALUATION_BATCH_CODE})
+_BODY_CODES = frozenset(
+    {*TYPE_NAMES, EVALUATION_BATCH_CODE, V1_EVALUATION_BATCH_CODE, LOCAL_REPORT_CODE}
+)
 _VALID = b""
 """The outcome bytes that index ``OUTCOMES``."""
 
@@ -183,8 +209,8 @@ _USERS, _OUTCOMES, _RULES = map(
 )
 
 
-def _decode(payload: bytes | memoryview, decoders: _Decoders) -> tuple[str, Any]:
-    """The event type and body of one frame; ``InvalidFrame`` if it does not fit its schema.
+def _decode(payload: bytes | memoryview, decoders: _Decoders) -> _Body:
+    """The form, event type and body of one frame; ``InvalidFrame`` if it does not fit its schema.
 
     The body of a frame in the encoder's form is decoded without an envelope decode; any
     other frame, or one that fails, goes through the envelope as it always did, so that an
@@ -202,17 +228,19 @@ def _decode(payload: bytes | memoryview, decoders: _Decoders) -> tuple[str, Any]
         raise _invalid(exc) from exc
 
 
-def _decode_body(code: int, raw: Any, decoders: _Decoders) -> tuple[str, Any]:
+def _decode_body(code: int, raw: Any, decoders: _Decoders) -> _Body:
     if code == EVALUATION_BATCH_CODE:
         batch = decoders.evaluation_batch.decode(raw)
         _check_outcomes(batch[_USERS], batch[_OUTCOMES], batch[_RULES])
-        return EVALUATION, batch
+        return _Body(BATCHES, EVALUATION, batch)
     if code == V1_EVALUATION_BATCH_CODE:
         batch = decoders.upgrade(decoders.v1_batch.decode(raw))
         _check_outcomes(batch[_USERS], batch[_OUTCOMES], batch[_RULES])
-        return EVALUATION, batch
+        return _Body(BATCHES, EVALUATION, batch)
+    if code == LOCAL_REPORT_CODE:
+        return _Body(LOCAL, EVALUATION, decoders.local_report.decode(raw))
     event_type = TYPE_NAMES[code]
-    return event_type, decoders.events[event_type].decode(raw)
+    return _Body(EVENTS, event_type, decoders.events[event_type].decode(raw))
 
 
 def _check_outcomes(users: Sequence[str], outcomes: bytes, rules: bytes) -> None:
@@ -228,8 +256,8 @@ def _check_outcomes(users: Sequence[str], outcomes: bytes, rules: bytes) -> None
 
 def decode_payload(payload: bytes) -> Batch:
     """The typed events of one frame; ``InvalidFrame`` if they do not match their schema."""
-    event_type, body = _decode(payload, _TYPED)
-    if isinstance(body, EvaluationBatch):
+    form, event_type, body = _decode(payload, _TYPED)
+    if form != EVENTS:
         return Batch(event_type, body.events())
     return Batch(event_type, body)
 
@@ -240,7 +268,7 @@ def decode_evaluation_frame(frame: bytes | bytearray) -> EvaluationBatch:
     payloads = list(iter_payloads(io.BytesIO(bytes(frame))))
     if len(payloads) != 1 or len(payloads[0]) != len(frame) - _HEADER_SIZE:
         raise InvalidFrame("not one whole, intact frame")
-    _event_type, body = _decode(payloads[0], _TYPED)
+    body = _decode(payloads[0], _TYPED).body
     if not isinstance(body, EvaluationBatch):
         raise InvalidFrame("the frame holds no evaluation batch")
     return body
@@ -250,14 +278,20 @@ class Run(NamedTuple):
     """Consecutive valid frames of one event type and one form, for the sealer."""
 
     event_type: str
-    batches: bool
-    """Whether ``items`` are ``EvaluationBatch`` tuples (code 4) or event tuples."""
+    form: str
+    """What ``items`` are: event tuples (``EVENTS``), ``EvaluationBatch`` tuples
+    (``BATCHES``, codes 3 and 4) or ``LocalReport`` tuples (``LOCAL``)."""
     items: list[tuple]
     rows: int
 
 
-_BATCH_RUN = (EVALUATION, True)
-_EVENT_RUNS = {event_type: (event_type, False) for event_type in TYPE_CODES}
+_RUN_KINDS = {
+    (form, event_type): (event_type, form)
+    for form in (EVENTS, BATCHES, LOCAL)
+    for event_type in TYPE_CODES
+}
+"""One ``(event type, form)`` object per kind of run, compared by identity in the loop."""
+_LOCAL_ROWS = LocalReport._fields.index("rows")
 _BATCH_START = bytes([_SHORT_ENVELOPE, EVALUATION_BATCH_CODE])
 _users_of, _outcomes_of = operator.itemgetter(_USERS), operator.itemgetter(_OUTCOMES)
 _rules_of = operator.itemgetter(_RULES)
@@ -315,23 +349,22 @@ def iter_runs(
                 yield from _batch_run(raws, on_invalid)
                 raws = []
             try:
-                event_type, body = _decode(view[start:offset], _PLAIN)
+                form, event_type, body = _decode(view[start:offset], _PLAIN)
             except InvalidFrame as exc:
                 on_invalid(exc)
                 continue
-            batch = type(body) is tuple
-            kind = _BATCH_RUN if batch else _EVENT_RUNS[event_type]
+            kind = _RUN_KINDS[form, event_type]
             if kind is not run:
                 if items:
                     yield Run(*run, items, rows)
                     items, rows = [], 0
                 run = kind
-            if batch:
-                items.append(body)
-                rows += len(body[_USERS])
-            else:
+            if form == EVENTS:
                 items += body
                 rows += len(body)
+            else:
+                items.append(body)
+                rows += len(body[_USERS if form == BATCHES else _LOCAL_ROWS])
         if size >= max_bytes:
             if raws:
                 yield from _batch_run(raws, on_invalid)
@@ -365,7 +398,7 @@ def _batch_run(raws: list[memoryview], on_invalid: Callable[[InvalidFrame], None
     if batches is None:
         batches = _valid_batches(raws, on_invalid)
         users = list(map(len, map(_users_of, batches)))
-    return [Run(EVALUATION, True, batches, sum(users))] if batches else []
+    return [Run(EVALUATION, BATCHES, batches, sum(users))] if batches else []
 
 
 def _valid_batches(
@@ -375,7 +408,7 @@ def _valid_batches(
     batches = []
     for raw in raws:
         try:  # the whole payload again, for the words ``decode_payload`` would use
-            batches.append(_decode(_BATCH_START + bytes(raw), _PLAIN)[1])
+            batches.append(_decode(_BATCH_START + bytes(raw), _PLAIN).body)
         except InvalidFrame as exc:
             on_invalid(exc)
     return batches

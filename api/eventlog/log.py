@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from api.eventlog.schema import EvaluationBatch, EvaluationEvent, FeedbackEvent
+from api.eventlog.schema import EvaluationBatch, EvaluationEvent, FeedbackEvent, LocalReport
 
 
 class EventLogUnavailable(RuntimeError):
@@ -23,6 +23,10 @@ class EventLog(Protocol):
     def append_evaluation_frame(self, frame: bytearray, count: int) -> None:
         """As ``append_evaluation_batch``, for a batch of ``count`` users already encoded as
         a frame (``api.eventlog.frames``), as the native fast path gives it."""
+
+    def append_local_report(self, report: LocalReport) -> None:
+        """As ``append_evaluations``, for the evaluations of one local report, kept as sent
+        (``LocalReport``: no event is built per evaluation)."""
 
     def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
         """As ``append_evaluations``."""

@@ -151,6 +151,63 @@ class FeedbackEvent(NamedTuple):
     api_key_id: str
 
 
+class LocalRow(NamedTuple):
+    """One evaluation a local SDK decided and reported, as it sent it (``docs/api.md``,
+    "Local evaluation"), its time already checked: ``evaluated_at_ms`` is the SDK's clock
+    if it was within the report window, else the time the report arrived
+    (``api.serving.local``)."""
+
+    evaluation_id: str
+    evaluated_at_ms: int
+    flag_key: str
+    user_identifier: str
+    value: bool
+    matched_rule_type: str | None
+    error_type: str | None
+    rule_index: int | None
+    arm: str | None
+    rollout_percentage: float | None
+
+
+class LocalReport(NamedTuple):
+    """The evaluations of one local report (``POST /v1/local/report``), as sent.
+
+    What the report's evaluations share is kept once; each row stays the tuple the request
+    decoded to, so a worker builds no event per evaluation: the sealer turns the rows into
+    columns (``api.eventlog.sealing``), and ``events()`` gives the rows they stand for.
+    """
+
+    organization_id: str
+    environment_id: str
+    sdk: str | None
+    api_key_id: str
+    rows: list[LocalRow]
+
+    def events(self) -> list[EvaluationEvent]:
+        shared = (self.organization_id, self.environment_id)
+        tail = (self.sdk, self.api_key_id, SOURCE_LOCAL)
+        return [
+            EvaluationEvent(
+                evaluation_id,
+                at_ms * 1000,
+                *shared,
+                flag_key,
+                user,
+                value,
+                rule_type,
+                error_type,
+                *tail,
+                rule_index,
+                arm,
+                percentage if arm is not None else None,
+            )
+            for (
+                evaluation_id, at_ms, flag_key, user, value, rule_type, error_type, rule_index,
+                arm, percentage,
+            ) in self.rows
+        ]  # fmt: skip
+
+
 @cache
 def _arrow_schemas() -> dict[str, pa.Schema]:
     """The Arrow schemas, built on first use: API workers append events without pyarrow

@@ -27,14 +27,17 @@ from flagsight_core.ids import bulk_ids
 from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT, NOT_EVALUATED
 from flagsight_core.registry import on_results_changed
 
-from api.eventlog.frames import InvalidFrame, Run, iter_runs
+from api.eventlog.frames import BATCHES, LOCAL, InvalidFrame, Run, iter_runs
 from api.eventlog.schema import (
     EVALUATION,
     EVENT_TYPES,
     OUTCOMES,
     SCHEMA_VERSION,
     SCHEMAS,
+    SOURCE_LOCAL,
     EvaluationBatch,
+    LocalReport,
+    LocalRow,
 )
 from api.eventlog.sinks import Sink
 
@@ -73,6 +76,21 @@ _BATCH_TYPE = pa.struct(
     ]
 )
 """The fields of an ``EvaluationBatch`` tuple, in order."""
+_LOCAL_ROW_TYPE = pa.struct(
+    [
+        ("evaluation_id", _STRING),
+        ("evaluated_at_ms", pa.int64()),
+        *(_ROW_TYPES[EVALUATION].field(name) for name in LocalRow._fields[2:]),
+    ]
+)
+_LOCAL_TYPE = pa.struct(
+    [
+        *(_ROW_TYPES[EVALUATION].field(name) for name in LocalReport._fields[:-1]),
+        ("rows", pa.list_(_LOCAL_ROW_TYPE)),
+    ]
+)
+"""The fields of a ``LocalReport`` tuple, in order, its rows' too."""
+_EVALUATED_AT = _ROW_TYPES[EVALUATION].field("evaluated_at").type
 
 
 CHUNK_EVENTS = 2048
@@ -127,7 +145,12 @@ class _Converter:
         """(batch rows before it, rows) of each run of events, to restore frame order."""
 
     def add(self, run: Run) -> None:
-        if run.batches:
+        if run.form == LOCAL:  # a report's thousands of rows make a chunk of their own
+            self._flush()
+            if run.rows:
+                self.chunks.append(_local_columns(run.items))
+            return
+        if run.form == BATCHES:
             self._batches += run.items
             self._batch_rows += run.rows
         else:
@@ -193,6 +216,26 @@ def _batch_columns(batches: list[tuple]) -> Columns:
     )
     columns.update(
         evaluation_id=evaluation_id, evaluated_at=evaluated_at, user_identifier=users.flatten()
+    )
+    return [columns[field.name] for field in _ROW_TYPES[EVALUATION]]
+
+
+def _local_columns(reports: list[tuple]) -> Columns:
+    """The evaluation columns of ``reports``' rows, equal to those of their ``events()``:
+    the rows' fields are converted as they are, the shared ones once per report and repeated
+    with a ``take``, the times scaled to microseconds and the percentage kept only with an
+    arm, as arrays."""
+    *shared, rows = pa.array(reports, _LOCAL_TYPE).flatten()
+    owners = np.repeat(np.arange(len(reports)), np.diff(rows.offsets.to_numpy()))
+    shared_names = LocalReport._fields[:-1]
+    columns = {name: column.take(owners) for name, column in zip(shared_names, shared, strict=True)}
+    row_columns = dict(zip(LocalRow._fields, rows.flatten().flatten(), strict=True))
+    at_ms = row_columns.pop("evaluated_at_ms")
+    columns.update(row_columns)
+    columns["evaluated_at"] = pc.multiply(at_ms, 1000).cast(_EVALUATED_AT)
+    columns["source"] = pa.repeat(pa.scalar(SOURCE_LOCAL, _STRING), len(at_ms))
+    columns["rollout_percentage"] = pc.if_else(
+        columns["arm"].is_valid(), columns["rollout_percentage"], pa.scalar(None, pa.float64())
     )
     return [columns[field.name] for field in _ROW_TYPES[EVALUATION]]
 

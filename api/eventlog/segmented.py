@@ -37,7 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from api.eventlog.failures import FailureReporter
-from api.eventlog.frames import EVALUATION_BATCH_CODE, TYPE_CODES, encode_frame
+from api.eventlog.frames import (
+    EVALUATION_BATCH_CODE,
+    LOCAL_REPORT_CODE,
+    TYPE_CODES,
+    encode_frame,
+)
 from api.eventlog.log import EventLogUnavailable
 from api.eventlog.schema import (
     EVALUATION,
@@ -46,6 +51,7 @@ from api.eventlog.schema import (
     EvaluationBatch,
     EvaluationEvent,
     FeedbackEvent,
+    LocalReport,
 )
 from api.eventlog.sealer import RETRY_CAP_S, Backoff, Sealer, location_sink
 from api.eventlog.sealer_lock import SealerLock
@@ -174,6 +180,11 @@ class SegmentedEventLog:
     def append_evaluation_frame(self, frame: bytearray, count: int) -> None:
         """As ``append_evaluations``, for ``count`` evaluations already in one frame."""
         self._write(EVALUATION, frame, count)
+
+    def append_local_report(self, report: LocalReport) -> None:
+        """As ``append_evaluations``, for the evaluations of one local report, as sent."""
+        if report.rows:
+            self._write(EVALUATION, encode_frame(LOCAL_REPORT_CODE, report), len(report.rows))
 
     def _append(self, event_type: str, events: Sequence[tuple]) -> None:
         if not events:

@@ -30,7 +30,7 @@ from flagsight_core.ids import PREFIX_LENGTH, EvaluationIdInfo, InvalidEvaluatio
 from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT, NOT_EVALUATED, OUTCOMES
 
 from api.controlplane.cache import Caller
-from api.eventlog.schema import SOURCE_LOCAL, EvaluationEvent
+from api.eventlog.schema import LocalReport
 from api.metering.leasing import sdk_grant_size
 from api.metering.meter import month_of
 from api.serving.services import Services
@@ -50,25 +50,22 @@ class Grant:
     """The signed prefix of ``granted`` ids; None when nothing was granted."""
 
 
-class LocalEvaluation(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """One reported evaluation, as the SDK's core decided it; on the wire a JSON array in
-    this order (``docs/api.md``, "Local evaluation"). Untracked by the cyclic collector
-    (``gc=False``: its fields are strings and numbers, no cycle can pass through it): 10,000
-    tracked objects a report set off collections that cost a third of the decoding."""
-
-    evaluation_id: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-    evaluated_at_ms: int
-    flag_key: Annotated[str, msgspec.Meta(min_length=1, max_length=FLAG_KEY_MAX)]
-    user_identifier: Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX)]
-    value: bool
-    matched_rule_type: str | None
-    error_type: str | None
-    rule_index: Annotated[int, msgspec.Meta(ge=0, lt=NOT_EVALUATED)] | None
-    """The deciding rule; None when no rule did (the flag's state, or no rule matched)."""
-    arm: Literal[ARM_TREATMENT, ARM_CONTROL] | None  # type: ignore[valid-type]
-    """The release-health arm (``arm_of``, by the SDK's core), None outside the split."""
-    rollout_percentage: Annotated[float, msgspec.Meta(ge=0, le=100)] | None
-    """The split's percentage when evaluated, with an arm."""
+LocalEvaluation = tuple[
+    Annotated[str, msgspec.Meta(min_length=1, max_length=64)],  # evaluationId
+    int,  # evaluatedAt, Unix milliseconds
+    Annotated[str, msgspec.Meta(min_length=1, max_length=FLAG_KEY_MAX)],  # flagKey
+    Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX)],  # userIdentifier
+    bool,  # value
+    str | None,  # matchedRuleType
+    str | None,  # errorType
+    Annotated[int, msgspec.Meta(ge=0, lt=NOT_EVALUATED)] | None,  # ruleIndex: None, no rule did
+    Literal[ARM_TREATMENT, ARM_CONTROL] | None,  # type: ignore[valid-type]  # arm (``arm_of``)
+    Annotated[float, msgspec.Meta(ge=0, le=100)] | None,  # rolloutPercentage, with an arm
+]
+"""One reported evaluation, as the SDK's core decided it: on the wire a JSON array in this
+order (``docs/api.md``, "Local evaluation"), decoded to a plain tuple, which is what the event
+log keeps (``LocalRow``'s fields): no object is built per evaluation, and a tuple of strings
+and numbers is left alone by the cyclic garbage collector."""
 
 
 class ReportProblem(ValueError):
@@ -115,24 +112,27 @@ def _block(services: Services, caller: Caller, id_prefix: str) -> EvaluationIdIn
     return block
 
 
-def report_events(
+def report_of(
     services: Services, caller: Caller, evaluations: list[LocalEvaluation], sdk: str | None
-) -> list[EvaluationEvent]:
-    """The evaluation events of a report; ``ReportProblem`` (naming the index) for the first
-    evaluation that cannot be taken, and then none is."""
+) -> LocalReport:
+    """The report to append; ``ReportProblem`` (naming the index) for the first evaluation
+    that cannot be taken, and then none is.
+
+    ``evaluations`` is kept as the event log's rows: only a row whose time is outside the
+    report window is replaced (by one at the time the report arrived)."""
     environment, organization = caller.environment, caller.organization
     if environment is None or organization is None:
         raise ReportProblem("the key's environment is gone")
     now = services.clock()
     lowest, highest = (now - REPORT_PAST_S) * 1000, (now + REPORT_FUTURE_S) * 1000
-    now_us = int(now * 1_000_000)
     blocks: dict[str, int] = {}
     outcomes = set(OUTCOMES)  # the registry's now (a test may register a rule type)
-    events: list[EvaluationEvent] = []
-    append = events.append
-    key_id, organization_id, environment_id = caller.key.key_id, organization.id, environment.id
-    for index, item in enumerate(evaluations):
-        evaluation_id = item.evaluation_id
+    hex_digits = _HEX_DIGITS
+    # one bytecode costs about as much as a check here (10,000 rows a report): fields by
+    # unpacking, the block of each prefix verified once
+    for index, (evaluation_id, at_ms, _, _, value, rule_type, error_type, _, _, _) in enumerate(
+        evaluations
+    ):
         prefix, digits = evaluation_id[:PREFIX_LENGTH], evaluation_id[PREFIX_LENGTH:]
         count = blocks.get(prefix)
         if count is None:
@@ -145,32 +145,18 @@ def report_events(
         except ValueError:
             position = count
         # the one spelling this service issues (int() would also read " 1a", "+1a", "1_a")
-        if position >= count or digits != _HEX_DIGITS[position >> 8] + _HEX_DIGITS[position & 255]:
+        if position >= count or digits != hex_digits[position >> 8] + hex_digits[position & 255]:
             raise ReportProblem(f"evaluations[{index}]: the evaluation id is not in its block")
-        if (item.value, item.matched_rule_type, item.error_type) not in outcomes:
+        if (value, rule_type, error_type) not in outcomes:
             raise ReportProblem(
                 f"evaluations[{index}]: value, matchedRuleType and errorType are no outcome"
             )
-        arm = item.arm
-        at_ms = item.evaluated_at_ms
-        append(
-            (  # an ``EvaluationEvent``'s fields, as a plain tuple: its NamedTuple ``__new__``
-                # cost a third of a report's ingest, and the log encodes both alike
-                evaluation_id,
-                at_ms * 1000 if lowest <= at_ms <= highest else now_us,
-                organization_id,
-                environment_id,
-                item.flag_key,
-                item.user_identifier,
-                item.value,
-                item.matched_rule_type,
-                item.error_type,
-                sdk,
-                key_id,
-                SOURCE_LOCAL,
-                item.rule_index,
-                arm,
-                item.rollout_percentage if arm is not None else None,
-            )  # type: ignore[arg-type]
-        )
-    return events
+        if not lowest <= at_ms <= highest:
+            evaluations[index] = (evaluation_id, int(now * 1000), *evaluations[index][2:])
+    return LocalReport(
+        organization.id,
+        environment.id,
+        sdk,
+        caller.key.key_id,
+        evaluations,  # type: ignore[arg-type]
+    )

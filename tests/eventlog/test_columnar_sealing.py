@@ -2,8 +2,10 @@
 
 The reference is the sealer as it was before it built Arrow columns from frames directly:
 each payload through ``decode_payload`` (as then written), its events as tuples, one struct
-conversion per event type. Segments mix every frame form, both event types, batches of no,
-one and many users, every outcome, two UTC dates and invalid frames, and are sealed with
+conversion per event type; a local report's rows as the events the service wrote for them
+before it kept reports as sent. Segments mix every frame form, both event types, batches of no,
+one and many users, local reports, every outcome, two UTC dates and invalid frames, and are
+sealed with
 the production chunk sizes and with tiny ones (so every chunk and run boundary is crossed).
 """
 
@@ -31,6 +33,7 @@ from api.eventlog import sealing
 from api.eventlog.frames import (
     EVALUATION_BATCH_CODE,
     HEADER,
+    LOCAL_REPORT_CODE,
     MAGIC,
     TYPE_CODES,
     TYPE_NAMES,
@@ -48,10 +51,13 @@ from api.eventlog.schema import (
     OUTCOMES,
     SCHEMA_VERSION,
     SCHEMAS,
+    SOURCE_LOCAL,
     EvaluationBatch,
     EvaluationBatchV1,
     EvaluationEvent,
     FeedbackEvent,
+    LocalReport,
+    LocalRow,
 )
 from api.eventlog.sealing import build_table, read_segment, seal_segment, split_by_date
 from api.eventlog.sinks import ParquetSink
@@ -68,6 +74,31 @@ _reference_decoders = {
 }
 _reference_batch_decoder = msgspec.msgpack.Decoder(EvaluationBatch)
 _reference_v1_batch_decoder = msgspec.msgpack.Decoder(EvaluationBatchV1)
+_reference_local_decoder = msgspec.msgpack.Decoder(LocalReport)
+
+
+def reference_local_events(report: LocalReport) -> list[EvaluationEvent]:
+    """The events the service appended for a report's rows before it kept them as sent."""
+    return [
+        EvaluationEvent(
+            row.evaluation_id,
+            row.evaluated_at_ms * 1000,
+            report.organization_id,
+            report.environment_id,
+            row.flag_key,
+            row.user_identifier,
+            row.value,
+            row.matched_rule_type,
+            row.error_type,
+            report.sdk,
+            report.api_key_id,
+            SOURCE_LOCAL,
+            row.rule_index,
+            row.arm,
+            row.rollout_percentage if row.arm is not None else None,
+        )  # fmt: skip
+        for row in report.rows
+    ]
 
 
 def reference_decode(payload: bytes) -> Batch:
@@ -87,6 +118,8 @@ def reference_decode(payload: bytes) -> Batch:
             ):
                 raise InvalidFrame("evaluation batch: outcomes do not match its users")
             return Batch(EVALUATION, batch.events())
+        if code == LOCAL_REPORT_CODE:
+            return Batch(EVALUATION, reference_local_events(_reference_local_decoder.decode(raw)))
         event_type = TYPE_NAMES[code]
         return Batch(event_type, _reference_decoders[event_type].decode(raw))
     except (msgspec.DecodeError, KeyError) as exc:
@@ -230,6 +263,33 @@ def make_batch(
     )
 
 
+def local_frame(report: LocalReport) -> bytes:
+    return bytes(encode_frame(LOCAL_REPORT_CODE, report))
+
+
+def make_report(n: int, rows: int, *, at_us: int = LAST_US_OF_DAY) -> LocalReport:
+    """Rows through every outcome, in and out of an arm, with and without a percentage."""
+    return LocalReport(
+        f"org-{n % 3}",
+        f"env-{n % 2}",
+        None if n % 2 else "python/1.2.3",
+        f"key-{n % 2}",
+        [
+            LocalRow(
+                f"prefix-{n:036d}-ab{i:04x}",
+                at_us // 1000 + i % 2,
+                f"flag.{i % 4}",
+                f"u{i}",
+                *OUTCOMES[i % len(OUTCOMES)],
+                (None, 0, 3)[i % 3],
+                (None, "treatment", "control")[i % 3],
+                (None, 12.5)[i % 2],
+            )  # fmt: skip
+            for i in range(rows)
+        ],
+    )
+
+
 def v1_frame(batch: EvaluationBatch) -> bytes:
     """``batch`` as version 1 wrote it (frame code 3, no rule bytes)."""
     v1 = EvaluationBatchV1(*batch[: len(EvaluationBatchV1._fields)])
@@ -262,6 +322,8 @@ def test_a_mixed_segment_seals_exactly_as_expanded_events(tmp_path: Path) -> Non
             frames.append(batch_frame(make_batch(n, ["a", "b"], bytes([1]))))
         if n == 17:  # a batch of version 1, from a log written before the upgrade
             frames.append(v1_frame(make_batch(n, ["v1-a", "v1-b"], bytes([5, 0]))))
+        if n % 6 == 0:  # local reports, one of them across midnight
+            frames.append(local_frame(make_report(n, (n % 4) * 40, at_us=at)))
     invalid = assert_seals_like_reference(tmp_path, frames)
     assert invalid == ["evaluation batch: outcomes do not match its users"]
 
@@ -286,6 +348,13 @@ INVALID_FRAMES = {
         bytes(encode_frame(EVALUATION_BATCH_CODE, make_batch(1, ["a"], b"\x01")))[HEADER.size : -3]
     ),
     "events that are not events": events_frame(EVALUATION, [("not", "an", "event")]),
+    "a local row of the wrong type": raw_frame(
+        b"\x92\x05"
+        + msgspec.msgpack.encode(("o", "e", None, "k", [("id", "not a time", *("f",) * 8)]))
+    ),
+    "a local row of too few fields": raw_frame(
+        b"\x92\x05" + msgspec.msgpack.encode(("o", "e", None, "k", [("id", 1)]))
+    ),
     "an unknown type code": raw_frame(msgspec.msgpack.encode((9, []))),
     "not msgpack": raw_frame(b"\xc1\xc1\xc1"),
     "an empty payload": raw_frame(b""),
@@ -327,6 +396,19 @@ def test_batches_of_no_users_add_no_rows(tmp_path: Path) -> None:
     ]
     assert_seals_like_reference(tmp_path, frames)
     frames = [batch_frame(make_batch(0, [], b"")), events_frame(FEEDBACK, [feedback(1)])]
+    assert_seals_like_reference(tmp_path, frames)
+
+
+def test_local_reports_of_no_rows_add_none_and_keep_frame_order(tmp_path: Path) -> None:
+    frames = [
+        local_frame(make_report(0, 0)),
+        batch_frame(make_batch(1, ["a"], b"\x01")),
+        local_frame(make_report(2, 3)),
+        events_frame(EVALUATION, [evaluation(3)]),
+        local_frame(make_report(4, 0)),
+        batch_frame(make_batch(5, ["b"], b"\x02")),
+        local_frame(make_report(6, 10_000)),
+    ]
     assert_seals_like_reference(tmp_path, frames)
 
 
@@ -401,6 +483,24 @@ def batches(draw: st.DrawFn) -> EvaluationBatch:
     )
 
 
+local_rows = st.builds(
+    LocalRow,
+    texts,
+    st.integers((LAST_US_OF_DAY - DAY_US) // 1000, (LAST_US_OF_DAY + DAY_US) // 1000),
+    texts,
+    texts,
+    st.booleans(),
+    optional,
+    optional,
+    st.none() | st.integers(0, 253),
+    st.none() | st.sampled_from(["treatment", "control"]),
+    st.none() | st.floats(0, 100),
+)
+local_reports = st.builds(
+    LocalReport, texts, texts, optional, texts, st.lists(local_rows, max_size=5)
+)
+
+
 @st.composite
 def bad_batches(draw: st.DrawFn) -> bytes:
     batch = draw(batches())
@@ -418,6 +518,7 @@ frames_ = st.one_of(
     st.lists(feedback_events, max_size=4).map(lambda e: events_frame(FEEDBACK, e)),
     batches().map(lambda b: long_envelope(EVALUATION_BATCH_CODE, b)),
     batches().map(v1_frame),
+    local_reports.map(local_frame),
     bad_batches(),
     st.binary(max_size=12).map(raw_frame),
 )

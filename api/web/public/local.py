@@ -18,7 +18,7 @@ from flagsight_core.contract import LOCAL_GRANT_MAX, LOCAL_REPORT_MAX, SDK_MAX
 
 from api.controlplane.cache import Caller
 from api.eventlog import EventLogUnavailable
-from api.serving.local import LocalEvaluation, ReportProblem, grant, refund, report_events
+from api.serving.local import LocalEvaluation, ReportProblem, grant, refund, report_of
 from api.serving.services import Services
 from api.web.auth import authenticate_caller
 from api.web.errors import BadRequest, ServiceUnavailable, Unauthorized
@@ -110,19 +110,20 @@ class ReportResource(_LocalBase):
         caller, raw = await self._caller_and_body(req)
         body = _decode(raw, Report)
         try:
-            events = report_events(self._services, caller, body.evaluations, body.sdk)
+            report = report_of(self._services, caller, body.evaluations, body.sdk)
         except ReportProblem as exc:
             raise BadRequest(f"Nothing was stored: {exc}") from None
-        if events:
+        count = len(report.rows)
+        if count:
             try:
-                self._services.event_log.append_evaluations(events)
+                self._services.event_log.append_local_report(report)
             except EventLogUnavailable as exc:
                 log.error("local report refused: event log unavailable", extra={"reason": str(exc)})
                 raise ServiceUnavailable(
                     "The event log cannot take writes now; the report was not stored. Retry later."
                 ) from None
-            self._services.metrics.local_reported.inc(len(events))
-        write_json(resp, {"accepted": len(events)})
+            self._services.metrics.local_reported.inc(count)
+        write_json(resp, {"accepted": count})
 
 
 def add_local_routes(app: falcon.asgi.App, services: Services) -> None:
