@@ -56,6 +56,13 @@ class EventLakeResource(dg.ConfigurableResource):
         return self.lake().sealed_files(event_type)
 
 
+CHECKPOINT_THRESHOLD = "256MB"
+"""The write-ahead log a run may grow before DuckDB checkpoints in the middle of it (its
+default is 16 MB, which an increment of 100,000 events passes in its fold, and the file is
+checkpointed again when the run closes it): a run's changes are written to the file once,
+when the run ends. Large appends (a first load) go to the file directly, not to the log."""
+
+
 class WarehouseResource(dg.ConfigurableResource):
     """The pipeline's working DuckDB file and the published snapshot readers open.
 
@@ -106,6 +113,7 @@ class WarehouseResource(dg.ConfigurableResource):
         con = self._open_waiting()
         try:
             con.execute("SET TimeZone = 'UTC'")
+            con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             migrate(con)
         except BaseException:
             con.close()
