@@ -124,7 +124,7 @@ def test_a_failure_rate_jump_is_rolled_back_within_two_minutes_and_served_within
     admin.flag(tenant.environment_id, FLAG, [{"type": "PERCENTAGE", "percentage": 0}])
     rollout_path = f"/environments/{tenant.environment_id}/flags/{FLAG}/rollout"
     admin.request("PUT", rollout_path, {"steps": [50, 100], "stepMinutes": 60}, expect=200)
-    time.sleep(0.5)  # every worker serves 50 %
+    server.wait_config_everywhere()  # every worker serves 50 %
     jump_at = time.time() + JUMP_AFTER_S
     traffic = Traffic(server.url, tenant.api_key, jump_at)
     watcher = Watcher(server.url, tenant.api_key, treatment_user(50))

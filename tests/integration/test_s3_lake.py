@@ -48,7 +48,7 @@ def _tenant(server: GunicornServer) -> Tenant:
     admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
     tenant = admin.tenant()
     admin.flag(tenant.environment_id, "f", [{"type": "PERCENTAGE", "percentage": 50}])
-    time.sleep(1.0)  # every worker has polled the new key and flag (every 0.25 s)
+    server.wait_config_everywhere()
     return tenant
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import uuid
 from datetime import UTC, datetime
 
@@ -22,14 +21,6 @@ from tests.support.server import REPO
 
 JS_PROJECT = REPO / "tests" / "ofrep" / "js"
 PLAN_LIMIT = "Plan limit exceeded. Upgrade your plan to continue."
-CONFIG_PROPAGATION_S = 1.1  # contract 2: an admin change is used by every worker within 1 s
-
-
-def settle() -> None:
-    """Wait until every worker serves the admin changes just made (polling would meter)."""
-    time.sleep(CONFIG_PROPAGATION_S)
-
-
 EXPECTED = {  # flag -> (value, reason, variant) for user-1
     "static-on": (True, "STATIC", "on"),
     "segment": (True, "TARGETING_MATCH", "on"),
@@ -40,7 +31,7 @@ EXPECTED = {  # flag -> (value, reason, variant) for user-1
 
 
 @pytest.fixture
-def tenant(module_server_admin: Admin) -> Tenant:
+def tenant(module_server, module_server_admin: Admin) -> Tenant:
     admin = module_server_admin
     tenant = admin.tenant()
     admin.segment(tenant.organization_id, "beta", ["user-1"])
@@ -51,7 +42,7 @@ def tenant(module_server_admin: Admin) -> Tenant:
     admin.flag(env, "no-rules", [])
     admin.flag(env, "disabled", [{"type": "STATIC"}], enabled=False)
     admin.flag(env, "archived", [{"type": "STATIC"}], archived=True)
-    settle()
+    module_server.wait_config_everywhere()
     return tenant
 
 
@@ -107,7 +98,7 @@ def test_python_provider_error_codes(module_server, tenant) -> None:
 def test_python_provider_plan_limit_honours_retry_after(module_server, module_server_admin) -> None:
     tenant = module_server_admin.tenant(plan="enterprise", limit=1)
     module_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
-    settle()
+    module_server.wait_config_everywhere()
     client, provider = python_client(module_server.url, tenant.api_key)
     context = EvaluationContext("user-1")
     assert client.get_boolean_value("f", False, context) is True
@@ -211,7 +202,7 @@ def test_web_provider_plan_limit_is_429_with_retry_after(
     tenant = module_server_admin.tenant(plan="enterprise", limit=1)
     module_server_admin.flag(tenant.environment_id, "f", [{"type": "STATIC"}])
     module_server_admin.flag(tenant.environment_id, "g", [{"type": "STATIC"}])
-    settle()
+    module_server.wait_config_everywhere()
     out = run_web_provider(
         module_server.url, tenant.api_key, {"targetingKey": "user-1"}, ["f", "g"]
     )

@@ -10,13 +10,6 @@ import pyarrow as pa
 from api.eventlog.reading import read_events
 from tests.support.server import GunicornServer
 
-CONFIG_PROPAGATION_S = 1.1  # contract 2: an admin change is used by every worker within 1 s
-
-
-def settle() -> None:
-    """Wait until every worker serves the admin changes just made."""
-    time.sleep(CONFIG_PROPAGATION_S)
-
 
 def wait_for_events(
     server: GunicornServer,

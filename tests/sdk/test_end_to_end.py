@@ -11,7 +11,7 @@ from api.eventlog.schema import EVALUATION, FEEDBACK
 from api.settings import Settings
 from pipelines.cli import run_pipeline_once
 from tests.conftest import ADMIN_TOKEN
-from tests.sdk.conftest import settle, wait_for_events
+from tests.sdk.conftest import wait_for_events
 from warehouse.read import flag_metrics
 
 USERS = [f"user-{i}" for i in range(50)]
@@ -22,7 +22,7 @@ def test_sdk_outcomes_reach_the_flag_metrics(module_server, module_server_admin)
     module_server_admin.flag(
         tenant.environment_id, "checkout", [{"type": "PERCENTAGE", "percentage": 50}]
     )
-    settle()
+    module_server.wait_config_everywhere()
     client = FlagsightClient(tenant.api_key, module_server.url, interval_s=0.2)
 
     evaluations = [client.evaluate("checkout", user) for user in USERS[:40]]

@@ -16,12 +16,12 @@ from openfeature.flag_evaluation import Reason
 from openfeature.track import TrackingEventDetails
 
 from api.eventlog.schema import FEEDBACK
-from tests.sdk.conftest import settle, wait_for_events
+from tests.sdk.conftest import wait_for_events
 from tests.support.admin import Admin, Tenant
 
 
 @pytest.fixture
-def tenant(module_server_admin: Admin) -> Tenant:
+def tenant(module_server, module_server_admin: Admin) -> Tenant:
     tenant = module_server_admin.tenant()
     module_server_admin.segment(tenant.organization_id, "beta", ["user-1"])
     env = tenant.environment_id
@@ -31,7 +31,7 @@ def tenant(module_server_admin: Admin) -> Tenant:
     module_server_admin.flag(env, "no-rules", [])
     module_server_admin.flag(env, "disabled", [{"type": "STATIC"}], enabled=False)
     module_server_admin.flag(env, "archived", [{"type": "STATIC"}], archived=True)
-    settle()
+    module_server.wait_config_everywhere()
     return tenant
 
 
