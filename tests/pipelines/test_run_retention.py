@@ -1,8 +1,11 @@
-"""Dagster's storage stays bounded: the retention sensor deletes old insights runs (a real
-Dagster instance, real runs), and the instance ``flagsight`` configures prunes ticks."""
+"""Dagster's storage stays bounded: the retention sensor deletes old insights runs and their
+files (a real Dagster instance, real runs), and the instance ``flagsight`` configures prunes
+ticks."""
 
 from __future__ import annotations
 
+import hashlib
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -31,6 +34,26 @@ def _runs(instance: dg.DagsterInstance, succeeding: int, failing: int) -> None:
         good.execute_in_process(instance=instance)
 
 
+def _run_ids(instance: dg.DagsterInstance, count: int) -> list[str]:
+    """``count`` successful runs, oldest first."""
+    job = dg.GraphDefinition(name=JOB_NAME, node_defs=[_succeeds]).to_job()
+    return [job.execute_in_process(instance=instance).run_id for _ in range(count)]
+
+
+def _files_of(home: Path, run_id: str) -> list[Path]:
+    """The files the default storage keeps for one run: its event-log file and compute logs."""
+    return [home / "history" / "runs" / f"{run_id}.db"] + sorted(
+        p for p in (home / "storage" / run_id).rglob("*") if p.is_file()
+    )
+
+
+def _fingerprint(paths: list[Path]) -> dict[Path, tuple[int, int, str]]:
+    return {
+        p: (p.stat().st_size, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in paths
+    }
+
+
 def _statuses(instance: dg.DagsterInstance) -> list[str]:
     return [str(r.status.value) for r in instance.get_runs(dg.RunsFilter(job_name=JOB_NAME))]
 
@@ -44,9 +67,60 @@ def test_old_runs_are_deleted_beyond_the_newest_kept_and_recent_failures_stay(
         assert len(_statuses(instance)) == 8
         assert purge_old_runs(instance, keep=3) == 3  # three old successes; failures are recent
         assert _statuses(instance) == ["SUCCESS"] * 3 + ["FAILURE"] * 2
-        far_future = 10 * 86_400 + __import__("time").time()
+        far_future = 10 * 86_400 + time.time()
         assert purge_old_runs(instance, keep=3, now=far_future) == 2  # failures a week old
         assert _statuses(instance) == ["SUCCESS"] * 3
+
+
+def test_a_purge_removes_the_files_of_the_runs_it_deleted_and_leaves_the_kept_ones(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "dagster"
+    prepare_dagster_home(home, None)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        old, kept = (ids := _run_ids(instance, 6))[:4], ids[4:]
+        for run_id in ids:  # both files exist before, or the test proves nothing
+            assert (home / "history" / "runs" / f"{run_id}.db").is_file()
+            assert (home / "storage" / run_id / "compute_logs").is_dir()
+        before = _fingerprint([f for run_id in kept for f in _files_of(home, run_id)])
+        assert purge_old_runs(instance, keep=2) == 4
+        assert [r.run_id for r in instance.get_runs(dg.RunsFilter(job_name=JOB_NAME))] == [
+            *reversed(kept)
+        ]
+        for run_id in old:
+            assert not (home / "history" / "runs" / f"{run_id}.db").exists()
+            assert not (home / "history" / "runs" / f"{run_id}.db-wal").exists()
+            assert not (home / "storage" / run_id).exists()
+        assert _fingerprint(list(before)) == before  # the kept runs' files, untouched
+        assert all(len(instance.all_logs(run_id)) > 0 for run_id in kept)  # still readable
+    remaining = {p.stem for p in (home / "history" / "runs").glob("*.db")} - {"index"}
+    assert remaining == set(kept)
+    assert {p.name for p in (home / "storage").iterdir()} == set(kept)
+
+
+def test_failures_are_kept_beyond_the_newest_runs_up_to_a_bound(tmp_path: Path) -> None:
+    prepare_dagster_home(tmp_path / "dagster", None)
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+        _runs(instance, succeeding=1, failing=4)  # a pipeline that failed on every run, then not
+        assert purge_old_runs(instance, keep=1, failed_kept=2) == 2  # the two oldest failures
+        assert _statuses(instance) == ["SUCCESS", "FAILURE", "FAILURE"]
+
+
+def test_with_postgres_storage_the_local_compute_logs_of_deleted_runs_are_removed(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Runs and their events are rows in PostgreSQL (no per-run file), but Dagster still
+    captures each step's output under ``storage/<run_id>`` on the host that ran it."""
+    home = tmp_path / "dagster"
+    prepare_dagster_home(home, postgres_url)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        old, kept = (ids := _run_ids(instance, 3))[:2], ids[2:]
+        assert all((home / "storage" / run_id).is_dir() for run_id in ids)
+        assert purge_old_runs(instance, keep=1) == 2
+    assert {p.name for p in (home / "storage").iterdir()} == set(kept)
+    assert not any((home / "storage" / run_id).exists() for run_id in old)
+    assert not (home / "history").exists()  # nothing of the runs' events is local
 
 
 def test_the_sensor_purges_through_its_instance_and_says_how_many(tmp_path: Path) -> None:
