@@ -44,7 +44,7 @@ mode it uses; ``tests/observability`` checks that these are all it creates) and 
 allocated for each. A worker that served every route, status and outcome filled 7 KB of its
 counter file, 5 KB of its histogram file and 1 KB of each gauge file
 (``tests/observability/test_metrics.py`` measures it), so each has ten times the room at least;
-prometheus_client only grows a file, sparsely, past this. 224 KB a process: a small data
+prometheus_client only grows a file, sparsely, past this. 240 KB a process: a small data
 directory is not spent on empty pages."""
 PROCESS_FILE_PREFIXES = tuple(PROCESS_FILE_BYTES)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -151,3 +152,16 @@ def test_the_meter_file_is_allocated_whole_never_sparse(tmp_path: Path) -> None:
     assert os.stat(old).st_blocks * 512 < stat.st_size
     MmapMeter(old).close()
     assert os.stat(old).st_blocks * 512 >= stat.st_size
+
+
+def test_the_meter_file_at_its_default_slots_is_no_larger_than_the_docs_say(
+    tmp_path: Path,
+) -> None:
+    """``docs/metering.md`` gives the file's size an operator sizes a disk by (it was 2.1 MB
+    before the slots of months nobody reads were reused); the figure is read from there."""
+    text = " ".join((Path(__file__).parents[2] / "docs" / "metering.md").read_text().split())
+    found = re.search(r"allocated whole when `flagsight serve` starts \(about (\d+) KB", text)
+    assert found, "docs/metering.md no longer states the meter file's size"
+    path = tmp_path / "m.bin"
+    MmapMeter(path).close()  # the default slot count, as `flagsight serve` makes it
+    assert 0 < path.stat().st_size <= int(found.group(1)) * 1024  # the docs' KB are binary
