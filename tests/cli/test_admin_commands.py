@@ -4,6 +4,7 @@ refused, 2 refused by the CLI before any call)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -68,6 +69,27 @@ def test_help_lists_the_admin_commands() -> None:
     for command in ("flags", "keys", "rollout", "status"):
         assert f"\n    {command} " in shown
     assert "--org" in ok(flagsight("flags", "list", "--help"))
+
+
+def test_no_help_prints_docstring_markup() -> None:
+    """``flagsight --help`` printed its module's docstring, backticks and all. The command's
+    own help, and every subcommand's (walked in-process: a run per command would take
+    seconds), are plain text."""
+    assert "`" not in ok(flagsight("--help"))
+    from api.cli.main import build_parser
+
+    pending = [("flagsight", build_parser())]
+    walked: list[str] = []
+    while pending:
+        name, parser = pending.pop()
+        walked.append(name)
+        assert "`" not in parser.format_help(), name
+        for action in parser._actions:  # noqa: SLF001 - argparse lists subcommands only here
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                pending.extend((f"{name} {sub}", child) for sub, child in action.choices.items())
+    assert {"flagsight flags list", "flagsight rollout start", "flagsight pipeline run"} <= set(
+        walked
+    )
 
 
 def test_flags_list_and_show_print_tables(where: list[str]) -> None:
