@@ -4,9 +4,11 @@ the browser tests."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlencode
 
 import falcon.testing
@@ -31,6 +33,15 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
+
+
+@pytest.fixture
+def screens(tmp_path: Path) -> Path:
+    """Where a browser test saves its screenshots: ``$FLAGSIGHT_SCREENSHOTS`` when it is set
+    (to look at them), else the test's temporary folder."""
+    folder = Path(os.environ.get("FLAGSIGHT_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")

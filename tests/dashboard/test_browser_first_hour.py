@@ -8,7 +8,6 @@ Screenshots go to ``$FLAGSIGHT_SCREENSHOTS`` when it is set (else the test's tem
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -28,13 +27,6 @@ WIDTHS = {"laptop": 1366, "phone": 390}
 @pytest.fixture(scope="module")
 def admin(dashboard_server: GunicornServer) -> Admin:
     return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
-
-
-@pytest.fixture
-def screens(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("FLAGSIGHT_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def open_page(browser: Browser, width: int, failures: list[str]) -> Page:

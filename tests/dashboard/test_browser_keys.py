@@ -10,7 +10,6 @@ Screenshots go to ``$FLAGSIGHT_SCREENSHOTS`` when it is set (else the test's tem
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -74,13 +73,6 @@ def tenant(dashboard_server: GunicornServer, admin: Admin) -> Tenant:
     admin.segment(tenant.organization_id, "beta-testers", ["user-1"])
     admin.segment(tenant.organization_id, LONGEST, ["user-1"])
     return tenant
-
-
-@pytest.fixture
-def screens(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("FLAGSIGHT_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def lines_of(page: Page, key: str) -> list[str]:

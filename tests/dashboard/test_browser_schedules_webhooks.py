@@ -7,7 +7,6 @@ Screenshots go to ``$FLAGSIGHT_SCREENSHOTS`` when it is set (else the test's tem
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -51,13 +50,6 @@ def tenant(dashboard_server: GunicornServer, admin: Admin) -> Tenant:
     write_evaluations(events, tenant, "dark-mode", today - timedelta(40), 12)
     assert materialize_all(Settings(data_dir=dashboard_server.data_dir)).success
     return tenant
-
-
-@pytest.fixture
-def screens(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("FLAGSIGHT_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def fits(page: Page, screens: Path, name: str) -> None:
