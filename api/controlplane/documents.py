@@ -3,10 +3,15 @@ what webhook events carry, and what the admin API answers for the same records.
 
 One shape per record, written once: the audit log must show (and a restore put back) exactly
 what ``GET`` showed, byte for byte, so the admin API's views use these functions too.
+
+A webhook's URL is the one thing shown otherwise than stored: through
+``webhook_targets.shown_url``, which masks user information, here and in ``shown_audit``
+(audit records written before that rule hold it as it was stored).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +19,7 @@ import msgspec
 from flagsight_core import rule_from_json, rule_to_json
 
 from api.controlplane.changes import (
+    AuditRecord,
     Rollout,
     RolloutAction,
     RolloutDecision,
@@ -24,6 +30,7 @@ from api.controlplane.changes import (
     Webhook,
 )
 from api.controlplane.model import ApiKey, Environment, FlagRecord, Organization, Segment
+from api.controlplane.webhook_targets import shown_url
 
 Document = dict[str, Any]
 
@@ -141,12 +148,33 @@ def schedule(made: Schedule) -> Document:
 
 
 def webhook(hook: Webhook) -> Document:
+    """``url`` as ``shown_url`` shows it: a webhook stored before user information was refused
+    has it masked, in the admin API and in the audit records written from now on. (Nothing
+    reads a URL back from an audit record: a webhook's deletion has no restore.)"""
     return {
         "id": hook.id,
-        "url": hook.url,
+        "url": shown_url(hook.url),
         "events": list(hook.events),
         "createdAt": hook.created_at,
     }
+
+
+def shown_audit(record: AuditRecord) -> AuditRecord:
+    """The record as the admin API and the dashboard show it. A webhook's ``before`` and
+    ``after`` get their ``url`` through ``shown_url``: the records of webhooks created before
+    user information was refused still hold it, and the audit log is never rewritten (its
+    rows are immutable), so it is masked where it is shown, as ``webhook`` masks it in ``GET``.
+    Every other record is shown as stored."""
+    if record.target.partition(":")[0] != "webhook":
+        return record
+    return replace(record, before=_shown_webhook(record.before),
+                   after=_shown_webhook(record.after))  # fmt: skip
+
+
+def _shown_webhook(document: Document | None) -> Document | None:
+    if document is None or not isinstance(document.get("url"), str):
+        return document
+    return {**document, "url": shown_url(document["url"])}
 
 
 def iso_time(unix_seconds: float) -> str:

@@ -15,6 +15,10 @@ anything later. Refused:
 
 Not covered: a name that resolves to a public address when checked and to a private one a
 moment later, when the HTTP client resolves it again (DNS rebinding within one delivery).
+
+A webhook stored before user information was refused keeps it in its stored URL (and in the
+audit record of its creation). It is never delivered to (``check_delivery`` refuses it), and
+every surface shows its URL through ``shown_url``, which masks the user information.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str], Iterable[str]]
 
 _LOCAL_NAMES = ("localhost", ".localhost", ".localdomain")
+USER_INFO_MASK = "***"
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
+_DROPPED_BY_PARSERS = str.maketrans("", "", "\t\r\n")
 
 
 class ForbiddenTarget(ValueError):
@@ -75,6 +82,35 @@ def check_url(url: str, allow_private: bool) -> str:
     elif not allow_private and (host == "localhost" or host.endswith(_LOCAL_NAMES)):
         raise ForbiddenTarget("must not point to a loopback address")
     return host
+
+
+def shown_url(url: str) -> str:
+    """The webhook URL as the admin API, the dashboard and the audit log show it: unchanged,
+    except that user information is replaced by ``***`` as a whole
+    (``http://user:pass@host/x`` -> ``http://***@host/x``).
+
+    The whole of it, not only the password: a user name is often the credential itself (a
+    token as the user, an API key as the user with an empty password). Masked rather than
+    dropped: a legacy webhook still reads as what it is (its scheme, host, port, path and
+    query are shown, and its id beside it), and visibly carries credentials, the reason every
+    delivery to it is refused; shown as ``http://host/x`` it would look like a webhook that
+    works. Every URL the rule accepts has no user information, so it is shown as stored.
+
+    Never raises, whatever was stored: the authority is found as URL parsers find it (after
+    ``//``, up to the first ``/``, ``?`` or ``#``; the user information up to its last ``@``),
+    after dropping what they drop (tabs and line breaks anywhere, leading control characters
+    and spaces), so a URL whose password a client would send has it masked.
+    """
+    text = url.translate(_DROPPED_BY_PARSERS).lstrip(_C0_OR_SPACE)
+    start = text.find("//")
+    if start < 0:
+        return url
+    start += 2
+    end = next((i for i in range(start, len(text)) if text[i] in "/?#"), len(text))
+    at = text.rfind("@", start, end)
+    if at < 0:
+        return url
+    return text[:start] + USER_INFO_MASK + text[at:]
 
 
 def system_resolver(host: str) -> list[str]:

@@ -16,6 +16,7 @@ from flagsight_core.ids import EvaluationIdIssuer
 
 from api.controlplane.cache import ConfigCache
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.controlplane.store import ControlPlaneStore
 from api.metering.mmap_meter import MmapMeter
 from api.observability.metrics import Metrics
 from api.serving.services import Services
@@ -102,8 +103,9 @@ class AdminClient:
         return answer.body
 
 
-def build_services(settings: Settings) -> Services:
-    store = SqliteControlPlaneStore(settings.control_plane_path)
+def build_services(settings: Settings, store: ControlPlaneStore | None = None) -> Services:
+    """Over ``store``, by default the SQLite file of ``settings``."""
+    store = store or SqliteControlPlaneStore(settings.control_plane_path)
     return Services(
         settings=settings,
         store=store,

@@ -42,6 +42,8 @@ def segment(seg: Segment, user_identifiers: list[str] | None = None) -> dict[str
 
 
 def audit(record: AuditRecord) -> dict[str, Any]:
+    """As ``documents.shown_audit`` shows it (a webhook's URL without its user information)."""
+    record = documents.shown_audit(record)
     return {
         "id": record.id,
         "at": record.at,

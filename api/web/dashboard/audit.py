@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
+from api.controlplane.documents import shown_audit
 from api.controlplane.errors import ConflictError
 from api.controlplane.store import can_restore
 from api.web.admin.error_messages import message
@@ -26,7 +27,8 @@ class AuditView(Page):
         *, error: str | None = None, status: int = 200,
     ) -> None:  # fmt: skip
         organization = await self.organization(org_id)
-        records = await self.read(self.store.list_audit, org_id, SHOWN)
+        stored = await self.read(self.store.list_audit, org_id, SHOWN)
+        records = [shown_audit(record) for record in stored]  # as the admin API shows them
         self.render(
             req, resp, "audit.html", status=status, organization=organization, records=records,
             restorable=can_restore,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from api.controlplane.webhook_targets import shown_url
+
 MISSING = "—"
 
 
@@ -60,4 +62,5 @@ FILTERS = {
     "ms": milliseconds,
     "utc": utc_time,
     "guardrail": guardrail,
+    "webhook_url": shown_url,  # user information masked (a webhook stored before the rule)
 }
