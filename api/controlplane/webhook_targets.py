@@ -41,6 +41,11 @@ class ForbiddenTarget(ValueError):
     """The URL may not be a webhook's; the message says why, naming no secret."""
 
 
+class MalformedTarget(ForbiddenTarget):
+    """Refused for the URL's form (white space, scheme, user information, port): no setting
+    and no change of DNS can lift it, so a delivery to it is given up at once."""
+
+
 def refusal(address: Address, allow_private: bool) -> str | None:
     """Why a delivery may not go to ``address``, or None when it may."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -59,18 +64,18 @@ def refusal(address: Address, allow_private: bool) -> str | None:
 def check_url(url: str, allow_private: bool) -> str:
     """The URL's host, or ForbiddenTarget: its form, and the host when it is an address."""
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
-        raise ForbiddenTarget("must not contain white space or control characters")
+        raise MalformedTarget("must not contain white space or control characters")
     try:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port  # .port checks the range
     except ValueError:
-        raise ForbiddenTarget("must be an http:// or https:// URL with a valid port") from None
+        raise MalformedTarget("must be an http:// or https:// URL with a valid port") from None
     if parts.scheme not in ("http", "https") or not host:
-        raise ForbiddenTarget("must be an http:// or https:// URL with a host")
+        raise MalformedTarget("must be an http:// or https:// URL with a host")
     if "@" in parts.netloc:
-        raise ForbiddenTarget("must not contain user information (user:password@)")
+        raise MalformedTarget("must not contain user information (user:password@)")
     if port == 0:
-        raise ForbiddenTarget("must not use port 0")
+        raise MalformedTarget("must not use port 0")
     try:
         address: Address | None = ipaddress.ip_address(host)
     except ValueError:

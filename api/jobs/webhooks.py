@@ -29,7 +29,7 @@ import requests
 
 from api.controlplane.changes import USAGE_THRESHOLDS, Delivery
 from api.controlplane.model import hard_limit
-from api.controlplane.webhook_targets import ForbiddenTarget, check_delivery
+from api.controlplane.webhook_targets import ForbiddenTarget, MalformedTarget, check_delivery
 from api.infra.periodic import PeriodicJob
 from api.jobs.host_lock import HostLock
 from api.metering.meter import month_label, month_of
@@ -135,10 +135,13 @@ class WebhookDeliverer:
                 timeout=settings.webhook_timeout_s, allow_redirects=False,
             )  # fmt: skip
             error = None if 200 <= answer.status_code < 300 else f"HTTP {answer.status_code}"
+            hopeless = False
         except ForbiddenTarget as refused:
             error = f"refused: the URL {refused}"
+            hopeless = isinstance(refused, MalformedTarget)  # a webhook stored before the rule
         except requests.RequestException as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
+            hopeless = False
         done = self._services.clock()
         if error is None:
             outcome, retry_at = "delivered", None
@@ -147,7 +150,7 @@ class WebhookDeliverer:
             delay = retry_delay(
                 delivery.attempts + 1, settings.webhook_retry_base_s, settings.webhook_retry_cap_s
             )
-            give_up = done + delay > delivery.created_at + settings.webhook_retry_for_s
+            give_up = hopeless or done + delay > delivery.created_at + settings.webhook_retry_for_s
             outcome, retry_at = ("failed", None) if give_up else ("retry", done + delay)
         self._services.store.record_delivery(delivery.seq, done, error=error, retry_at=retry_at)
         metrics.webhook_deliveries.labels(outcome).inc()

@@ -187,8 +187,8 @@ def test_nothing_is_delivered_to_it(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Queued like any webhook's event, refused at every attempt (``check_delivery``), retried
-    and given up like an unreachable receiver; no request is made, and neither the outbox's
+    """Queued like any webhook's event, refused at its first attempt (``check_delivery``) and
+    given up at once (no retry can succeed); no request is made, and neither the outbox's
     error nor the log names the password."""
     org_id, hook_id = legacy
     environment = admin.environment(org_id)
@@ -210,8 +210,9 @@ def test_nothing_is_delivered_to_it(
     rows = admin.services.store._fetchall(
         "SELECT webhook_id, attempts, delivered_at, failed_at, last_error FROM webhook_outbox"
     )
-    assert [tuple(row) for row in rows] == [
-        (hook_id, 1, None, None,
-         "refused: the URL must not contain user information (user:password@)"),
-    ]  # fmt: skip
-    assert "webhook retry" in caplog.text and PASSWORD not in caplog.text
+    (row,) = rows
+    assert (row[0], row[1], row[2]) == (hook_id, 1, None)
+    assert row[3] is not None  # given up at the first attempt, not retried for a day
+    assert row[4] == "refused: the URL must not contain user information (user:password@)"
+    assert "webhook failed" in caplog.text and PASSWORD not in caplog.text
+    assert WebhookDeliverer(services).deliver_due() == 0  # nothing left to try
