@@ -128,6 +128,7 @@ class WebhookDeliverer:
             "User-Agent": "flagsight-webhooks",
             SIGNATURE_HEADER: sign(delivery.secret, int(now), delivery.body),
         }
+        hopeless = False  # a refusal no retry can lift: given up at once
         try:
             check_delivery(delivery.url, settings.webhook_allow_private)
             answer = self._session.post(
@@ -135,13 +136,11 @@ class WebhookDeliverer:
                 timeout=settings.webhook_timeout_s, allow_redirects=False,
             )  # fmt: skip
             error = None if 200 <= answer.status_code < 300 else f"HTTP {answer.status_code}"
-            hopeless = False
         except ForbiddenTarget as refused:
             error = f"refused: the URL {refused}"
             hopeless = isinstance(refused, MalformedTarget)  # a webhook stored before the rule
         except requests.RequestException as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
-            hopeless = False
         done = self._services.clock()
         if error is None:
             outcome, retry_at = "delivered", None
