@@ -18,6 +18,7 @@ from pipelines.constants import (
 )
 from pipelines.publishing import publish
 from pipelines.resources import EventLakeResource, WarehouseResource
+from warehouse.compaction import compact, is_full_inspection
 
 
 # Kinds: s3 too when the lake is in a bucket, where the snapshot is uploaded (definitions.py).
@@ -42,11 +43,18 @@ def published_warehouse(
     read-only at any time without lock errors; a reader keeps the snapshot it opened. Its size
     (and publishing time) depends on flag environments and days, not on the number of events.
     Tables are documented in warehouse/README.md. With the lake in a bucket, the snapshot is
-    also uploaded there for every API host."""
+    also uploaded there for every API host. Once published, the working database's tables are
+    compacted (warehouse/compaction.py: small trailing row groups merged, row groups with many
+    deleted rows written again; metadata `rows_compacted`)."""
     target = Path(warehouse.published_path)
     with warehouse.connect() as con:
         size = publish(con, target, context.run_id)
-    metadata: dict[str, object] = {"path": str(target), "size_bytes": size}
+        compacted = compact(con, full=is_full_inspection(context.run_id))
+    metadata: dict[str, object] = {
+        "path": str(target),
+        "size_bytes": size,
+        "rows_compacted": sum(compacted.values()),
+    }
     if is_remote(lake.events_location):
         metadata["uploaded_to"] = upload_snapshot(target, lake.events_location, lake.s3_options())
     return dg.MaterializeResult(metadata=metadata)

@@ -20,14 +20,16 @@ from pipelines.constants import (
     ENVIRONMENT_KEYS,
     FLAG_ENVIRONMENT_METRICS,
     FLAG_HEALTH,
+    PUBLISHED_WAREHOUSE,
     RAW_EVALUATIONS,
     RAW_FEEDBACK,
 )
 from pipelines.definitions import build_resources, working_database_path
 from tests.pipelines.figures import assert_same_figures, published_rows
 from tests.pipelines.fixture_lake import expected_figures
-from tests.pipelines.support import materialize_all
+from tests.pipelines.support import add_wave_two, materialize_all
 from warehouse import read
+from warehouse.compaction import compact
 
 feedback_asset = importlib.import_module("pipelines.assets.attributed_feedback")
 
@@ -197,3 +199,31 @@ def test_a_run_imports_neither_pandas_nor_pyarrow(lake_settings):
     lines = out.stdout.strip().splitlines()
     assert "succeeded" in lines[-2]
     assert lines[-1] == "[]"
+
+
+def test_the_working_database_is_compacted_by_the_pipeline_not_by_duckdbs_vacuum(
+    lake_settings, waves
+):
+    """The vacuum is off on the pipeline's connection (warehouse/compaction.py says why);
+    the published step reports what it compacted, and a full compaction of every table between
+    two runs changes no figure."""
+    first = materialize_all(lake_settings)
+    [published] = first.asset_materializations_for_node(PUBLISHED_WAREHOUSE)
+    assert published.metadata["rows_compacted"].value >= 0
+    resource = build_resources(lake_settings)["warehouse"]
+    with resource.connect() as con:
+        assert con.execute("SELECT current_setting('max_vacuum_tasks')").fetchone() == (0,)
+    add_wave_two(lake_settings, waves)
+    assert materialize_all(lake_settings).success
+
+    def figures() -> list[list[dict]]:
+        tables = ("flag_environment_metrics", "flag_health", "flag_arm_windows")
+        rows = [published_rows(lake_settings.warehouse_path, t, "ALL") for t in tables]
+        return [[{k: v for k, v in r.items() if k != "computed_at"} for r in t] for t in rows]
+
+    before = figures()
+    with resource.connect() as con:
+        compacted = compact(con, full=True)
+    assert {"flag_health", "flag_arm_windows"} <= compacted.keys()
+    assert materialize_all(lake_settings).success
+    assert figures() == before
