@@ -10,8 +10,9 @@ from the histograms (``statistics.histogram``: within 0.5 %, bounds widened to s
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import duckdb
 from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT
@@ -21,9 +22,10 @@ from warehouse.statistics import (
     CONFIDENCE,
     Comparison,
     Decision,
+    ProportionComparison,
     SampleRatio,
     WithheldReason,
-    compare_proportions,
+    compare_all_proportions,
     compare_quantiles,
     sample_ratio,
 )
@@ -153,14 +155,14 @@ def _health_rows(con: duckdb.DuckDBPyConnection, guard_levels: GuardLevels) -> l
             "failed_users FROM health_arms"
         ).fetchall()
     }
-    rows = []
+    inputs = []
     for env, flag, percentage in epochs:
         organization = next((arms[(env, flag, a)][0] for a in ARMS if (env, flag, a) in arms), None)
         treatment = arms.get((env, flag, ARM_TREATMENT), (None, EMPTY_ARM))[1]
         control = arms.get((env, flag, ARM_CONTROL), (None, EMPTY_ARM))[1]
         guard = guard_levels.get((env, flag))
-        rows.append(health_row(organization, env, flag, percentage, treatment, control, guard))
-    return rows
+        inputs.append(HealthInput(organization, env, flag, percentage, treatment, control, guard))
+    return health_rows(inputs)
 
 
 COMPARISONS = ("failure_rate", "latency_p95", "coverage")
@@ -183,6 +185,18 @@ HEALTH_COLUMNS = (
 """``flag_health``'s columns as ``health_row`` fills them (``computed_at`` is the insert's)."""
 
 
+class HealthInput(NamedTuple):
+    """What one ``flag_health`` row is computed from (``health_rows``)."""
+
+    organization: str | None
+    env: str
+    flag: str
+    percentage: float
+    treatment: ArmFigures
+    control: ArmFigures
+    guard_confidence: float | None = None
+
+
 def health_row(
     organization: str | None,
     env: str,
@@ -192,66 +206,100 @@ def health_row(
     control: ArmFigures,
     guard_confidence: float | None = None,
 ) -> list:
-    """One ``flag_health`` row (without ``computed_at``), in ``HEALTH_COLUMNS`` order: the
-    comparisons at the contract's ``CONFIDENCE`` and, for a flag in a guarded rollout, at the
-    rollout's level (``guard_confidence``; its columns are null otherwise)."""
-    ratio = sample_ratio(treatment.users, control.users, percentage / 100.0)
-    compared = comparisons(treatment, control, ratio, CONFIDENCE)
-    guarded: list = [None] * (1 + 3 * len(COMPARISONS))
-    if guard_confidence is not None:
-        guarded = [guard_confidence]
-        for comparison in comparisons(treatment, control, ratio, guard_confidence):
-            guarded += _comparison_columns(comparison)[1:]
-    reasons = [str(c.reason) for c in compared if c.reason]
-    return [
-        organization,
-        env,
-        flag,
-        percentage,
-        *_arm_columns(treatment),
-        *_arm_columns(control),
-        ratio.expected,
-        ratio.observed,
-        ratio.p_value,
-        ratio.mismatch,
-        *(column for comparison in compared for column in _comparison_columns(comparison)),
-        reasons[0] if reasons else None,
-        CONFIDENCE,
-        *guarded,
+    """One ``flag_health`` row (``health_rows`` of one input)."""
+    row = HealthInput(organization, env, flag, percentage, treatment, control, guard_confidence)
+    return health_rows([row])[0]
+
+
+def health_rows(inputs: Sequence[HealthInput]) -> list[list]:
+    """One ``flag_health`` row (without ``computed_at``) per input, in ``HEALTH_COLUMNS``
+    order: the comparisons at the contract's ``CONFIDENCE`` and, for a flag in a guarded
+    rollout, at the rollout's level (``guard_confidence``; its columns are null otherwise).
+    The proportion comparisons of every input at one level are computed together
+    (``compare_all_proportions``): a hundred intervals in one vectorized refinement."""
+    ratios = [
+        sample_ratio(i.treatment.users, i.control.users, i.percentage / 100.0) for i in inputs
     ]
+    compared = comparisons(inputs, ratios, CONFIDENCE)
+    guarded: list[list] = [[None] * (1 + 3 * len(COMPARISONS)) for _ in inputs]
+    levels = sorted({i.guard_confidence for i in inputs if i.guard_confidence is not None})
+    for level in levels:
+        at_level = [n for n, i in enumerate(inputs) if i.guard_confidence == level]
+        picked = [inputs[n] for n in at_level]
+        results = comparisons(picked, [ratios[n] for n in at_level], level)
+        for n, result in zip(at_level, results, strict=True):
+            guarded[n] = [level]
+            for comparison in result:
+                guarded[n] += _comparison_columns(comparison)[1:]
+    rows = []
+    for i, ratio, result, guard in zip(inputs, ratios, compared, guarded, strict=True):
+        reasons = [str(c.reason) for c in result if c.reason]
+        rows.append(
+            [
+                i.organization,
+                i.env,
+                i.flag,
+                i.percentage,
+                *_arm_columns(i.treatment),
+                *_arm_columns(i.control),
+                ratio.expected,
+                ratio.observed,
+                ratio.p_value,
+                ratio.mismatch,
+                *(column for comparison in result for column in _comparison_columns(comparison)),
+                reasons[0] if reasons else None,
+                CONFIDENCE,
+                *guard,
+            ]
+        )
+    return rows
 
 
 def comparisons(
-    treatment: ArmFigures, control: ArmFigures, ratio: SampleRatio, confidence: float
-) -> tuple[Comparison, Comparison, Comparison]:
-    """Failure rate, p95 latency and coverage, treatment against control, at ``confidence``;
-    all withheld when the sample ratio mismatches."""
-    withheld = WithheldReason.SAMPLE_RATIO_MISMATCH if ratio.mismatch else None
-    failure = compare_proportions(
-        treatment.failed_users,
-        treatment.users_with_feedback,
-        control.failed_users,
-        control.users_with_feedback,
-        confidence=confidence,
-        withheld_reason=withheld,
-    )
-    latency = compare_quantiles(
-        treatment.latency.cells(LATENCY_QUANTILE),
-        control.latency.cells(LATENCY_QUANTILE),
-        LATENCY_QUANTILE,
-        confidence=confidence,
-        withheld_reason=withheld,
-    )
-    coverage = compare_proportions(
-        treatment.users_with_feedback,
-        treatment.users,
-        control.users_with_feedback,
-        control.users,
-        confidence=confidence,
-        higher_is_worse=False,
-        withheld_reason=withheld,
-    )
-    return failure, latency, coverage
+    inputs: Sequence[HealthInput], ratios: Sequence[SampleRatio], confidence: float
+) -> list[tuple[Comparison, Comparison, Comparison]]:
+    """Failure rate, p95 latency and coverage of each input, treatment against control, at
+    ``confidence``; all withheld when its sample ratio mismatches."""
+    proportions: list[ProportionComparison] = []
+    latencies = []
+    for i, ratio in zip(inputs, ratios, strict=True):
+        withheld = WithheldReason.SAMPLE_RATIO_MISMATCH if ratio.mismatch else None
+        treatment, control = i.treatment, i.control
+        proportions.append(
+            ProportionComparison(
+                treatment.failed_users,
+                treatment.users_with_feedback,
+                control.failed_users,
+                control.users_with_feedback,
+                withheld_reason=withheld,
+            )
+        )
+        proportions.append(
+            ProportionComparison(
+                treatment.users_with_feedback,
+                treatment.users,
+                control.users_with_feedback,
+                control.users,
+                higher_is_worse=False,
+                withheld_reason=withheld,
+            )
+        )
+        latencies.append(
+            compare_quantiles(
+                treatment.latency.cells(LATENCY_QUANTILE),
+                control.latency.cells(LATENCY_QUANTILE),
+                LATENCY_QUANTILE,
+                confidence=confidence,
+                withheld_reason=withheld,
+            )
+        )
+    compared = compare_all_proportions(proportions, confidence=confidence)
+    return [
+        (failure, latency, coverage)
+        for failure, coverage, latency in zip(
+            compared[0::2], compared[1::2], latencies, strict=True
+        )
+    ]
 
 
 def _arm_columns(arm: ArmFigures) -> list:

@@ -20,7 +20,7 @@ from api.controlplane.changes import (
     RolloutState,
 )
 from pipelines.guardian import MAX_WAIT_SECONDS, judge
-from pipelines.health import HEALTH_COLUMNS, ArmFigures, health_row
+from pipelines.health import HEALTH_COLUMNS, ArmFigures, HealthInput, health_row, health_rows
 from tests.pipelines.rollout_simulation import (
     A_A_SCENARIOS,
     COMPLETED,
@@ -197,3 +197,19 @@ def test_a_failure_rate_doubling_is_rolled_back() -> None:
 def test_a_p95_half_as_slow_again_is_rolled_back() -> None:
     result = run_rollouts(Scenario(200_000, 60, 0.01, treatment_slowdown=1.5), 100, seed=14)
     assert (result["state"] == ROLLED_BACK).all()
+
+
+def test_health_rows_computed_together_are_each_the_row_computed_alone() -> None:
+    """flag_health computes every dirty flag's rows in one call (their intervals refined
+    together); guard levels differ from flag to flag, some flags have none."""
+    levels = [None, 0.999, 0.9975, 0.999, None, 0.9975]
+    inputs = [
+        HealthInput(
+            "org", f"env-{n}", "flag", 10.0 + n,
+            _arm(400 + 37 * n, 8 + 5 * n, spread=n % 2),
+            _arm(4_000 - 97 * n, 40 + n, latency_ms=140.0, spread=1),
+            level,
+        )
+        for n, level in enumerate(levels)
+    ]  # fmt: skip
+    assert health_rows(inputs) == [health_row(*i) for i in inputs]

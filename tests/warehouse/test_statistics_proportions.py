@@ -8,9 +8,12 @@ import pytest
 from warehouse.statistics import (
     MIN_USERS_WITH_FEEDBACK,
     Decision,
+    ProportionComparison,
     WithheldReason,
+    compare_all_proportions,
     compare_proportions,
     difference_interval,
+    difference_intervals,
     excludes_difference,
 )
 from warehouse.statistics.proportions import restricted_rates
@@ -195,3 +198,53 @@ def test_interval_ends_are_where_the_sequence_starts_excluding() -> None:
         decision = compare_proportions(int(x_t), int(n_t), int(x_c), int(n_c)).decision
         zero_excluded = bool(excludes_difference(x_t, n_t, x_c, n_c, 0.0))
         assert (decision != Decision.INCONCLUSIVE) == zero_excluded
+
+
+def _sampled_counts(count: int, seed: int) -> list[tuple[int, int, int, int]]:
+    """Arms of every size from 1 to 5,000 users, rare to common rates, some far apart."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(count):
+        n_t, n_c = (int(n) for n in rng.integers(1, 5_000, 2))
+        rate = float(rng.choice([0.0005, 0.05, 0.5]))
+        treatment_rate = min(1.0, rate * float(rng.uniform(0.5, 3.0)))
+        cases.append(
+            (int(rng.binomial(n_t, treatment_rate)), n_t, int(rng.binomial(n_c, rate)), n_c)
+        )
+    return [*cases, (0, 1, 0, 1), (1, 1, 0, 1), (0, 100, 100, 100), (3, 10_000, 0, 9_000)]
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.9975])
+def test_intervals_computed_together_are_each_the_one_computed_alone(confidence):
+    """flag_health refines a hundred intervals in one vectorized pass: each must be exactly
+    (to the last bit) the interval of its comparison alone, whatever its neighbours."""
+    cases = _sampled_counts(300, seed=int(confidence * 10_000))
+    together = difference_intervals(*zip(*cases, strict=True), confidence=confidence)
+    alone = [difference_interval(*case, confidence=confidence) for case in cases]
+    assert together == alone
+    shuffled = cases[::-1]
+    assert difference_intervals(*zip(*shuffled, strict=True), confidence=confidence) == alone[::-1]
+
+
+def test_comparisons_made_together_are_each_the_one_made_alone():
+    """Withheld ones (sample ratio, minimum sample) among them, both directions of harm."""
+    requests = [
+        ProportionComparison(*counts, higher_is_worse=bool(n % 3), withheld_reason=reason)
+        for n, counts in enumerate(_sampled_counts(120, seed=5))
+        for reason in ([WithheldReason.SAMPLE_RATIO_MISMATCH] if n % 7 == 0 else [None])
+    ]
+    together = compare_all_proportions(requests, confidence=0.99)
+    alone = [
+        compare_proportions(
+            *r[:4], confidence=0.99, higher_is_worse=r.higher_is_worse,
+            withheld_reason=r.withheld_reason,
+        )
+        for r in requests
+    ]  # fmt: skip
+    assert together == alone
+    assert {c.decision for c in together} >= {
+        Decision.WITHHELD,
+        Decision.INCONCLUSIVE,
+        Decision.REGRESSION,
+    }
+    assert compare_all_proportions([]) == []

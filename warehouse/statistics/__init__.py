@@ -8,7 +8,8 @@ docs/statistics.md.
 
 - ``sample_ratio``: sequential sample-ratio-mismatch test (beta-binomial Bayes factor).
 - ``compare_proportions``: failure rate and coverage (an exact universal-inference sequence,
-  and a normal mixture with a score-type variance where the counts support it).
+  and a normal mixture with a score-type variance where the counts support it);
+  ``compare_all_proportions`` for many at once, their intervals refined together.
 - ``compare_quantiles``: p95 latency (a two-sample sequence: the product of the arms'
   beta-binomial mixtures).
 - ``rollout_confidence``: one error budget per guarded rollout, split over its comparisons.
@@ -20,8 +21,11 @@ from warehouse.statistics.budget import ROLLOUT_ERROR_BUDGET, rollout_confidence
 from warehouse.statistics.decisions import CONFIDENCE, MIN_USERS_WITH_FEEDBACK, Comparison
 from warehouse.statistics.proportions import (
     MIXING_SD,
+    ProportionComparison,
+    compare_all_proportions,
     compare_proportions,
     difference_interval,
+    difference_intervals,
     excludes_difference,
 )
 from warehouse.statistics.quantiles import (
@@ -44,11 +48,14 @@ __all__ = [
     "SRM_P_VALUE_THRESHOLD",
     "Comparison",
     "Decision",
+    "ProportionComparison",
     "SampleRatio",
     "WithheldReason",
+    "compare_all_proportions",
     "compare_proportions",
     "compare_quantiles",
     "difference_interval",
+    "difference_intervals",
     "excludes_difference",
     "quantile_difference_interval",
     "rollout_confidence",

@@ -23,7 +23,8 @@ intersection holds with probability at least ``1 - alpha`` (a union bound). The 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from flagsight_core.contract import WithheldReason
@@ -146,34 +147,64 @@ def difference_interval(
     confidence: float = CONFIDENCE,
     mixing_sd: float = MIXING_SD,
 ) -> tuple[float, float]:
-    """The confidence sequence's interval for ``p_T - p_C`` at this read, as fractions.
+    """The confidence sequence's interval for ``p_T - p_C`` at this read, as fractions
+    (``difference_intervals`` for one comparison)."""
+    counts = ([treatment_events], [treatment_n], [control_events], [control_n])
+    [interval] = difference_intervals(*counts, confidence=confidence, mixing_sd=mixing_sd)
+    return interval
+
+
+def difference_intervals(
+    treatment_events: ArrayLike,
+    treatment_n: ArrayLike,
+    control_events: ArrayLike,
+    control_n: ArrayLike,
+    *,
+    confidence: float = CONFIDENCE,
+    mixing_sd: float = MIXING_SD,
+) -> list[tuple[float, float]]:
+    """The confidence sequence's interval for ``p_T - p_C`` of each comparison (the counts are
+    1-D arrays, one entry per comparison, every ``n`` positive), as fractions.
 
     Each end is found by refining a bracket between a difference the sequence excludes and one
-    it includes. The brackets are seeded with 0 whenever 0's status is known, so the interval
+    it includes. The brackets are seeded with 0 whenever 0's status is known, so an interval
     excludes 0 exactly when ``excludes_difference(..., 0)`` says so: the decision and the
-    simulations that check it cannot disagree by a rounding.
+    simulations that check it cannot disagree by a rounding. Every comparison's ends are
+    refined together, one vectorized call a round (a health run compares a hundred pairs of
+    arms); each comparison's interval is the one it gets alone, element by element.
     """
+    counts = _as_floats(treatment_events, treatment_n, control_events, control_n)
+    ends = [np.repeat(c, 2) for c in counts]  # one segment per end: lower, upper, lower, ...
 
     def excluded(deltas: NDArray[np.float64]) -> NDArray[np.bool_]:
-        counts = (treatment_events, treatment_n, control_events, control_n)
-        return excludes_difference(*counts, deltas, confidence=confidence, mixing_sd=mixing_sd)
+        segment = ends if deltas.ndim == 1 else [c[:, np.newaxis] for c in ends]
+        return excludes_difference(*segment, deltas, confidence=confidence, mixing_sd=mixing_sd)
 
-    estimate = treatment_events / treatment_n - control_events / control_n
-    zero_excluded = bool(excluded(np.zeros(1))[0])
-    if zero_excluded:
-        outside = (0.0 if estimate > 0 else -1.0, 0.0 if estimate < 0 else 1.0)
-        inside = (estimate, estimate)
-    else:
-        outside, inside = (-1.0, 1.0), (min(estimate, 0.0), max(estimate, 0.0))
-    lower, upper = _edges(excluded, np.array(outside), np.array(inside))
-    return lower, upper
+    x_t, n_t, x_c, n_c = counts
+    estimate = x_t / n_t - x_c / n_c
+    zero_excluded = excludes_difference(
+        *counts, np.zeros_like(estimate), confidence=confidence, mixing_sd=mixing_sd
+    )
+    outside = np.where(
+        zero_excluded[:, np.newaxis],
+        np.stack([np.where(estimate > 0, 0.0, -1.0), np.where(estimate < 0, 0.0, 1.0)], axis=1),
+        np.array([-1.0, 1.0]),
+    )
+    inside = np.where(
+        zero_excluded[:, np.newaxis],
+        np.stack([estimate, estimate], axis=1),
+        np.stack([np.minimum(estimate, 0.0), np.maximum(estimate, 0.0)], axis=1),
+    )
+    edges = _edges(excluded, outside.ravel(), inside.ravel())
+    return [(float(lower), float(upper)) for lower, upper in edges.reshape(-1, 2)]
 
 
 def _edges(
     excluded: Excluded, outside: NDArray[np.float64], inside: NDArray[np.float64]
-) -> tuple[float, ...]:
+) -> NDArray[np.float64]:
     """For each segment, the included difference closest to ``outside[i]`` on the way to
-    ``inside[i]``; both ends of the interval are refined together, one vectorized call a round.
+    ``inside[i]``; every segment is refined together, one vectorized call a round (``excluded``
+    gets one difference per segment, or a row of them per segment).
 
     Keeps each ``outside`` excluded and ``inside`` included while shrinking its segment by
     ``_GRID`` each round; returns included points, so the interval is never narrower than
@@ -181,17 +212,28 @@ def _edges(
     """
     settled = ~excluded(outside)
     result = np.where(settled, outside, inside)
+    rows = np.arange(len(outside))
     for _ in range(_REFINEMENTS):
         if settled.all():
             break
         grids = np.linspace(outside, inside, _GRID + 1, axis=1)  # one row per segment
-        included = ~excluded(grids[:, 1:-1].ravel()).reshape(len(outside), _GRID - 1)
+        included = ~excluded(np.ascontiguousarray(grids[:, 1:-1]))
         first = np.where(included.any(axis=1), included.argmax(axis=1) + 1, _GRID)
-        rows = np.arange(len(outside))
         outside = np.where(settled, outside, grids[rows, first - 1])
         inside = np.where(settled, inside, grids[rows, first])
         result = np.where(settled, result, inside)
-    return tuple(float(x) for x in result)
+    return result
+
+
+class ProportionComparison(NamedTuple):
+    """One comparison of ``events / n``, treatment against control (``compare_proportions``)."""
+
+    treatment_events: int
+    treatment_n: int
+    control_events: int
+    control_n: int
+    higher_is_worse: bool = True
+    withheld_reason: str | None = None
 
 
 def compare_proportions(
@@ -213,26 +255,46 @@ def compare_proportions(
     minimum sample applies to ``n``, the denominator, in both: for coverage that is users, so a
     treatment that stops reporting cannot hide behind its own missing feedback.
     """
-    check_confidence(confidence)
-    for events, n in ((treatment_events, treatment_n), (control_events, control_n)):
-        if n < 0 or not 0 <= events <= n:
-            raise ValueError(f"need 0 <= events <= n, got events={events} n={n}")
-    difference = None
-    if treatment_n > 0 and control_n > 0:
-        # As the arms' own rates are shown, so the difference matches them to the last digit.
-        treatment_rate = PERCENTAGE_POINTS * treatment_events / treatment_n
-        difference = treatment_rate - PERCENTAGE_POINTS * control_events / control_n
-    if withheld_reason is not None:
-        return withheld(difference, confidence, withheld_reason)
-    if min(treatment_n, control_n) < MIN_USERS_WITH_FEEDBACK:
-        return withheld(difference, confidence, WithheldReason.BELOW_MINIMUM_SAMPLE)
-    lower, upper = difference_interval(
-        treatment_events,
-        treatment_n,
-        control_events,
-        control_n,
-        confidence=confidence,
-        mixing_sd=mixing_sd,
+    request = ProportionComparison(
+        treatment_events, treatment_n, control_events, control_n, higher_is_worse, withheld_reason
     )
-    ci = (PERCENTAGE_POINTS * lower, PERCENTAGE_POINTS * upper)
-    return compared(difference, ci, confidence, higher_is_worse=higher_is_worse)
+    [comparison] = compare_all_proportions([request], confidence=confidence, mixing_sd=mixing_sd)
+    return comparison
+
+
+def compare_all_proportions(
+    requests: Sequence[ProportionComparison],
+    *,
+    confidence: float = CONFIDENCE,
+    mixing_sd: float = MIXING_SD,
+) -> list[Comparison]:
+    """``compare_proportions`` of each request, in order; the intervals of those that are read
+    are computed together (``difference_intervals``)."""
+    check_confidence(confidence)
+    answers: list[Comparison | None] = []
+    differences: list[float | None] = []
+    for r in requests:
+        for events, n in ((r.treatment_events, r.treatment_n), (r.control_events, r.control_n)):
+            if n < 0 or not 0 <= events <= n:
+                raise ValueError(f"need 0 <= events <= n, got events={events} n={n}")
+        difference = None
+        if r.treatment_n > 0 and r.control_n > 0:
+            # As the arms' own rates are shown, so the difference matches them to the last digit.
+            treatment_rate = PERCENTAGE_POINTS * r.treatment_events / r.treatment_n
+            difference = treatment_rate - PERCENTAGE_POINTS * r.control_events / r.control_n
+        differences.append(difference)
+        if r.withheld_reason is not None:
+            answers.append(withheld(difference, confidence, r.withheld_reason))
+        elif min(r.treatment_n, r.control_n) < MIN_USERS_WITH_FEEDBACK:
+            answers.append(withheld(difference, confidence, WithheldReason.BELOW_MINIMUM_SAMPLE))
+        else:
+            answers.append(None)
+    read = [i for i, answer in enumerate(answers) if answer is None]
+    if read:
+        counts = zip(*((requests[i][:4]) for i in read), strict=True)
+        intervals = difference_intervals(*counts, confidence=confidence, mixing_sd=mixing_sd)
+        for i, (lower, upper) in zip(read, intervals, strict=True):
+            ci = (PERCENTAGE_POINTS * lower, PERCENTAGE_POINTS * upper)
+            higher_is_worse = requests[i].higher_is_worse
+            answers[i] = compared(differences[i], ci, confidence, higher_is_worse=higher_is_worse)
+    return [answer for answer in answers if answer is not None]
