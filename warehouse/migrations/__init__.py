@@ -71,8 +71,20 @@ def register_macros(con: duckdb.DuckDBPyConnection) -> None:
     arms cannot contain, and the free-form user identifier comes last, so two identities never
     share a text. Two users colliding by chance is a 2^-128 event; a crafted collision (user
     identifiers are the caller's) can only merge two users of one arm into one.
+
+    ``utc_floor(ts, step_us)`` and ``utc_date(ts)``: a time's UTC minute, hour or day (a step
+    in microseconds) and its UTC date, by arithmetic on its epoch microseconds (floored, so
+    exact before 1970 too). ``date_trunc`` and ``timezone`` on a TIMESTAMPTZ go through ICU's
+    calendar, which took half the time of the windows' event scan; in UTC both give the same.
     """
     con.execute(f"CREATE OR REPLACE TEMP MACRO latency_bucket(ms) AS {bucket_sql('ms')}")
+    con.execute(
+        "CREATE OR REPLACE TEMP MACRO utc_floor(ts, step_us) AS make_timestamptz("
+        "epoch_us(ts) - ((epoch_us(ts) % step_us) + step_us) % step_us)"
+    )
+    con.execute(
+        "CREATE OR REPLACE TEMP MACRO utc_date(ts) AS CAST(make_timestamp(epoch_us(ts)) AS DATE)"
+    )
     con.execute(
         "CREATE OR REPLACE TEMP MACRO arm_user_key(environment_id, flag_key, rollout_percentage, "
         "arm, user_identifier) AS md5_number(concat_ws(chr(31), environment_id, flag_key, "

@@ -6,7 +6,7 @@
 -- 1. New evaluations, counted per (environment, flag, UTC date, served value).
 CREATE OR REPLACE TEMP TABLE eval_delta AS
 SELECT environment_id, flag_key,
-       CAST(timezone('UTC', evaluated_at) AS DATE) AS evaluation_date,
+       utc_date(evaluated_at) AS evaluation_date,
        value AS served_value,
        any_value(organization_id) AS organization_id,
        count(*) AS evaluations
@@ -48,7 +48,7 @@ SELECT evaluation_id FROM feedback_latest WHERE flag_key IS NULL;
 
 CREATE OR REPLACE TEMP TABLE fb_found AS
 SELECT e.evaluation_id, e.environment_id AS flag_environment_id, e.flag_key,
-       CAST(timezone('UTC', e.evaluated_at) AS DATE) AS evaluation_date,
+       utc_date(e.evaluated_at) AS evaluation_date,
        e.value AS served_value, e.organization_id,
        e.user_identifier, e.arm, e.rollout_percentage, e.evaluated_at
 FROM evaluation_events e
@@ -253,10 +253,10 @@ SELECT DISTINCT environment_id, flag_key FROM arm_delta
 ON CONFLICT DO NOTHING;
 
 INSERT INTO window_dirty
-SELECT DISTINCT environment_id, flag_key, date_trunc('minute', evaluated_at)
+SELECT DISTINCT environment_id, flag_key, utc_floor(evaluated_at, 60000000)
 FROM evaluation_events
 WHERE load_batch > $eval_lo AND load_batch <= $eval_hi AND arm IS NOT NULL
 UNION
-SELECT DISTINCT environment_id, flag_key, date_trunc('minute', evaluated_at)
+SELECT DISTINCT environment_id, flag_key, utc_floor(evaluated_at, 60000000)
 FROM fb_delta WHERE arm IS NOT NULL
 ON CONFLICT DO NOTHING;

@@ -5,8 +5,8 @@
 CREATE OR REPLACE TEMP TABLE windows_touched AS
 SELECT DISTINCT environment_id, flag_key, grain,
        CASE grain WHEN 'minute' THEN minute
-                  WHEN 'hour' THEN date_trunc('hour', minute)
-                  ELSE date_trunc('day', minute) END AS window_start
+                  WHEN 'hour' THEN utc_floor(minute, 3600000000)
+                  ELSE utc_floor(minute, 86400000000) END AS window_start
 FROM window_dirty, (VALUES ('minute'), ('hour'), ('day')) AS grains(grain)
 WHERE grain = 'day'
    OR (grain = 'hour' AND minute >= now() - INTERVAL 35 DAY)
@@ -18,18 +18,18 @@ WHERE w.environment_id = t.environment_id AND w.flag_key = t.flag_key
   AND w.grain = t.grain AND w.window_start = t.window_start;
 
 -- The arm events of every touched day (a touched minute or hour lies in a touched day), with
--- their deduplicated feedback. The connection's time zone is UTC: date_trunc gives UTC windows.
+-- their deduplicated feedback. Windows are UTC (utc_floor, warehouse/migrations/__init__.py).
 CREATE OR REPLACE TEMP TABLE window_events AS
 SELECT e.environment_id, e.flag_key, e.arm, e.user_identifier,
-       date_trunc('minute', e.evaluated_at) AS minute,
-       date_trunc('hour', e.evaluated_at) AS hour,
-       date_trunc('day', e.evaluated_at) AS day,
+       utc_floor(e.evaluated_at, 60000000) AS minute,
+       utc_floor(e.evaluated_at, 3600000000) AS hour,
+       utc_floor(e.evaluated_at, 86400000000) AS day,
        f.evaluation_id IS NOT NULL AS has_feedback, f.result, f.latency_ms
 FROM evaluation_events AS e
 SEMI JOIN (SELECT environment_id, flag_key, window_start FROM windows_touched
            WHERE grain = 'day') AS d
   ON e.environment_id = d.environment_id AND e.flag_key = d.flag_key
- AND date_trunc('day', e.evaluated_at) = d.window_start
+ AND utc_floor(e.evaluated_at, 86400000000) = d.window_start
 LEFT JOIN feedback_latest AS f USING (evaluation_id)
 WHERE e.arm IS NOT NULL
   AND e.evaluated_at >= (SELECT min(window_start) FROM windows_touched);
