@@ -227,3 +227,18 @@ def test_the_working_database_is_compacted_by_the_pipeline_not_by_duckdbs_vacuum
     assert {"flag_health", "flag_arm_windows"} <= compacted.keys()
     assert materialize_all(lake_settings).success
     assert figures() == before
+
+
+def test_a_failed_compaction_warns_and_the_snapshot_is_still_published(lake_settings, monkeypatch):
+    published_module = importlib.import_module("pipelines.assets.published_warehouse")
+
+    def failing(con, full=True):
+        raise duckdb.IOException("No space left on device")
+
+    monkeypatch.setattr(published_module, "compact", failing)
+    result = materialize_all(lake_settings)
+    assert result.success
+    [published] = result.asset_materializations_for_node(PUBLISHED_WAREHOUSE)
+    assert "No space left on device" in published.metadata["compaction_error"].value
+    assert "rows_compacted" not in published.metadata
+    assert read.pending_feedback_count(lake_settings.warehouse_path) is not None  # published
