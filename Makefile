@@ -37,7 +37,7 @@ format: install
 # Three pytest workers (pytest-xdist), each module on one of them (its fixtures started once):
 # most tests wait on real servers, databases and browsers, so three keep two cores busy.
 test: system-deps install node-deps lint
-	@$(BIN)/pytest -q -p no:randomly -n 3 --dist loadscope
+	@$(BIN)/pytest -q -p no:randomly -n 3 --dist loadscope --no-loadscope-reorder
 
 # The long simulations behind docs/statistics.md (minutes; make test runs shorter versions).
 simulations: install

@@ -18,9 +18,15 @@ from devtools.engines.postgres import PostgresCluster
 from devtools.engines.seaweedfs import SeaweedFS
 from tests.support.admin import Admin, Tenant, requests_caller, testclient_caller
 from tests.support.engines import fresh_database, postgres_session, seaweedfs_for
+from tests.support.scheduling import longest_first
 from tests.support.server import GunicornServer
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (``tests/support/scheduling.py`` says why)."""
+    items[:] = longest_first(items)
 
 
 @pytest.fixture
