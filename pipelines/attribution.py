@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import duckdb
 
 from api.eventlog.schema import EVALUATION, FEEDBACK
-from warehouse.sql import run_script
+from warehouse.sql import run_script, transaction
 
 _EVALUATIONS_FOLDED = "evaluations_folded"
 _FEEDBACK_FOLDED = "feedback_folded"
@@ -36,8 +36,7 @@ def fold_new_events(
     """Fold every load batch past the watermarks, all or nothing. The arms of a flag
     environment whose running rollout (``rollouts``) started since the last fold are counted
     afresh from its start (``warehouse/sql/arm_epochs.sql``)."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         _start_epochs(con, rollouts)
         eval_lo, fb_lo = _watermark(con, _EVALUATIONS_FOLDED), _watermark(con, _FEEDBACK_FOLDED)
         eval_hi = max(eval_lo, _latest_batch(con, EVALUATION))
@@ -59,10 +58,6 @@ def fold_new_events(
             "INSERT INTO pending_feedback_history VALUES (current_timestamp, ?, ?, ?)",
             [run_id, pending, total],
         )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return FoldReport((eval_lo, eval_hi), (fb_lo, fb_hi), winners, found, pending, total)
 
 

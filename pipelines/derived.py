@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from warehouse.sql import run_script
+from warehouse.sql import run_script, transaction
 
 
 def build_metrics(con: duckdb.DuckDBPyConnection) -> int:
@@ -23,13 +23,8 @@ def build_windows(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def _rebuild(con: duckdb.DuckDBPyConnection, table: str, params: dict | None = None) -> int:
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         run_script(con, table, params)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return _count(con, table)
 
 

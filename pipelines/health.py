@@ -17,7 +17,7 @@ from typing import NamedTuple
 import duckdb
 from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT
 
-from warehouse.sql import run_script
+from warehouse.sql import run_script, transaction
 from warehouse.statistics import (
     CONFIDENCE,
     Comparison,
@@ -82,8 +82,7 @@ def compute_health(
     has none, or another level, is computed again. One transaction: a failed run leaves the
     dirty marks for the next one."""
     guard_levels = guard_levels or {}
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         _mark_guard_levels_dirty(con, guard_levels)
         run_script(con, "arm_summaries")
         computed = _health_rows(con, guard_levels)
@@ -95,10 +94,6 @@ def compute_health(
         _drop_arms_without_a_split(con, without_split)
         _add_flags_without_arms(con)
         con.execute("DELETE FROM health_dirty")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return len(computed)
 
 

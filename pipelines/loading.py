@@ -9,6 +9,7 @@ import duckdb
 
 from api.eventlog.schema import EVALUATION, FEEDBACK
 from pipelines.lake import Lake, LakeFile, Scan
+from warehouse.sql import transaction
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -74,8 +75,7 @@ def load_files(
     pending = new_files(con, event_type, files)
     if not pending:
         return LoadReport(None, 0, 0, 0, 0)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         batch = con.execute("SELECT nextval('load_batch_seq')").fetchone()[0]
         with lake.scan(con, event_type, pending) as scan:
             rows_read = sum(scan.row_counts.values())
@@ -93,10 +93,6 @@ def load_files(
                 run_id,
             ],
         )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return LoadReport(batch, len(pending), rows_read, rows_loaded, rows_read - rows_loaded)
 
 

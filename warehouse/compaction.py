@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import duckdb
 
+from warehouse.sql import transaction
+
 ROW_GROUP_ROWS = 122_880
 """DuckDB's row group size (its default, which the working database is created with)."""
 SMALL_GROUP_ROWS = ROW_GROUP_ROWS // 8
@@ -139,15 +141,10 @@ def compact(con: duckdb.DuckDBPyConnection, full: bool = True) -> dict[str, int]
 
 def _rewrite(con: duckdb.DuckDBPyConnection, table: str, groups: Sequence[RowGroup]) -> int:
     where = " OR ".join(f"rowid BETWEEN {g.start} AND {g.start + g.rows - 1}" for g in groups)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(f"CREATE OR REPLACE TEMP TABLE compacted_rows AS FROM {table} WHERE {where}")
         con.execute(f"DELETE FROM {table} WHERE {where}")
         con.execute(f"INSERT INTO {table} FROM compacted_rows")
         count = con.execute("SELECT count(*) FROM compacted_rows").fetchone()[0]
         con.execute("DROP TABLE compacted_rows")
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return int(count)

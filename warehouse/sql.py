@@ -1,9 +1,11 @@
-"""The warehouse's SQL files, and a runner that executes them statement by statement."""
+"""The warehouse's SQL files, a runner that executes them statement by statement, and one
+transaction."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -32,3 +34,16 @@ def run_script(
     for statement in statements(name):
         used = {key: params[key] for key in _PARAMETER.findall(statement)}
         con.execute(statement, used or None)
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The block in one transaction: committed when it ends, rolled back if it raises anything
+    (an interrupted run leaves nothing half written, and its marks for the next run)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise

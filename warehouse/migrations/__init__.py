@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse.sql import split_statements
+from warehouse.sql import split_statements, transaction
 from warehouse.statistics.histogram import bucket_sql
 
 MIGRATIONS_DIR = Path(__file__).parent
@@ -48,17 +48,12 @@ def migrate(con: duckdb.DuckDBPyConnection, up_to: int | None = None) -> list[in
     for version, name, path in migrations():
         if version <= current or (up_to is not None and version > up_to):
             continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             for statement in split_statements(path.read_text(encoding="utf-8")):
                 con.execute(statement)
             con.execute(
                 "INSERT INTO schema_migrations VALUES (?, ?, current_timestamp)", [version, name]
             )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         applied.append(version)
     return applied
 
