@@ -18,7 +18,7 @@ def build_daily(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def build_windows(con: duckdb.DuckDBPyConnection) -> int:
-    """Recompute the touched windows of ``flag_arm_windows``; returns its row count."""
+    """Add the folds' window deltas to ``flag_arm_windows``; returns its row count."""
     return _rebuild(con, "flag_arm_windows")
 
 

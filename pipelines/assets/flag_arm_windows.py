@@ -15,11 +15,15 @@ from pipelines.resources import WarehouseResource
 )
 def flag_arm_windows(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Evaluations, users, feedback, failures and latency per arm and time window of evaluation
-    (UTC minutes kept 48 hours, hours 35 days, days always). The windows touched by new events
-    since the last run are deleted and inserted again from the events, so a run is idempotent
-    and costs what is new. Descriptive (evaluation level): the decisions are flag_health's."""
+    (UTC minutes kept 48 hours, hours 35 days, days always). Each fold records what its new
+    evaluations and feedback changes add per minute and arm; this asset adds that to the
+    windows and counts distinct users again only where new evaluations fell, so a run costs
+    what is new. Descriptive (evaluation level): the decisions are flag_health's."""
     with warehouse.connect() as con:
-        touched = con.execute("SELECT count(*) FROM window_dirty").fetchone()[0]
+        touched = con.execute(
+            "SELECT count(*) FROM (SELECT DISTINCT environment_id, flag_key, minute "
+            "FROM window_deltas)"
+        ).fetchone()[0]
         rows = build_windows(con)
     return dg.MaterializeResult(
         metadata={"minutes_touched": int(touched), "dagster/row_count": rows}

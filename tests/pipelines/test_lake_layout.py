@@ -37,6 +37,11 @@ def _as_before_the_upgrade(working: Path) -> None:
         ).fetchall()
         for (column,) in guard_columns:
             con.execute(f"ALTER TABLE flag_health DROP COLUMN {column}")
+        con.execute("DROP TABLE window_deltas")  # made by 0007, which dropped window_dirty
+        con.execute(
+            "CREATE TABLE window_dirty (environment_id VARCHAR NOT NULL, flag_key VARCHAR NOT "
+            "NULL, minute TIMESTAMPTZ NOT NULL, PRIMARY KEY (environment_id, flag_key, minute))"
+        )
         con.execute("DELETE FROM schema_migrations WHERE version >= 4")
     finally:
         con.close()

@@ -224,7 +224,7 @@ def test_the_working_database_is_compacted_by_the_pipeline_not_by_duckdbs_vacuum
     before = figures()
     with resource.connect() as con:
         compacted = compact(con, full=True)
-    assert {"flag_health", "flag_arm_windows"} <= compacted.keys()
+    assert "flag_health" in compacted  # its touched rows are deleted and inserted again
     assert materialize_all(lake_settings).success
     assert figures() == before
 

@@ -247,16 +247,25 @@ ON CONFLICT DO UPDATE SET users = arm_latency_buckets.users + excluded.users;
 
 DELETE FROM arm_latency_buckets WHERE users = 0;
 
--- 10. What the health and window assets must recompute.
+-- 10. What the health asset must recompute, and what the window asset must add.
 INSERT INTO health_dirty
 SELECT DISTINCT environment_id, flag_key FROM arm_delta
 ON CONFLICT DO NOTHING;
 
-INSERT INTO window_dirty
-SELECT DISTINCT environment_id, flag_key, utc_floor(evaluated_at, 60000000)
-FROM evaluation_events
-WHERE load_batch > $eval_lo AND load_batch <= $eval_hi AND arm IS NOT NULL
-UNION
-SELECT DISTINCT environment_id, flag_key, utc_floor(evaluated_at, 60000000)
-FROM fb_delta WHERE arm IS NOT NULL
-ON CONFLICT DO NOTHING;
+-- Per minute and arm of evaluation, what the new evaluations and the feedback deltas add to
+-- the windows (flag_arm_windows.sql adds them up; windows are not epoch-bound, unlike arms).
+INSERT INTO window_deltas
+SELECT environment_id, flag_key, utc_floor(evaluated_at, 60000000) AS minute, arm,
+       sum(evaluations), sum(feedback_count), sum(failure_count), sum(latency_sum),
+       sum(latency_count)
+FROM (
+    SELECT environment_id, flag_key, evaluated_at, arm, 1 AS evaluations, 0 AS feedback_count,
+           0 AS failure_count, 0.0::DOUBLE AS latency_sum, 0 AS latency_count
+    FROM evaluation_events
+    WHERE load_batch > $eval_lo AND load_batch <= $eval_hi AND arm IS NOT NULL
+    UNION ALL
+    SELECT environment_id, flag_key, evaluated_at, arm, 0, feedback_count, failure_count,
+           latency_sum, latency_count
+    FROM fb_delta WHERE arm IS NOT NULL
+)
+GROUP BY environment_id, flag_key, minute, arm;

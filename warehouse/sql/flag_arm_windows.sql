@@ -1,70 +1,85 @@
--- Recompute the per-arm time windows touched since the last run: delete each touched window and
--- insert it again from the events (idempotent; the windows are the table's partitions).
--- Grains: minute (kept 48 hours), hour (35 days), day (always), by UTC evaluation time.
+-- Bring the per-arm time windows up to date with what the folds recorded since the last run
+-- (window_deltas: per minute and arm, what new evaluations and changes of kept feedback add).
+-- Counters are sums, so each window adds its deltas; distinct users are counted again from the
+-- events, in the windows that new evaluations fell in only (feedback never changes them). A run
+-- costs what is new: no window is read back from the events for feedback, however old it is.
+-- Grains: minute (kept 48 hours), hour (35 days), day (always), by UTC evaluation time
+-- (utc_floor, warehouse/migrations/__init__.py).
 
-CREATE OR REPLACE TEMP TABLE windows_touched AS
-SELECT DISTINCT environment_id, flag_key, grain,
-       CASE grain WHEN 'minute' THEN minute
-                  WHEN 'hour' THEN utc_floor(minute, 3600000000)
-                  ELSE utc_floor(minute, 86400000000) END AS window_start
-FROM window_dirty, (VALUES ('minute'), ('hour'), ('day')) AS grains(grain)
+CREATE OR REPLACE TEMP TABLE window_changes AS
+SELECT environment_id, flag_key, grain, window_start, arm,
+       sum(evaluations) AS evaluations, sum(feedback_count) AS feedback_count,
+       sum(failure_count) AS failure_count, sum(latency_sum) AS latency_sum,
+       sum(latency_count) AS latency_count
+FROM (
+    SELECT d.*, g.grain,
+           CASE g.grain WHEN 'minute' THEN d.minute
+                        WHEN 'hour' THEN utc_floor(d.minute, 3600000000)
+                        ELSE utc_floor(d.minute, 86400000000) END AS window_start
+    FROM window_deltas AS d, (VALUES ('minute'), ('hour'), ('day')) AS g(grain)
+)
 WHERE grain = 'day'
-   OR (grain = 'hour' AND minute >= now() - INTERVAL 35 DAY)
-   OR (grain = 'minute' AND minute >= now() - INTERVAL 48 HOUR);
+   OR (grain = 'hour' AND window_start >= now() - INTERVAL 35 DAY)
+   OR (grain = 'minute' AND window_start >= now() - INTERVAL 48 HOUR)
+GROUP BY environment_id, flag_key, grain, window_start, arm;
 
-DELETE FROM flag_arm_windows AS w
-USING windows_touched AS t
-WHERE w.environment_id = t.environment_id AND w.flag_key = t.flag_key
-  AND w.grain = t.grain AND w.window_start = t.window_start;
+-- A new window starts with no users; they are counted below, as new evaluations made it.
+INSERT INTO flag_arm_windows
+SELECT environment_id, flag_key, grain, window_start, arm, evaluations, 0, feedback_count,
+       failure_count, latency_sum, latency_count
+FROM window_changes
+ON CONFLICT DO UPDATE SET
+    evaluations = flag_arm_windows.evaluations + excluded.evaluations,
+    feedback_count = flag_arm_windows.feedback_count + excluded.feedback_count,
+    failure_count = flag_arm_windows.failure_count + excluded.failure_count,
+    latency_sum = flag_arm_windows.latency_sum + excluded.latency_sum,
+    latency_count = flag_arm_windows.latency_count + excluded.latency_count;
 
--- The arm events of every touched day (a touched minute or hour lies in a touched day), with
--- their deduplicated feedback. Windows are UTC (utc_floor, warehouse/migrations/__init__.py).
-CREATE OR REPLACE TEMP TABLE window_events AS
+-- The flag environments and UTC days that new evaluations fell in: their arm evaluations,
+-- five narrow columns (a touched minute or hour lies in a touched day).
+CREATE OR REPLACE TEMP TABLE window_user_events AS
 SELECT e.environment_id, e.flag_key, e.arm, e.user_identifier,
        utc_floor(e.evaluated_at, 60000000) AS minute,
        utc_floor(e.evaluated_at, 3600000000) AS hour,
-       utc_floor(e.evaluated_at, 86400000000) AS day,
-       f.evaluation_id IS NOT NULL AS has_feedback, f.result, f.latency_ms
+       utc_floor(e.evaluated_at, 86400000000) AS day
 FROM evaluation_events AS e
-SEMI JOIN (SELECT environment_id, flag_key, window_start FROM windows_touched
-           WHERE grain = 'day') AS d
+SEMI JOIN (SELECT environment_id, flag_key, window_start FROM window_changes
+           WHERE grain = 'day' AND evaluations > 0) AS d
   ON e.environment_id = d.environment_id AND e.flag_key = d.flag_key
  AND utc_floor(e.evaluated_at, 86400000000) = d.window_start
-LEFT JOIN feedback_latest AS f USING (evaluation_id)
 WHERE e.arm IS NOT NULL
-  AND e.evaluated_at >= (SELECT min(window_start) FROM windows_touched);
+  AND e.evaluated_at >= (SELECT min(window_start) FROM window_changes WHERE evaluations > 0)
+  AND e.evaluated_at < (SELECT max(window_start) + INTERVAL 1 DAY FROM window_changes
+                        WHERE evaluations > 0);
 
-INSERT INTO flag_arm_windows
-SELECT environment_id, flag_key, 'day', day, arm, count(*), count(DISTINCT user_identifier),
-       count(*) FILTER (WHERE has_feedback), count(*) FILTER (WHERE has_feedback AND NOT result),
-       coalesce(sum(latency_ms), 0), count(latency_ms)
-FROM window_events
-GROUP BY environment_id, flag_key, day, arm;
+CREATE OR REPLACE TEMP TABLE window_users AS
+SELECT u.environment_id, u.flag_key, 'day' AS grain, u.day AS window_start, u.arm,
+       count(DISTINCT u.user_identifier) AS users
+FROM window_user_events AS u
+GROUP BY u.environment_id, u.flag_key, u.day, u.arm
+UNION ALL
+SELECT u.environment_id, u.flag_key, 'hour', u.hour, u.arm, count(DISTINCT u.user_identifier)
+FROM window_user_events AS u
+SEMI JOIN window_changes AS c
+  ON c.grain = 'hour' AND c.evaluations > 0 AND c.environment_id = u.environment_id
+ AND c.flag_key = u.flag_key AND c.window_start = u.hour
+GROUP BY u.environment_id, u.flag_key, u.hour, u.arm
+UNION ALL
+SELECT u.environment_id, u.flag_key, 'minute', u.minute, u.arm, count(DISTINCT u.user_identifier)
+FROM window_user_events AS u
+SEMI JOIN window_changes AS c
+  ON c.grain = 'minute' AND c.evaluations > 0 AND c.environment_id = u.environment_id
+ AND c.flag_key = u.flag_key AND c.window_start = u.minute
+GROUP BY u.environment_id, u.flag_key, u.minute, u.arm;
 
-INSERT INTO flag_arm_windows
-SELECT w.environment_id, w.flag_key, 'hour', w.hour, w.arm, count(*),
-       count(DISTINCT w.user_identifier), count(*) FILTER (WHERE w.has_feedback),
-       count(*) FILTER (WHERE w.has_feedback AND NOT w.result),
-       coalesce(sum(w.latency_ms), 0), count(w.latency_ms)
-FROM window_events AS w
-SEMI JOIN windows_touched AS t
-  ON t.grain = 'hour' AND t.environment_id = w.environment_id AND t.flag_key = w.flag_key
- AND t.window_start = w.hour
-GROUP BY w.environment_id, w.flag_key, w.hour, w.arm;
-
-INSERT INTO flag_arm_windows
-SELECT w.environment_id, w.flag_key, 'minute', w.minute, w.arm, count(*),
-       count(DISTINCT w.user_identifier), count(*) FILTER (WHERE w.has_feedback),
-       count(*) FILTER (WHERE w.has_feedback AND NOT w.result),
-       coalesce(sum(w.latency_ms), 0), count(w.latency_ms)
-FROM window_events AS w
-SEMI JOIN windows_touched AS t
-  ON t.grain = 'minute' AND t.environment_id = w.environment_id AND t.flag_key = w.flag_key
- AND t.window_start = w.minute
-GROUP BY w.environment_id, w.flag_key, w.minute, w.arm;
+UPDATE flag_arm_windows AS w
+SET users = u.users
+FROM window_users AS u
+WHERE w.environment_id = u.environment_id AND w.flag_key = u.flag_key
+  AND w.grain = u.grain AND w.window_start = u.window_start AND w.arm = u.arm;
 
 DELETE FROM flag_arm_windows
 WHERE (grain = 'minute' AND window_start < now() - INTERVAL 48 HOUR)
    OR (grain = 'hour' AND window_start < now() - INTERVAL 35 DAY);
 
-DELETE FROM window_dirty;
+DELETE FROM window_deltas;
