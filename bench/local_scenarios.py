@@ -233,6 +233,19 @@ def ingest_per_core(rows: int, batch: int) -> dict[str, float]:
             "sealed_per_second": round(done / seal_cpu)}  # fmt: skip
 
 
+INGEST_ROUNDS = 3
+"""Ingest measurements, each in a fresh tenant and log; the median is reported (one round of
+1,000,000 rows gave from 474,000 to 703,000 per CPU second on the shared 2-core machine)."""
+
+
+def ingest_rounds(rows: int, batch: int, rounds: int = INGEST_ROUNDS) -> dict[str, object]:
+    """``ingest_per_core`` ``rounds`` times: the round of median rate, and every round's."""
+    measured = sorted((ingest_per_core(rows, batch) for _ in range(rounds)),
+                      key=lambda r: r["per_second"])  # fmt: skip
+    return {**measured[len(measured) // 2],
+            "rounds_per_second": [r["per_second"] for r in measured]}  # fmt: skip
+
+
 def local_bench(work_dir: Path, smoke: bool) -> dict[str, object]:
     work_dir.mkdir(parents=True, exist_ok=True)
     server = FlagsightServer(work_dir / "data", 2, work_dir / "flagsight-local.log")
@@ -257,7 +270,7 @@ def local_bench(work_dir: Path, smoke: bool) -> dict[str, object]:
     finally:
         server.stop()
     log("ingest of reported local evaluations")
-    results["ingest"] = ingest_per_core(20_000 if smoke else 1_000_000, 10_000)
+    results["ingest"] = ingest_rounds(20_000 if smoke else 1_000_000, 10_000)
     log(f"  {results['ingest']}")
     return results
 

@@ -121,7 +121,8 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
                            "wrk req/s at 16 connections with / without them"))  # fmt: skip
         goals.append(_goal("ingest of reported local evaluations, per core",
                            local["ingest"]["per_second"], ">=", 500_000, "/s",
-                           "decode, validate and append reports of 10,000, one thread; the "
+                           "decode, validate and append reports of 10,000, one thread, median "
+                           "of rounds; the "
                            "sealer process then seals them into Parquet at "
                            f"{local['ingest'].get('sealed_per_second', 0):,}/s"))  # fmt: skip
     if bulk:
