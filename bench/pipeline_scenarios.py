@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,16 @@ def run_pipeline(data_dir: Path, extra_env: dict[str, str] | None = None) -> dic
     if out.returncode != 0 or match is None:
         raise RuntimeError(f"pipeline run failed: {out.stdout[-2000:]}{out.stderr[-3000:]}")
     return {"run_s": float(match.group(1)), "process_s": round(process_s, 2)}
+
+
+def dagster_floor(data_dir: Path, home: Path, rounds: int) -> dict[str, object]:
+    """``bench.dagster_floor``: the insights job with empty bodies, in an instance of the same
+    ``dagster.yaml`` as the lake's (``data_dir``'s), each round in its own process."""
+    from bench.dagster_floor import floor_rounds
+
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(data_dir / "dagster" / "dagster.yaml", home / "dagster.yaml")
+    return floor_rounds(home, rounds)
 
 
 INCREMENT_ROUNDS = 3
@@ -101,9 +112,11 @@ def pipeline_bench(
     small_history: int | None,
     log: Callable[[str], None],
     s3_env: dict[str, str] | None = None,
+    floor_rounds: int = INCREMENT_ROUNDS,
 ) -> dict[str, object]:
     """Full run over ``evaluations + feedback`` events, then runs over ``incremental`` new ones
-    (``incremental_rounds``); optionally the same increments over a small history, to compare.
+    (``incremental_rounds``) and the same job with empty bodies (``floor_rounds`` runs of
+    ``bench.dagster_floor``); optionally the same increments over a small history, to compare.
     With ``s3_env`` (the cluster mode's variables), the same lake is also copied into the
     bucket and loaded from there by a pipeline host of its own."""
     big = work_dir / "lake-big"
@@ -120,6 +133,8 @@ def pipeline_bench(
     record["incremental"] = incremental_rounds(big, incremental)
     record["incremental_events"] = incremental
     log(f"  incremental run over {incremental:,} new events: {record['incremental']}")
+    record["dagster_floor"] = dagster_floor(big, work_dir / "dagster-floor", floor_rounds)
+    log(f"  the same job with empty bodies (Dagster's own cost): {record['dagster_floor']}")
     if small_history:
         small = work_dir / "lake-small"
         write_lake(small, small_history * 2 // 3, small_history - small_history * 2 // 3, 2, "hist")

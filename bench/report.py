@@ -239,7 +239,11 @@ def render_markdown(report: dict[str, Any]) -> str:
                      f"{pipeline['full_s3']['process_s']} |"] if "full_s3" in pipeline else []),
                   f"| incremental (median; rounds {_rounds(pipeline['incremental'])}) | "
                   f"{pipeline['incremental_events']:,} new | "
-                  f"{pipeline['incremental']['run_s']} | {pipeline['incremental']['process_s']} |"]  # fmt: skip
+                  f"{pipeline['incremental']['run_s']} | {pipeline['incremental']['process_s']} |",
+                  *([f"| the same job, every body empty: Dagster's own cost (median; rounds "
+                     f"{_rounds(pipeline['dagster_floor'])}) | none | "
+                     f"{pipeline['dagster_floor']['run_s']} | |"]
+                    if "dagster_floor" in pipeline else [])]  # fmt: skip
         if "small_history_incremental" in pipeline:
             lines.append(f"| incremental, {pipeline['small_history_events']:,} events of history "
                          f"(median; rounds {_rounds(pipeline['small_history_incremental'])}) | "

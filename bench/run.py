@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 small_history=None if args.smoke else 150_000,
                 log=log,
                 s3_env=cluster_env,
+                floor_rounds=1 if args.smoke else 3,
             )
     load_after = os.getloadavg()
     command = "make bench" if not args.smoke and argv is None and len(sys.argv) == 1 else (

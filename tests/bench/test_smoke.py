@@ -28,6 +28,7 @@ def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:
     assert results["bulk_10k"]["server_user_evaluations"] > 0
     assert results["feedback_bulk_500"]["events_per_s"] > 0
     assert results["pipeline"]["incremental"]["run_s"] > 0
+    assert results["pipeline"]["dagster_floor"]["run_s"] > 0  # the job with empty bodies
     assert results["time_to_signal"]["samples"] == 3 and results["time_to_signal"]["p95_s"] > 0
     names = {goal["name"] for goal in report["goals"]}
     assert any(name.startswith("bulk 10,000") for name in names)
