@@ -17,6 +17,7 @@ def test_local_scenarios_yield_every_figure_and_goal(tmp_path: Path) -> None:
     assert local["local_vs_remote"]["speedup"] > 1 and local["local_vs_remote"]["local_p99_us"] > 0
     assert local["propagation"]["p99_s"] < 10 and local["streams"]["open_reported"] >= 50
     assert local["streams"]["evaluate_rps_with"] > 0 and local["ingest"]["per_second"] > 0
+    assert len(local["streams"]["rounds_ratio"]) == 3  # back-to-back pairs, median reported
     rounds = local["ingest"]["rounds_per_second"]  # the reported rate is their median
     assert len(rounds) == 3 and local["ingest"]["per_second"] == sorted(rounds)[1]
     goals = {goal.name: goal for goal in evaluate_goals({"local": local})}

@@ -1,0 +1,34 @@
+"""Dagster's floor (``bench/dagster_floor.py``) measures the insights job's own graph: the same
+assets with the same dependencies and kinds, the same checks on the same assets."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from api.settings import Settings
+from bench.dagster_floor import floor_definitions
+from pipelines.constants import JOB_NAME
+from pipelines.definitions import build_definitions
+
+
+def _graph(defs: dg.Definitions) -> tuple[dict, set]:
+    graph = defs.resolve_asset_graph()
+    assets = {
+        key: (frozenset(graph.get(key).parent_keys), frozenset(graph.get(key).kinds))
+        for key in graph.materializable_asset_keys
+    }
+    return assets, set(graph.asset_check_keys)
+
+
+def test_the_empty_job_has_the_insights_graph(tmp_path) -> None:
+    real = build_definitions(Settings(data_dir=tmp_path))  # the default deployment's kinds
+    assert _graph(floor_definitions()) == _graph(real)
+    assert floor_definitions().resolve_job_def(JOB_NAME).executor_def == dg.in_process_executor
+
+
+def test_its_parts_are_the_assets_alone_and_one_asset(tmp_path) -> None:
+    assets, checks = _graph(floor_definitions())
+    no_checks, none = _graph(floor_definitions("no-checks"))
+    assert no_checks == assets and not none and checks
+    one, none = _graph(floor_definitions("one-asset"))
+    assert len(one) == 1 and not none
