@@ -168,16 +168,16 @@ def streams_cost(
         finally:
             for sock in sockets:
                 sock.close()
-    ratios = sorted(with_streams / without for without, with_streams in pairs)
-    median_pair = sorted(pairs, key=lambda pair: pair[1] / pair[0])[len(pairs) // 2]
+    pairs.sort(key=lambda pair: pair[1] / pair[0])
+    without, with_streams = pairs[len(pairs) // 2]
     return {
         "streams": streams,
         "open_reported": open_now,
         "memory_added_mb": round(memory_added_mb, 1),
-        "evaluate_rps_without": round(median_pair[0]),
-        "evaluate_rps_with": round(median_pair[1]),
-        "ratio": round(ratios[len(ratios) // 2], 3),
-        "rounds_ratio": [round(r, 3) for r in ratios],
+        "evaluate_rps_without": round(without),
+        "evaluate_rps_with": round(with_streams),
+        "ratio": round(with_streams / without, 3),
+        "rounds_ratio": [round(w / wo, 3) for wo, w in pairs],
     }
 
 

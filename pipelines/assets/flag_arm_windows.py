@@ -17,8 +17,9 @@ def flag_arm_windows(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Evaluations, users, feedback, failures and latency per arm and time window of evaluation
     (UTC minutes kept 48 hours, hours 35 days, days always). Each fold records what its new
     evaluations and feedback changes add per minute and arm; this asset adds that to the
-    windows and counts distinct users again only where new evaluations fell, so a run costs
-    what is new. Descriptive (evaluation level): the decisions are flag_health's."""
+    windows, and counts distinct users again from the arm evaluations of the days new
+    evaluations fell in (a distinct count does not add up), so late feedback reads no event
+    back. Descriptive (evaluation level): the decisions are flag_health's."""
     with warehouse.connect() as con:
         touched = con.execute(
             "SELECT count(*) FROM (SELECT DISTINCT environment_id, flag_key, minute "
