@@ -199,7 +199,8 @@ def write_control_plane(path: Path) -> None:
 # Independent computation of every figure, straight from the contract's definitions.
 
 
-def _winner_key(row: dict) -> tuple:
+def winner_key(row: dict) -> tuple:
+    """Which feedback of an evaluation is kept: the greatest key (the warehouse's order)."""
     latency = row["latency_ms"]
     return (row["received_at"], row["result"], -1.0 if latency is None else latency)
 
@@ -236,7 +237,7 @@ def expected_figures(evaluation_rows: list[dict], feedback_rows: list[dict]) -> 
     latest: dict[str, dict] = {}
     for row in feedback_rows:
         kept = latest.get(row["evaluation_id"])
-        if kept is None or _winner_key(row) > _winner_key(kept):
+        if kept is None or winner_key(row) > winner_key(kept):
             latest[row["evaluation_id"]] = row
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for ev in evaluations.values():

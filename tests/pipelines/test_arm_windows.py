@@ -20,6 +20,7 @@ import pytest
 
 from pipelines.attribution import fold_new_events
 from pipelines.derived import build_windows
+from tests.pipelines.fixture_lake import winner_key
 from warehouse.migrations import migrate
 
 GRAINS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -41,18 +42,13 @@ def _floor(at: datetime, grain: str) -> datetime:
     return _EPOCH + ((at - _EPOCH) // step) * step
 
 
-def _winner_key(row: dict) -> tuple:
-    latency = row["latency_ms"]
-    return (row["received_at"], row["result"], -1.0 if latency is None else latency)
-
-
 def expected_windows(evaluations: list[dict], feedback: list[dict], now: datetime) -> dict:
     """Per window: evaluations, distinct users, evaluations with kept feedback, failures and
     the kept feedback's latency sum and count, as the warehouse README defines them."""
     latest: dict[str, dict] = {}
     for row in feedback:
         kept = latest.get(row["evaluation_id"])
-        if kept is None or _winner_key(row) > _winner_key(kept):
+        if kept is None or winner_key(row) > winner_key(kept):
             latest[row["evaluation_id"]] = row
     figures: dict[Window, dict] = defaultdict(
         lambda: {"evaluations": 0, "users": set(), "feedback": 0, "failures": 0,
