@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import psycopg
@@ -186,6 +187,28 @@ def test_a_forked_child_opens_its_own_pool(postgres_url: str) -> None:
     assert meter.consume("org_a", MONTH, 5, 100) == 5  # the child did not close the parent's
     assert meter.usage("org_a", MONTH) == 15
     assert not meter.unreachable
+    meter.close()
+
+
+def test_a_forked_child_does_not_spend_its_parents_leases(postgres_url: str) -> None:
+    """A gunicorn worker is a fork of the master: spending a lease the parent holds in memory
+    would serve the same quota twice."""
+    meter = _meter(postgres_url)
+    for organization in ("org_lease_a", "org_lease_b"):
+        assert meter.consume(organization, MONTH, 1, 1_000_000) == 1  # each leases a block
+    assert meter.consume("org_lease_a", MONTH, 1, 1_000_000) == 1
+    assert meter.round_trips["grant"] == 2  # the second came from the lease
+
+    def child() -> None:
+        served = meter.consume("org_lease_a", MONTH, 1, 1_000_000)
+        os._exit(0 if served == 1 and meter.round_trips == Counter(grant=1) else 1)
+
+    process = mp.get_context("fork").Process(target=child)
+    process.start()
+    process.join(30)
+    assert process.exitcode == 0  # the child asked the database for its own lease
+    assert meter.consume("org_lease_a", MONTH, 1, 1_000_000) == 1
+    assert meter.round_trips["grant"] == 2  # the parent still spends its own
     meter.close()
 
 
