@@ -14,11 +14,16 @@ the tight reference. Every round measures all of them back to back in a shuffled
 run from an idle machine to an idle machine (its sealing included, as ``make bench`` does).
 Printed per round and at the end: req/s, the ratio to the tight reference of the same round,
 and the servers' CPU per request (the steadier figure); at the end also wrk's p99.
+
+``--cluster`` runs each revision as a host of the cluster mode instead (``make bench``'s
+"flagsight cluster"): the hosts share one private PostgreSQL (meter, control plane) and one
+SeaweedFS bucket, as hosts of one cluster do, so the revisions must have the same schemas.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import shutil
 import statistics
@@ -29,12 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.http_scenarios import Contender, measure_run
-from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
+from bench.servers import REPO, FlagsightServer, ReferenceServer, Server, cluster_engines
 from bench.workload import FLAG_KEY, create_tenant
 from bench.wrk import run_wrk
 
 WORKING_TREE = "."
 REFERENCE = "tight reference"
+CLUSTER_SUFFIX = " (cluster host)"
 WORKERS = 2
 
 
@@ -131,6 +137,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=float, default=8.0, help="seconds of wrk per run")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of wrk per server first")
+    parser.add_argument(
+        "--cluster", action="store_true", help="each revision as a cluster host (PostgreSQL, S3)"
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.duration <= 0:
         parser.error("--rounds must be at least 1 and --duration positive")
@@ -142,16 +151,18 @@ def main(argv: list[str] | None = None, echo=print) -> list[str]:  # noqa: ANN00
     work = Path(tempfile.mkdtemp(prefix="flagsight-compare-"))
     checkouts: list[Path] = []
     servers: list[tuple[str, Server]] = []
+    engines = contextlib.ExitStack()
     try:
+        cluster_env = engines.enter_context(cluster_engines(work)) if args.cluster else None
         servers.append((REFERENCE, ReferenceServer(WORKERS, work / "reference.log")))
         for index, revision in enumerate(args.revisions):
             source = checkout(revision, work / f"tree{index}")
             checkouts.append(source)
             server = FlagsightServer(
-                work / f"data{index}", WORKERS, work / f"flagsight{index}.log",
+                work / f"data{index}", WORKERS, work / f"flagsight{index}.log", cluster_env,
                 name=revision, source=source,
             )  # fmt: skip
-            servers.append((label(revision), server))
+            servers.append((label(revision) + (CLUSTER_SUFFIX if args.cluster else ""), server))
         contenders = [Contender(name, server, start(server)) for name, server in servers]
         for contender in contenders:
             run_wrk(contender.server.url, "evaluate.lua", contender.args,
@@ -167,6 +178,7 @@ def main(argv: list[str] | None = None, echo=print) -> list[str]:  # noqa: ANN00
     finally:
         for _, server in servers:
             server.stop()
+        engines.close()
         remove_checkouts(checkouts)
         shutil.rmtree(work, ignore_errors=True)
 

@@ -15,11 +15,9 @@ import datetime as dt
 import os
 import platform
 import shlex
-import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from bench.http_scenarios import (
@@ -36,7 +34,7 @@ from bench.http_scenarios import (
 from bench.local_scenarios import local_bench
 from bench.pipeline_scenarios import pipeline_bench
 from bench.report import write_report
-from bench.servers import REPO, FlagsightServer, ReferenceServer, Server
+from bench.servers import REPO, FlagsightServer, ReferenceServer, Server, cluster_engines
 from bench.signal_scenario import time_to_signal
 from bench.workload import prepare
 from bench.wrk import pinned_cpu
@@ -53,30 +51,6 @@ def _machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.machine())  # fmt: skip
     return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
-
-
-@contextlib.contextmanager
-def cluster_engines(work_dir: Path) -> Iterator[dict[str, str]]:
-    """A private PostgreSQL and SeaweedFS for the cluster-mode host; its environment."""
-    from devtools.engines.postgres import PostgresCluster
-    from devtools.engines.seaweedfs import SeaweedFS
-
-    # Outside the (private) work directory: the postgres user must reach its cluster's folder.
-    root = Path(tempfile.mkdtemp(prefix="flagsight-bench-engines-"))
-    os.chmod(root, 0o755)
-    postgres = PostgresCluster(root / "postgres").start()
-    lake = SeaweedFS(root / "seaweedfs")
-    stack = contextlib.ExitStack()
-    stack.callback(shutil.rmtree, root, ignore_errors=True)
-    stack.callback(postgres.stop, "immediate")
-    stack.callback(lake.stop)
-    with stack:
-        lake.start()
-        yield {
-            "FLAGSIGHT_DATABASE_URL": postgres.url,
-            "FLAGSIGHT_EVENTS_URI": lake.events_uri,
-            **lake.environment(),
-        }
 
 
 def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,

@@ -8,10 +8,13 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import requests
@@ -149,3 +152,27 @@ class ReferenceServer(Server):
         except requests.RequestException:
             return False
         return answer.status_code == 200
+
+
+@contextlib.contextmanager
+def cluster_engines(work_dir: Path) -> Iterator[dict[str, str]]:
+    """A private PostgreSQL and SeaweedFS for the cluster-mode host; its environment."""
+    from devtools.engines.postgres import PostgresCluster
+    from devtools.engines.seaweedfs import SeaweedFS
+
+    # Outside the (private) work directory: the postgres user must reach its cluster's folder.
+    root = Path(tempfile.mkdtemp(prefix="flagsight-bench-engines-"))
+    os.chmod(root, 0o755)
+    postgres = PostgresCluster(root / "postgres").start()
+    lake = SeaweedFS(root / "seaweedfs")
+    stack = contextlib.ExitStack()
+    stack.callback(shutil.rmtree, root, ignore_errors=True)
+    stack.callback(postgres.stop, "immediate")
+    stack.callback(lake.stop)
+    with stack:
+        lake.start()
+        yield {
+            "FLAGSIGHT_DATABASE_URL": postgres.url,
+            "FLAGSIGHT_EVENTS_URI": lake.events_uri,
+            **lake.environment(),
+        }

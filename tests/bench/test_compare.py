@@ -40,6 +40,14 @@ def test_a_revision_and_the_working_tree_are_measured_against_the_reference() ->
     assert _worktrees() == before
 
 
+def test_with_cluster_each_revision_is_a_host_of_the_cluster_mode() -> None:
+    quick = ["--rounds", "1", "--duration", "0.5", "--warmup", "0.2", "--connections", "2"]
+    lines = main([".", "--cluster", *quick], echo=lambda _: None)
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in lines[2:]}
+    assert list(rows) == ["tight reference", ". (cluster host)"]
+    assert float(rows[". (cluster host)"][2].split(" ")[0]) > 0.1  # served, on PostgreSQL
+
+
 def test_a_revision_runs_from_its_own_worktree_with_its_native_module(tmp_path: Path) -> None:
     head = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
