@@ -1,46 +1,41 @@
-"""The rollout guardian's judgement: one running rollout and its flag's release health in,
-what to do out. Pure (no I/O, the clock passed in), so the A/A simulations in
-``tests/pipelines/test_guardian.py`` run it thousands of times.
+"""The rollout guardian's judgement: one running rollout, its flag's release health and the
+guard's evidence in, what to do out. Pure (no I/O, the clock passed in), so the simulations
+of ``tests/pipelines/rollout_simulation.py`` follow the same rules.
 
-The rules, in order (docs/rollouts.md):
+The evidence is one one-sided sequence per guardrail over the whole rollout
+(``warehouse.statistics.guard``): it is kept across the steps, so a later step starts with all
+the earlier ones showed. The rules, in order (docs/rollouts.md):
 
 1. At the plan's last step (100 %) there is nothing left to compare: completed.
-2. A step is judged only on figures computed for its own percentage, at the rollout's own
-   level. ``flag_health`` compares the arms of the flag's current split, starting afresh at
-   each new percentage, and for a flag in a rollout reads each comparison at the rollout's
-   share of its error budget (``warehouse.statistics.rollout_confidence``); until it has such
-   a row the guardian waits.
+2. A step is judged only once release health has been computed at its own percentage (the
+   pipeline has seen its split); until then the rollout waits.
 3. A sample-ratio mismatch holds the rollout: the arms are broken, nothing they show can be
    trusted, a person must look.
-4. A regression on any watched guardrail rolls the percentage back to 0.
-5. A step advances once its time has passed *and* every watched guardrail has been judged
-   (inconclusive or improvement, not withheld). Until then the rollout waits at the step and
-   says why (``Judgement.waiting``, shown by ``GET .../rollout``); if the step is still not
-   judged ``MAX_WAIT_SECONDS`` after its time, the rollout is held for a person: it never
-   advances on a step nobody could judge.
+4. A guardrail whose evidence shows a regression rolls the percentage back to 0, at any read.
+5. A step advances once its time has passed *and* every guardrail's evidence shows its
+   regression below its tolerance ("safe"). Until then the rollout waits at the step and says
+   why, with the users each guardrail still needs; a step still waiting ``MAX_WAIT_SECONDS``
+   after its time is held for a person: it never advances on evidence it does not have.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.controlplane.changes import JsonDocument, Rollout, RolloutAction
+from api.controlplane.changes import GUARDRAIL_UNITS, JsonDocument, Rollout, RolloutAction
 from api.controlplane.health_document import health_answer
-from warehouse.statistics import MIN_USERS_WITH_FEEDBACK, Decision, rollout_confidence
+from warehouse.statistics.guard import SAFETY_ALPHA, GuardBound, Status, rollback_alpha
 
-GUARDRAIL_COLUMNS = {
-    "failureRate": "failure_rate",
-    "latencyP95Ms": "latency_p95",
-    "coverage": "coverage",
-}
-"""Each guardrail's comparison in a ``flag_health`` row (its ``<name>_guard_decision`` column)."""
+MAX_WAIT_SECONDS = 28 * 24 * 3600.0
+"""How long past its time a step may wait for its evidence before the rollout is held: long
+enough for nearly every healthy rollout at 2,000 users a day to show its safety with the default
+plan (docs/rollouts.md); a hold is for a rollout that is stuck, not one that is slow."""
 
-MAX_WAIT_SECONDS = 24 * 3600.0
-"""How long past its time a step may wait to be judged before the rollout is held."""
-
-_JUDGED = (str(Decision.INCONCLUSIVE), str(Decision.IMPROVEMENT))
+Evidence = Mapping[str, GuardBound]
+"""Each watched guardrail's evidence over the rollout so far."""
 
 
 @dataclass(frozen=True)
@@ -49,23 +44,25 @@ class Judgement:
     reason: str
     statistics: JsonDocument | None = None
     waiting: bool = False
-    """A wait past the step's time, for want of a judgement: recorded and shown."""
+    """A wait past the step's time, for want of evidence: recorded and shown."""
+    guard: JsonDocument | None = None
+    """The evidence as ``GET .../rollout`` shows it (``guard_document``)."""
 
 
-def judge(rollout: Rollout, health: Mapping[str, Any] | None, now: float) -> Judgement:
-    """What the guardian does with ``rollout`` given its flag's ``flag_health`` row."""
+def judge(
+    rollout: Rollout, health: Mapping[str, Any] | None, evidence: Evidence, now: float
+) -> Judgement:
+    """What the guardian does with ``rollout`` given its flag's ``flag_health`` row (the
+    current split's health) and the guard's ``evidence``."""
     last = len(rollout.plan.steps) - 1
+    guard = guard_document(rollout, evidence)
     if rollout.step >= last:
-        return Judgement(RolloutAction.COMPLETED, "at the last step, 100 %")
+        return Judgement(RolloutAction.COMPLETED, "at the last step, 100 %", guard=guard)
     percentage = rollout.percentage
-    level = rollout_confidence(rollout.plan.steps, rollout.plan.guardrails)
-    if (
-        health is None
-        or health["rollout_percentage"] != percentage
-        or health.get("guard_confidence") != level
-    ):
-        return _unjudged(rollout, now, f"no release health computed at {percentage:g} % yet")
-    statistics = health_answer(dict(health))
+    if health is None or health["rollout_percentage"] != percentage:
+        why = f"no release health computed at {percentage:g} % yet"
+        return _unjudged(rollout, now, why, None, guard)
+    statistics = {**health_answer(dict(health)), "guard": guard}
     if health["sample_ratio_mismatch"]:
         return Judgement(
             RolloutAction.HELD,
@@ -73,74 +70,116 @@ def judge(rollout: Rollout, health: Mapping[str, Any] | None, now: float) -> Jud
             f" where {health['sample_ratio_expected']:.4f} were expected"
             f" (p = {health['sample_ratio_p_value']:.2g})",
             statistics,
+            guard=guard,
         )
-    regressed = [g for g in rollout.plan.guardrails if _decision(health, g) == Decision.REGRESSION]
+    watched = rollout.plan.guardrails
+    regressed = [g for g in watched if evidence[g].status is Status.REGRESSION]
     if regressed:
         return Judgement(
             RolloutAction.ROLLED_BACK,
-            "regression on " + ", ".join(_describe(health, g) for g in regressed),
+            "regression on " + ", ".join(_describe(g, evidence[g]) for g in regressed),
             statistics,
+            guard=guard,
         )
     if now < rollout.step_due_at:
-        return Judgement(RolloutAction.WAIT, "the step's time has not passed", statistics)
-    withheld = [g for g in rollout.plan.guardrails if _decision(health, g) not in _JUDGED]
-    if withheld:
-        why = ", ".join(f"{g} withheld ({_reason(health, g)})" for g in withheld)
-        return _unjudged(rollout, now, why, statistics)
+        return Judgement(RolloutAction.WAIT, "the step's time has not passed", statistics,
+                         guard=guard)  # fmt: skip
+    unshown = [g for g in watched if evidence[g].status is not Status.SAFE]
+    if unshown:
+        why = "; ".join(_not_shown(g, evidence[g], percentage) for g in unshown)
+        return _unjudged(rollout, now, why, statistics, guard)
     action = RolloutAction.COMPLETED if rollout.step + 1 == last else RolloutAction.ADVANCED
-    watched = ", ".join(f"{g} {_decision(health, g)}" for g in rollout.plan.guardrails)
+    shown = ", ".join(_describe(g, evidence[g]) for g in watched)
     return Judgement(
         action,
-        f"step time passed with no regression ({watched or 'no guardrails'});"
-        f" {percentage:g} % -> {rollout.plan.steps[rollout.step + 1]:g} %",
+        f"step time passed and every guardrail shown within its tolerance"
+        f" ({shown or 'no guardrails'}); {percentage:g} % -> {rollout.plan.steps[rollout.step + 1]:g} %",
         statistics,
+        guard=guard,
     )
 
 
 def _unjudged(
-    rollout: Rollout, now: float, why: str, statistics: JsonDocument | None = None
+    rollout: Rollout,
+    now: float,
+    why: str,
+    statistics: JsonDocument | None,
+    guard: JsonDocument | None,
 ) -> Judgement:
-    """Before the step's time: an ordinary wait. After it: a recorded wait to be judged, and
+    """Before the step's time: an ordinary wait. After it: a recorded wait for evidence, and
     past ``MAX_WAIT_SECONDS`` a hold."""
     if now < rollout.step_due_at:
-        return Judgement(RolloutAction.WAIT, why, statistics)
+        return Judgement(RolloutAction.WAIT, why, statistics, guard=guard)
     if now >= rollout.step_due_at + MAX_WAIT_SECONDS:
-        hours = MAX_WAIT_SECONDS / 3600
+        days = MAX_WAIT_SECONDS / 86_400
         return Judgement(
             RolloutAction.HELD,
-            f"step at {rollout.percentage:g} % not judged {hours:g} h after its time: {why}",
+            f"step at {rollout.percentage:g} % not shown safe {days:g} days after its time: {why}",
             statistics,
+            guard=guard,
         )
-    return Judgement(RolloutAction.WAIT, why, statistics, waiting=True)
+    return Judgement(RolloutAction.WAIT, why, statistics, waiting=True, guard=guard)
 
 
-def _decision(health: Mapping[str, Any], guardrail: str) -> str:
-    return health[f"{GUARDRAIL_COLUMNS[guardrail]}_guard_decision"]
+def _amount(value: float, unit: str) -> str:
+    return f"{value:+.3g} {unit}"
 
 
-_SAMPLE = {
-    "failureRate": ("users_with_feedback", "users with feedback"),
-    "latencyP95Ms": ("latency_users", "users with a latency"),
-    "coverage": ("users", "users"),
-}
-"""What each guardrail's minimum sample counts, per arm (docs/statistics.md)."""
+def _interval(bound: GuardBound, unit: str) -> str:
+    """``[-0.4 pp, +1.2 pp]``; an end the data cannot bound yet is ``?``."""
+    low, high = (_amount(e, unit) if math.isfinite(e) else "?" for e in bound.ci)
+    return f"[{low}, {high}]"
 
 
-def _reason(health: Mapping[str, Any], guardrail: str) -> str:
-    """Why a guardrail is withheld at a step that is not a mismatch: too few users in an arm,
-    else (the p95 only) a quantile the data cannot bound yet."""
-    column, what = _SAMPLE[guardrail]
-    fewest = min(health[f"treatment_{column}"] or 0, health[f"control_{column}"] or 0)
-    if fewest < MIN_USERS_WITH_FEEDBACK:
-        return f"{fewest} {what} in the smaller arm, {MIN_USERS_WITH_FEEDBACK} needed"
-    return "the p95 cannot be bounded yet"
-
-
-def _describe(health: Mapping[str, Any], guardrail: str) -> str:
-    column = GUARDRAIL_COLUMNS[guardrail]
-    low, high = health[f"{column}_guard_ci_low"], health[f"{column}_guard_ci_high"]
-    level = 100.0 * health["guard_confidence"]
+def _describe(guardrail: str, bound: GuardBound) -> str:
+    unit = GUARDRAIL_UNITS[guardrail]
+    difference = "n/a" if bound.difference is None else _amount(bound.difference, unit)
     return (
-        f"{guardrail} (treatment - control {health[f'{column}_difference']:+.3g},"
-        f" {level:.4g} % confidence sequence [{low:.3g}, {high:.3g}])"
+        f"{guardrail} (treatment - control {difference}, interval {_interval(bound, unit)},"
+        f" tolerance {bound.tolerance:g} {unit})"
     )
+
+
+def _not_shown(guardrail: str, bound: GuardBound, percentage: float) -> str:
+    """Why a guardrail does not let the step advance yet, and what it would take."""
+    unit = GUARDRAIL_UNITS[guardrail]
+    text = (
+        f"{guardrail} not yet shown within {bound.tolerance:g} {unit}"
+        f" (interval {_interval(bound, unit)}, {bound.treatment_users:,} treatment and"
+        f" {bound.control_users:,} control users so far)"
+    )
+    if bound.users_needed is not None:
+        return f"{text}: about {bound.users_needed:,} more users at {percentage:g} %"
+    if bound.difference is not None and abs(bound.difference) >= bound.tolerance:
+        return f"{text}: its estimate is beyond the tolerance"
+    return text
+
+
+def guard_document(rollout: Rollout, evidence: Evidence) -> JsonDocument:
+    """The evidence as ``GET .../rollout`` shows it under ``guard`` (contract section 10):
+    per guardrail its tolerance, difference, interval, status, users and users still needed;
+    an end the data cannot bound yet is null."""
+    return {
+        "step": rollout.step,
+        "percentage": rollout.percentage,
+        "confidence": {
+            "rollback": 1.0 - rollback_alpha(len(rollout.plan.guardrails)),
+            "safety": 1.0 - SAFETY_ALPHA,
+        },
+        "guardrails": {
+            guardrail: {
+                "tolerance": bound.tolerance,
+                "difference": bound.difference,
+                "ci": [_finite(bound.ci[0]), _finite(bound.ci[1])],
+                "status": str(bound.status),
+                "users": {"treatment": bound.treatment_users, "control": bound.control_users},
+                "usersNeeded": bound.users_needed,
+            }
+            for guardrail, bound in evidence.items()
+            if guardrail in rollout.plan.guardrails
+        },
+    }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None

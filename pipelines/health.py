@@ -10,7 +10,7 @@ from the histograms (``statistics.histogram``: within 0.5 %, bounds widened to s
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -63,29 +63,18 @@ class ArmFigures:
 EMPTY_ARM = ArmFigures(0, 0, 0, LatencyHistogram(()))
 
 
-GuardLevels = Mapping[tuple[str, str], float]
-"""``(environment id, flag key)`` of each running guarded rollout -> the confidence its
-comparisons are read at (``warehouse.statistics.rollout_confidence``)."""
-
-
 def compute_health(
-    con: duckdb.DuckDBPyConnection,
-    without_split: Collection[tuple[str, str]] = (),
-    guard_levels: GuardLevels | None = None,
+    con: duckdb.DuckDBPyConnection, without_split: Collection[tuple[str, str]] = ()
 ) -> int:
     """Recompute ``flag_health`` for the dirty flag environments and add a row (arms null,
     decisions withheld) for each flag environment with metrics but none; returns the number
     computed. ``without_split`` are the flags with no percentage rule now: one that lost its
     rule gets the row without arms too, instead of the arms of a split it no longer has (no
-    new event of it is in an arm, so nothing marks it dirty). A flag with a running guarded
-    rollout also gets its comparisons at the rollout's level (``guard_levels``); a row that
-    has none, or another level, is computed again. One transaction: a failed run leaves the
-    dirty marks for the next one."""
-    guard_levels = guard_levels or {}
+    new event of it is in an arm, so nothing marks it dirty). One transaction: a failed run
+    leaves the dirty marks for the next one."""
     with transaction(con):
-        _mark_guard_levels_dirty(con, guard_levels)
         run_script(con, "arm_summaries")
-        computed = _health_rows(con, guard_levels)
+        computed = _health_rows(con)
         con.execute(
             "DELETE FROM flag_health WHERE (environment_id, flag_key) IN "
             "(SELECT (environment_id, flag_key) FROM health_dirty)"
@@ -95,23 +84,6 @@ def compute_health(
         _add_flags_without_arms(con)
         con.execute("DELETE FROM health_dirty")
     return len(computed)
-
-
-def _mark_guard_levels_dirty(con: duckdb.DuckDBPyConnection, guard_levels: GuardLevels) -> None:
-    """A rollout that started, or whose row was computed without its level, needs its row
-    computed at that level even if no new event touched its arms."""
-    if guard_levels:
-        con.execute(
-            "INSERT OR IGNORE INTO health_dirty SELECT h.environment_id, h.flag_key "
-            "FROM flag_health AS h JOIN (SELECT unnest(?) AS e, unnest(?) AS f, unnest(?) AS c) "
-            "AS g ON h.environment_id = g.e AND h.flag_key = g.f "
-            "WHERE h.rollout_percentage IS NOT NULL AND h.guard_confidence IS DISTINCT FROM g.c",
-            [
-                [e for e, _ in guard_levels],
-                [f for _, f in guard_levels],
-                list(guard_levels.values()),
-            ],
-        )
 
 
 def _insert_health_rows(con: duckdb.DuckDBPyConnection, rows: list[list]) -> None:
@@ -126,7 +98,7 @@ def _insert_health_rows(con: duckdb.DuckDBPyConnection, rows: list[list]) -> Non
         )
 
 
-def _health_rows(con: duckdb.DuckDBPyConnection, guard_levels: GuardLevels) -> list[list]:
+def _health_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
     epochs = con.execute(
         "SELECT environment_id, flag_key, rollout_percentage FROM health_epoch ORDER BY ALL"
     ).fetchall()
@@ -155,8 +127,7 @@ def _health_rows(con: duckdb.DuckDBPyConnection, guard_levels: GuardLevels) -> l
         organization = next((arms[(env, flag, a)][0] for a in ARMS if (env, flag, a) in arms), None)
         treatment = arms.get((env, flag, ARM_TREATMENT), (None, EMPTY_ARM))[1]
         control = arms.get((env, flag, ARM_CONTROL), (None, EMPTY_ARM))[1]
-        guard = guard_levels.get((env, flag))
-        inputs.append(HealthInput(organization, env, flag, percentage, treatment, control, guard))
+        inputs.append(HealthInput(organization, env, flag, percentage, treatment, control))
     return health_rows(inputs)
 
 
@@ -174,8 +145,7 @@ HEALTH_COLUMNS = (
     "sample_ratio_mismatch",
     *(f"{c}_{field}" for c in COMPARISONS for field in ("difference", "ci_low", "ci_high",
                                                          "decision")),
-    "withheld_reason", "confidence", "guard_confidence",
-    *(f"{c}_guard_{field}" for c in COMPARISONS for field in ("ci_low", "ci_high", "decision")),
+    "withheld_reason", "confidence",
 )  # fmt: skip
 """``flag_health``'s columns as ``health_row`` fills them (``computed_at`` is the insert's)."""
 
@@ -189,7 +159,6 @@ class HealthInput(NamedTuple):
     percentage: float
     treatment: ArmFigures
     control: ArmFigures
-    guard_confidence: float | None = None
 
 
 def health_row(
@@ -199,35 +168,24 @@ def health_row(
     percentage: float,
     treatment: ArmFigures,
     control: ArmFigures,
-    guard_confidence: float | None = None,
 ) -> list:
     """One ``flag_health`` row (``health_rows`` of one input)."""
-    row = HealthInput(organization, env, flag, percentage, treatment, control, guard_confidence)
+    row = HealthInput(organization, env, flag, percentage, treatment, control)
     return health_rows([row])[0]
 
 
 def health_rows(inputs: Sequence[HealthInput]) -> list[list]:
     """One ``flag_health`` row (without ``computed_at``) per input, in ``HEALTH_COLUMNS``
-    order: the comparisons at the contract's ``CONFIDENCE`` and, for a flag in a guarded
-    rollout, at the rollout's level (``guard_confidence``; its columns are null otherwise).
-    The proportion comparisons of every input at one level are computed together
-    (``compare_all_proportions``): a hundred intervals in one vectorized refinement."""
+    order, its comparisons at the contract's ``CONFIDENCE``. The proportion comparisons of
+    every input are computed together (``compare_all_proportions``): a hundred intervals in
+    one vectorized refinement. (A guarded rollout's decisions rest on the guard's own
+    evidence over the whole rollout, ``pipelines.guard_evidence``, not on these.)"""
     ratios = [
         sample_ratio(i.treatment.users, i.control.users, i.percentage / 100.0) for i in inputs
     ]
     compared = comparisons(inputs, ratios, CONFIDENCE)
-    guarded: list[list] = [[None] * (1 + 3 * len(COMPARISONS)) for _ in inputs]
-    levels = sorted({i.guard_confidence for i in inputs if i.guard_confidence is not None})
-    for level in levels:
-        at_level = [n for n, i in enumerate(inputs) if i.guard_confidence == level]
-        picked = [inputs[n] for n in at_level]
-        results = comparisons(picked, [ratios[n] for n in at_level], level)
-        for n, result in zip(at_level, results, strict=True):
-            guarded[n] = [level]
-            for comparison in result:
-                guarded[n] += _comparison_columns(comparison)[1:]
     rows = []
-    for i, ratio, result, guard in zip(inputs, ratios, compared, guarded, strict=True):
+    for i, ratio, result in zip(inputs, ratios, compared, strict=True):
         reasons = [str(c.reason) for c in result if c.reason]
         rows.append(
             [
@@ -244,7 +202,6 @@ def health_rows(inputs: Sequence[HealthInput]) -> list[list]:
                 *(column for comparison in result for column in _comparison_columns(comparison)),
                 reasons[0] if reasons else None,
                 CONFIDENCE,
-                *guard,
             ]
         )
     return rows

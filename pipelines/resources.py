@@ -18,7 +18,6 @@ from api.controlplane.store import ControlPlaneStore
 from api.settings import S3Options
 from pipelines.lake import Lake, LakeFile, open_lake
 from warehouse.migrations import migrate
-from warehouse.statistics import rollout_confidence
 
 
 class EventLakeResource(dg.ConfigurableResource):
@@ -181,17 +180,6 @@ class ControlPlaneResource(dg.ConfigurableResource):
                 (r.environment_id, r.flag_key, r.created_at, r.percentage)
                 for r in store.running_rollouts()
             ]
-
-    def rollout_confidences(self) -> dict[tuple[str, str], float]:
-        """``(environment id, flag key)`` of every running rollout -> the confidence each of its
-        comparisons is read at (one error budget per rollout, ``rollout_confidence``)."""
-        with self.store() as store:
-            if store is None:
-                return {}
-            return {
-                (r.environment_id, r.flag_key): rollout_confidence(r.plan.steps, r.plan.guardrails)
-                for r in store.running_rollouts()
-            }
 
     def environment_keys(self) -> list[tuple[str, str]]:
         """``(environment id, key)`` pairs of every organization; empty without a control plane."""

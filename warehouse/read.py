@@ -7,8 +7,9 @@ missing file (no pipeline run yet) gives ``None`` / empty results.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -138,6 +139,50 @@ def health_row(con: duckdb.DuckDBPyConnection, environment_id: str, flag_key: st
     record = dict(zip(names, row, strict=True))
     record["computed_at"] = _iso_utc(record["computed_at"])
     return record
+
+
+@dataclass(frozen=True)
+class RolloutArms:
+    """A guarded rollout's arms step by step (``arm_totals`` of each of its percentages since
+    it started: one stratum each) and each arm's latency histogram over all of them."""
+
+    percentages: tuple[float, ...]
+    totals: dict[tuple[float, str], tuple[int, int, int]]
+    """``(percentage, arm)`` -> users, users with feedback, failed users."""
+    latency: dict[str, tuple[list[int], list[int]]]
+    """arm -> its buckets, ascending, and the users in each, pooled over the percentages."""
+
+
+def rollout_arms(
+    con: duckdb.DuckDBPyConnection,
+    environment_id: str,
+    flag_key: str,
+    percentages: Sequence[float],
+) -> RolloutArms:
+    """What the rollout guardian's evidence is computed from, on an open connection (the
+    pipeline's working database). The arms count only users evaluated since the rollout
+    started (``arm_epochs``)."""
+    wanted = list(map(float, percentages))
+    totals = {
+        (float(percentage), arm): (int(users), int(feedback), int(failed))
+        for percentage, arm, users, feedback, failed in con.execute(
+            "SELECT rollout_percentage, arm, users, users_with_feedback, failed_users "
+            "FROM arm_totals WHERE environment_id = ? AND flag_key = ? "
+            "AND list_contains(?, rollout_percentage)",
+            [environment_id, flag_key, wanted],
+        ).fetchall()
+    }
+    latency = {
+        arm: (list(buckets), list(users))
+        for arm, buckets, users in con.execute(
+            "SELECT arm, list(bucket ORDER BY bucket), list(users ORDER BY bucket) FROM ("
+            " SELECT arm, bucket, sum(users)::BIGINT AS users FROM arm_latency_buckets"
+            " WHERE environment_id = ? AND flag_key = ? AND list_contains(?, rollout_percentage)"
+            " GROUP BY ALL HAVING sum(users) > 0) GROUP BY arm",
+            [environment_id, flag_key, wanted],
+        ).fetchall()
+    }
+    return RolloutArms(tuple(wanted), totals, latency)
 
 
 GRAINS = ("minute", "hour", "day")

@@ -39,6 +39,7 @@ from api.cli.admin_client import (
     check_base_url,
     segment,
 )
+from api.controlplane.changes import GUARDRAIL_UNITS
 
 if TYPE_CHECKING:
     from api.settings import Settings
@@ -100,7 +101,7 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     started = "start (or restart) a guarded rollout of the flag's first PERCENTAGE rule"
     start = _command(rollout, "start", rollout_start, started, scoped, flag=True)
     start.add_argument(
-        "--steps", type=_numbers, metavar="P,P,...", help="percentages (default 1,5,25,50,100)"
+        "--steps", type=_numbers, metavar="P,P,...", help="percentages (default 10,25,50,100)"
     )
     start.add_argument("--step-minutes", type=float, help="minutes per step (default 10)")
     start.add_argument(
@@ -108,6 +109,13 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         type=_names,
         metavar="NAME,...",
         help="what may roll it back (default failureRate,latencyP95Ms,coverage)",
+    )
+    start.add_argument(
+        "--tolerances",
+        type=_tolerances,
+        metavar="NAME=VALUE,...",
+        help="the largest regression accepted per guardrail, e.g. failureRate=0.5,"
+        "latencyP95Ms=80 (percentage points, milliseconds; default 1, 50, and 5 for coverage)",
     )
     shown, stopped = "the rollout's state, step and decisions", "stop it; the percentage stays"
     _command(rollout, "show", rollout_show, shown, scoped, flag=True)
@@ -196,6 +204,21 @@ def _numbers(text: str) -> list[int | float]:
 
 def _names(text: str) -> list[str]:
     return [item.strip() for item in text.split(",")]
+
+
+def _tolerances(text: str) -> dict[str, int | float]:
+    """``failureRate=0.5,latencyP95Ms=80`` as a JSON object; the API judges the names."""
+    tolerances: dict[str, int | float] = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        try:
+            [number] = _numbers(value)
+        except (argparse.ArgumentTypeError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"{item.strip()!r} is not NAME=NUMBER, like failureRate=0.5"
+            ) from None
+        tolerances[name.strip()] = number
+    return tolerances
 
 
 def _runner(handler: Handler) -> Callable[[Settings, argparse.Namespace], int]:
@@ -442,6 +465,8 @@ def rollout_start(client: AdminClient, args: argparse.Namespace) -> int:
         plan["stepMinutes"] = args.step_minutes
     if args.guardrails is not None:
         plan["guardrails"] = args.guardrails
+    if args.tolerances is not None:
+        plan["tolerances"] = args.tolerances
     rollout = client.put(_flag_path(environment, args.flag) + "/rollout", plan)
     if args.json:
         return _print_json(rollout)
@@ -479,8 +504,11 @@ def _print_rollout(rollout: dict[str, Any]) -> None:
         ("step", f"{rollout['step'] + 1} of {len(steps)}, since {rollout['stepStartedAt']}"),
         ("percentage", _percent(rollout["percentage"])),
         ("plan", f"{' '.join(_percent(s) for s in steps)}, {rollout['stepMinutes']:g} min a step"),
-        ("guardrails", ", ".join(rollout["guardrails"])),
+        ("guardrails", ", ".join(_guardrail(rollout, g) for g in rollout["guardrails"])),
     ]
+    guard = rollout.get("guard")
+    for name, evidence in (guard or {}).get("guardrails", {}).items():
+        fields.append((f"  {name}", _evidence(name, evidence)))
     waiting = rollout.get("waiting")
     if waiting:
         fields.append(("waiting", f"since {waiting['since']}: {waiting['reason']}"))
@@ -493,6 +521,31 @@ def _print_rollout(rollout: dict[str, Any]) -> None:
             for d in decisions
         ]
         print(_indent(_table(("AT", "STEP", "PERCENTAGE", "ACTION", "REASON"), rows)))
+
+
+def _guardrail(rollout: dict[str, Any], name: str) -> str:
+    """A guardrail with its tolerance (rollouts started before tolerances show none)."""
+    tolerance = rollout.get("tolerances", {}).get(name)
+    unit = GUARDRAIL_UNITS[name]
+    return name if tolerance is None else f"{name} (tolerance {tolerance:g} {unit})"
+
+
+def _evidence(name: str, evidence: dict[str, Any]) -> str:
+    """One guardrail's evidence over the rollout, as ``GET .../rollout`` gives it."""
+    unit = GUARDRAIL_UNITS[name]
+    low, high = evidence["ci"]
+
+    def end(value: float | None, infinite: str) -> str:
+        return infinite if value is None else f"{value:+.3g}"
+
+    text = (
+        f"{evidence['status']}: interval [{end(low, '-inf')}, {end(high, '+inf')}] {unit},"
+        f" {evidence['users']['treatment']:,} treatment and {evidence['users']['control']:,}"
+        " control users"
+    )
+    if evidence.get("usersNeeded") is not None:
+        text += f"; about {evidence['usersNeeded']:,} more users needed"
+    return text
 
 
 # --- status -------------------------------------------------------------------------------

@@ -50,6 +50,20 @@ class RolloutAction(StrEnum):
 GUARDRAILS = ("failureRate", "latencyP95Ms", "coverage")
 """Guardrails a rollout may watch: the health answer's comparisons of the same names."""
 
+GUARDRAIL_LABELS = {
+    "failureRate": "Failure rate",
+    "latencyP95Ms": "p95 latency",
+    "coverage": "Coverage",
+}
+"""How people read each guardrail's name (the dashboard; the API and its reasons use the names)."""
+
+GUARDRAIL_UNITS = {"failureRate": "pp", "latencyP95Ms": "ms", "coverage": "pp"}
+"""The unit of a guardrail's difference and tolerance: percentage points or milliseconds."""
+
+DEFAULT_TOLERANCES = {"failureRate": 1.0, "latencyP95Ms": 50.0, "coverage": 5.0}
+"""The largest regression a rollout accepts on each guardrail when its ``PUT`` names none
+(contract section 10; why these values: docs/rollouts.md, "Tolerances")."""
+
 
 class EventType(StrEnum):
     """Webhook event types (contract section 10)."""
@@ -90,6 +104,14 @@ class RolloutPlan:
     steps: tuple[float, ...]
     step_minutes: float
     guardrails: tuple[str, ...]
+    tolerance_overrides: tuple[tuple[str, float], ...] = ()
+    """The tolerances the ``PUT`` named; every other guardrail takes its default."""
+
+    @property
+    def tolerances(self) -> dict[str, float]:
+        """Each watched guardrail's tolerance, in its unit (``GUARDRAIL_UNITS``)."""
+        named = dict(self.tolerance_overrides)
+        return {g: float(named.get(g, DEFAULT_TOLERANCES[g])) for g in self.guardrails}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +143,9 @@ class Rollout:
     created_at: str
     decisions: tuple[RolloutDecision, ...] = ()
     waiting: RolloutWait | None = None
+    guard: JsonDocument | None = None
+    """The guardian's latest evidence per guardrail (``pipelines.guardian``), or None before
+    its first judgement."""
 
     @property
     def percentage(self) -> float:

@@ -97,11 +97,13 @@ def rollout(made: Rollout) -> Document:
         "steps": list(made.plan.steps),
         "stepMinutes": made.plan.step_minutes,
         "guardrails": list(made.plan.guardrails),
+        "tolerances": made.plan.tolerances,
         "stepStartedAt": iso_time(made.step_started_at),
         "decisions": [decision(d) for d in made.decisions],
         "waiting": None
         if made.waiting is None
         else {"since": iso_time(made.waiting.since), "reason": made.waiting.reason},
+        "guard": made.guard,
     }
 
 
@@ -111,7 +113,11 @@ def rollout_record(
     """The rollout a rollout document describes (a restore's way back); the document does not
     show when the rollout was made, so the caller says."""
     plan = RolloutPlan(
-        tuple(document["steps"]), document["stepMinutes"], tuple(document["guardrails"])
+        tuple(document["steps"]),
+        document["stepMinutes"],
+        tuple(document["guardrails"]),
+        # Absent from documents written before tolerances existed: every one at its default.
+        tuple(sorted(document.get("tolerances", {}).items())),
     )
     decisions = tuple(
         RolloutDecision(d["at"], d["step"], d["percentage"], RolloutAction(d["action"]),
@@ -124,6 +130,7 @@ def rollout_record(
         from_iso_time(document["stepStartedAt"]), created_at, decisions,
         None if waiting is None else RolloutWait(from_iso_time(waiting["since"]),
                                                  waiting["reason"]),
+        document.get("guard"),
     )  # fmt: skip
 
 

@@ -25,34 +25,22 @@ def _arm(row: dict[str, Any], arm: str) -> dict[str, Any]:
     }
 
 
-def _comparison(row: dict[str, Any], metric: str, level: str = "") -> dict[str, Any]:
-    """One COMPARISON; ``level`` is ``"guard_"`` for the rollout's level (same difference)."""
-    low, high = row[f"{metric}_{level}ci_low"], row[f"{metric}_{level}ci_high"]
+def _comparison(row: dict[str, Any], metric: str) -> dict[str, Any]:
+    """One COMPARISON."""
+    low, high = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
     return {
         "difference": row[f"{metric}_difference"],
         "ci": None if low is None or high is None else [low, high],
-        "confidence": row[f"{level}confidence"],
-        "decision": row[f"{metric}_{level}decision"],
-    }
-
-
-def _rollout_guard(row: dict[str, Any]) -> dict[str, Any] | None:
-    """The comparisons at a running guarded rollout's level, which its decisions rest on
-    (one error budget per rollout, docs/statistics.md); None without a rollout."""
-    if row.get("guard_confidence") is None:
-        return None
-    return {
-        "confidence": row["guard_confidence"],
-        "failureRate": _comparison(row, "failure_rate", "guard_"),
-        "latencyP95Ms": _comparison(row, "latency_p95", "guard_"),
-        "coverage": _comparison(row, "coverage", "guard_"),
+        "confidence": row["confidence"],
+        "decision": row[f"{metric}_decision"],
     }
 
 
 def health_answer(row: dict[str, Any]) -> dict[str, Any]:
     """The contract's health body from a ``flag_health`` row. Beyond the contract's fields:
-    ``coverage`` (the coverage comparison behind the coverage warning), ``withheldReason``,
-    and ``rolloutGuard`` (the comparisons at a running guarded rollout's level, or null)."""
+    ``coverage`` (the coverage comparison behind the coverage warning) and
+    ``withheldReason``. (A guarded rollout's own evidence is its ``guard``, in
+    ``GET .../rollout``.)"""
     has_arms = row["rollout_percentage"] is not None
     return {
         "computedAt": row["computed_at"],
@@ -68,5 +56,4 @@ def health_answer(row: dict[str, Any]) -> dict[str, Any]:
         "latencyP95Ms": _comparison(row, "latency_p95"),
         "coverage": _comparison(row, "coverage"),
         "withheldReason": row["withheld_reason"],
-        "rolloutGuard": _rollout_guard(row),
     }

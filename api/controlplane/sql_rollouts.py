@@ -76,6 +76,10 @@ def _decision(row: Row) -> RolloutDecision:
     )
 
 
+def _json_or_null(document: JsonDocument | None) -> str | None:
+    return None if document is None else msgspec.json.encode(document).decode()
+
+
 class RolloutsMixin:
     """The rollout half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
 
@@ -129,14 +133,16 @@ class RolloutsMixin:
         waiting = rollout.waiting
         conn.execute(
             "INSERT INTO rollouts (environment_id, flag_key, steps, step_minutes, guardrails,"
-            " state, step, step_started_at, created_at, waiting_since, waiting_reason)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " state, step, step_started_at, created_at, waiting_since, waiting_reason,"
+            " tolerances, guard) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rollout.environment_id, rollout.flag_key,
              msgspec.json.encode(list(plan.steps)).decode(), plan.step_minutes,
              msgspec.json.encode(list(plan.guardrails)).decode(), str(rollout.state),
              rollout.step, rollout.step_started_at, rollout.created_at,
              None if waiting is None else waiting.since,
-             None if waiting is None else waiting.reason),
+             None if waiting is None else waiting.reason,
+             msgspec.json.encode(dict(plan.tolerance_overrides)).decode(),
+             _json_or_null(rollout.guard)),
         )  # fmt: skip
         for made in rollout.decisions:
             self._insert_decision(conn, rollout.environment_id, rollout.flag_key, made)
@@ -167,6 +173,8 @@ class RolloutsMixin:
         action: RolloutAction,
         reason: str,
         statistics: JsonDocument | None,
+        *,
+        guard: JsonDocument | None = None,
     ) -> Rollout | None:
         if action is RolloutAction.WAIT:
             raise ValueError("a wait changes nothing and is not recorded")
@@ -182,11 +190,11 @@ class RolloutsMixin:
             )
             conn.execute(
                 "UPDATE rollouts SET state = ?, step = ?, step_started_at = ?,"
-                " waiting_since = NULL, waiting_reason = NULL"
+                " waiting_since = NULL, waiting_reason = NULL, guard = COALESCE(?, guard)"
                 " WHERE environment_id = ? AND flag_key = ?",
                 (str(_NEXT_STATE[action]), next_step,
                  self._clock() if next_step != step else current.step_started_at,
-                 environment_id, flag_key),
+                 _json_or_null(guard), environment_id, flag_key),
             )  # fmt: skip
             self._insert_decision(
                 conn, environment_id, flag_key,
@@ -212,14 +220,30 @@ class RolloutsMixin:
             )  # fmt: skip
             return self._rollout_in(conn, environment_id, flag_key)
 
-    def wait_rollout(self, environment_id: str, flag_key: str, step: int, reason: str) -> bool:
+    def note_rollout(
+        self,
+        environment_id: str,
+        flag_key: str,
+        step: int,
+        guard: JsonDocument | None,
+        waiting_reason: str | None,
+    ) -> bool:
         with self._transaction(write=True) as conn:
-            changed = conn.execute(
-                "UPDATE rollouts SET waiting_since = COALESCE(waiting_since, ?),"
-                " waiting_reason = ? WHERE environment_id = ? AND flag_key = ? AND state = ?"
-                " AND step = ?",
-                (self._clock(), reason, environment_id, flag_key, str(RolloutState.RUNNING), step),
-            )
+            if waiting_reason is None:
+                changed = conn.execute(
+                    "UPDATE rollouts SET guard = ? WHERE environment_id = ? AND flag_key = ?"
+                    " AND state = ? AND step = ?",
+                    (_json_or_null(guard), environment_id, flag_key, str(RolloutState.RUNNING),
+                     step),
+                )  # fmt: skip
+            else:
+                changed = conn.execute(
+                    "UPDATE rollouts SET guard = ?, waiting_since = COALESCE(waiting_since, ?),"
+                    " waiting_reason = ? WHERE environment_id = ? AND flag_key = ? AND state = ?"
+                    " AND step = ?",
+                    (_json_or_null(guard), self._clock(), waiting_reason, environment_id,
+                     flag_key, str(RolloutState.RUNNING), step),
+                )  # fmt: skip
             return changed.rowcount > 0
 
     def _rollout_in(
@@ -238,10 +262,12 @@ class RolloutsMixin:
             " ORDER BY seq",
             (environment_id, flag_key),
         ).fetchall()
+        tolerances = row["tolerances"]  # NULL in rollouts started before version 5
         plan = RolloutPlan(
             tuple(msgspec.json.decode(row["steps"])),
             row["step_minutes"],
             tuple(msgspec.json.decode(row["guardrails"])),
+            tuple(sorted(msgspec.json.decode(tolerances).items())) if tolerances else (),
         )
         waiting = None
         if row["waiting_since"] is not None:
@@ -249,4 +275,5 @@ class RolloutsMixin:
         return Rollout(
             environment_id, flag_key, plan, RolloutState(row["state"]), row["step"],
             row["step_started_at"], row["created_at"], tuple(map(_decision, decisions)), waiting,
+            None if row["guard"] is None else msgspec.json.decode(row["guard"]),
         )  # fmt: skip

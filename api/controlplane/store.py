@@ -261,9 +261,17 @@ class ControlPlaneStore(Protocol):
         """Forget the rollout; the flag stays at its percentage."""
         ...
 
-    def wait_rollout(self, environment_id: str, flag_key: str, step: int, reason: str) -> bool:
-        """Record that the rollout waits at ``step`` to be judged, and why (the first wait's
-        time is kept); False when it is no longer running at that step. Not audited: nothing
+    def note_rollout(
+        self,
+        environment_id: str,
+        flag_key: str,
+        step: int,
+        guard: JsonDocument | None,
+        waiting_reason: str | None,
+    ) -> bool:
+        """Record the guardian's latest evidence on ``step`` (``guard``) and, when the step's
+        time has passed without a decision, that it waits and why (the first wait's time is
+        kept); False when the rollout is no longer running at that step. Not audited: nothing
         in the control plane changes."""
         ...
 
@@ -275,9 +283,12 @@ class ControlPlaneStore(Protocol):
         action: RolloutAction,
         reason: str,
         statistics: JsonDocument | None,
+        *,
+        guard: JsonDocument | None = None,
     ) -> Rollout | None:
-        """Apply the guardian's decision on ``step``; None (nothing changed) when the rollout
-        is no longer running at that step."""
+        """Apply the guardian's decision on ``step``, keeping ``guard`` (its evidence) as the
+        rollout's latest; None (nothing changed) when the rollout is no longer running at that
+        step."""
         ...
 
     # scheduled changes

@@ -20,15 +20,13 @@ def flag_health(
     of its first percentage rule at its current percentage, counted in users (a user with any
     failed feedback failed; its latency is its mean), the sample-ratio check against the split
     (p < 0.001 withholds every decision), and always-valid comparisons of failure rate, p95
-    latency and coverage with their 95% confidence sequences (docs/statistics.md); a flag in a
-    guarded rollout also at the rollout's level, its share of one error budget per rollout. Only
+    latency and coverage with their 95% confidence sequences (docs/statistics.md). Only
     flag environments whose arms changed since the last run are computed again; a flag without a
     percentage rule now (in the control plane) has no arms. The health endpoint, the health view
     and the rollout guardian read this table."""
     without_split = control_plane.flags_without_a_split()
-    guard_levels = control_plane.rollout_confidences()
     with warehouse.connect() as con:
-        computed = compute_health(con, without_split, guard_levels)
+        computed = compute_health(con, without_split)
         total, decided, mismatched = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE failure_rate_decision IN "
             "('regression', 'improvement') OR latency_p95_decision IN "

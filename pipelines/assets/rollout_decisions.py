@@ -7,6 +7,7 @@ import dagster as dg
 
 from api.controlplane.changes import RolloutAction
 from pipelines.constants import FLAG_HEALTH, GROUP, ROLLOUT_DECISIONS
+from pipelines.guard_evidence import rollout_evidence
 from pipelines.guardian import judge
 from pipelines.resources import ControlPlaneResource, WarehouseResource
 from warehouse.read import health_row
@@ -20,10 +21,11 @@ def rollout_decisions(
     warehouse: WarehouseResource,
 ) -> dg.MaterializeResult:
     """The rollout guardian (contract section 10). Every running guarded rollout is judged on
-    its flag's release health, computed by this run at the step's own percentage: a sample-ratio
-    mismatch holds it, a regression on a watched guardrail rolls the flag's first percentage
-    rule back to 0, and a step whose time has passed advances once every watched guardrail has
-    been judged (until then it waits at the step, and is held if not judged within a day). Each
+    its guard's evidence, one one-sided sequence per guardrail over all its steps so far: a
+    sample-ratio mismatch holds it, a regression shown on a watched guardrail rolls the flag's
+    first percentage rule back to 0, and a step whose time has passed advances once every
+    watched guardrail is shown within its tolerance (until then it waits at the step, saying
+    what each guardrail still needs, and is held if still waiting four weeks on). Each
     decision is written through the control-plane store (audited, announced to webhooks, served
     by every worker within a second) with the statistics behind it. This materialization's
     metadata lists every rollout judged and why (docs/rollouts.md)."""
@@ -33,16 +35,19 @@ def rollout_decisions(
         with warehouse.connect() as con:
             for rollout in rollouts:
                 health = health_row(con, rollout.environment_id, rollout.flag_key)
-                judgement = judge(rollout, health, time.time())
+                evidence = rollout_evidence(con, rollout)
+                judgement = judge(rollout, health, evidence, time.time())
                 applied = None
-                if judgement.waiting:
-                    store.wait_rollout(
-                        rollout.environment_id, rollout.flag_key, rollout.step, judgement.reason
-                    )
-                elif judgement.action is not RolloutAction.WAIT:
+                if judgement.action is RolloutAction.WAIT:
+                    store.note_rollout(
+                        rollout.environment_id, rollout.flag_key, rollout.step, judgement.guard,
+                        judgement.reason if judgement.waiting else None,
+                    )  # fmt: skip
+                else:
                     applied = store.decide_rollout(
                         rollout.environment_id, rollout.flag_key, rollout.step,
                         judgement.action, judgement.reason, judgement.statistics,
+                        guard=judgement.guard,
                     )  # fmt: skip
                 decisions.append(
                     {"environment_id": rollout.environment_id, "flag_key": rollout.flag_key,

@@ -27,11 +27,20 @@ def test_a_rollout_starts_at_its_first_step(admin_api: AdminClient, flag_path: s
     assert admin_api.get(f"{flag_path}/rollout").body == answer.body
 
 
-def test_defaults_are_the_contract_example(admin_api: AdminClient, flag_path: str) -> None:
+def test_defaults_are_the_documented_plan(admin_api: AdminClient, flag_path: str) -> None:
     body = admin_api.put(f"{flag_path}/rollout").body
-    assert body["steps"] == [1, 5, 25, 50, 100]
+    assert body["steps"] == [10, 25, 50, 100]
     assert body["stepMinutes"] == 10
     assert body["guardrails"] == ["failureRate", "latencyP95Ms", "coverage"]
+    assert body["tolerances"] == {"failureRate": 1.0, "latencyP95Ms": 50.0, "coverage": 5.0}
+    assert body["guard"] is None
+
+
+def test_tolerances_named_replace_their_defaults(admin_api: AdminClient, flag_path: str) -> None:
+    plan = {"guardrails": ["failureRate", "latencyP95Ms"], "tolerances": {"failureRate": 0.25}}
+    body = admin_api.put(f"{flag_path}/rollout", plan).body
+    assert body["tolerances"] == {"failureRate": 0.25, "latencyP95Ms": 50.0}
+    assert admin_api.get(f"{flag_path}/rollout").body["tolerances"] == body["tolerances"]
 
 
 @pytest.mark.parametrize(
@@ -43,6 +52,14 @@ def test_defaults_are_the_contract_example(admin_api: AdminClient, flag_path: st
         ({"steps": [1.001, 100]}, "steps[0]"),
         ({"stepMinutes": 0}, "stepMinutes"),
         ({"guardrails": ["errors"]}, "guardrails"),
+        ({"tolerances": [1]}, "tolerances"),
+        ({"tolerances": {"errors": 1}}, "tolerances"),
+        ({"guardrails": ["coverage"], "tolerances": {"failureRate": 1}}, "tolerances"),
+        ({"tolerances": {"failureRate": 0}}, "tolerances"),
+        ({"tolerances": {"failureRate": -1}}, "tolerances"),
+        ({"tolerances": {"failureRate": "1"}}, "tolerances"),
+        ({"tolerances": {"failureRate": True}}, "tolerances"),
+        ({"tolerances": {"coverage": 101}}, "tolerances"),
     ],
 )
 def test_bad_plans_are_400_naming_the_field(
@@ -178,7 +195,7 @@ def test_a_rollout_put_without_a_body_starts_with_the_documented_defaults(
 
     answer = admin_api.put(f"{flag_path}/rollout")  # no body at all
     assert answer.status == 200
-    assert (answer.body["steps"], answer.body["stepMinutes"]) == ([1, 5, 25, 50, 100], 10)
+    assert (answer.body["steps"], answer.body["stepMinutes"]) == ([10, 25, 50, 100], 10)
     paths = openapi_document()["paths"]
     operation = paths["/admin/v1/environments/{envId}/flags/{flagKey}/rollout"]
     assert operation["put"]["requestBody"]["required"] is False

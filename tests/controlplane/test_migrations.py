@@ -39,7 +39,13 @@ def test_reopening_a_store_keeps_its_data(tmp_path) -> None:
     reopened = SqliteControlPlaneStore(path)
     assert reopened.get_organization(organization.id) == organization
     rows = sqlite3.connect(path).execute("SELECT version, name FROM schema_migrations").fetchall()
-    assert rows == [(1, "initial"), (2, "changes"), (3, "segment_history"), (4, "rollout_waiting")]
+    assert rows == [
+        (1, "initial"),
+        (2, "changes"),
+        (3, "segment_history"),
+        (4, "rollout_waiting"),
+        (5, "rollout_guard"),
+    ]
 
 
 def test_new_migrations_apply_in_order_after_old_ones(tmp_path) -> None:

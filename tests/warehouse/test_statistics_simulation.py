@@ -31,7 +31,6 @@ from warehouse.statistics import (
     compare_quantiles,
     excludes_difference,
     quantile_difference_interval,
-    rollout_confidence,
     sample_ratio,
 )
 from warehouse.statistics.boundaries import normal_mixture_radius
@@ -433,17 +432,6 @@ def print_mixing_sd_study() -> None:
 def print_power() -> None:
     print("## Power (users per arm with feedback, read after every user; 50 / 80 / 95 %)")
     print("5 % -> 10 %:", detection_quantiles(0.05, 0.10, 1_800, 10_000, MIN_USERS_WITH_FEEDBACK))
-    level = rollout_confidence((1, 5, 25, 50, 100), ("failureRate", "latencyP95Ms", "coverage"))
-    firsts = []
-    for chunk in range(2):
-        failed_t, n, failed_c, _ = balanced_paths(0.05, 0.10, 3_000, 1_000, seed=300 + chunk)
-        enough = n >= MIN_USERS_WITH_FEEDBACK
-        excluded = excludes_difference(failed_t, n, failed_c, n, 0.0, confidence=level)
-        regression = enough & excluded & (failed_t > failed_c)
-        firsts.append(np.where(regression.any(axis=1), regression.argmax(axis=1) + 1, 10**9))
-    first = np.concatenate(firsts)
-    quantiles = [float(np.quantile(first, p)) for p in POWER_USERS_PER_ARM]
-    print(f"5 % -> 10 % at the default rollout's level {level:.5f}:", quantiles)
     for treatment in (0.3, 0.5):
         for minimum in (50, MIN_USERS_WITH_FEEDBACK):
             found = detection_quantiles(

@@ -12,12 +12,13 @@ docs/statistics.md.
   ``compare_all_proportions`` for many at once, their intervals refined together.
 - ``compare_quantiles``: p95 latency (a two-sample sequence: the product of the arms'
   beta-binomial mixtures).
-- ``rollout_confidence``: one error budget per guarded rollout, split over its comparisons.
+- ``guard``: a guarded rollout's evidence, one one-sided sequence per guardrail over all its
+  steps (``proportion_guard``, ``quantile_guard``), one error budget per rollout.
 """
 
 from flagsight_core.contract import Decision, WithheldReason
 
-from warehouse.statistics.budget import ROLLOUT_ERROR_BUDGET, rollout_confidence
+from warehouse.statistics.budget import ROLLOUT_ERROR_BUDGET
 from warehouse.statistics.decisions import CONFIDENCE, MIN_USERS_WITH_FEEDBACK, Comparison
 from warehouse.statistics.proportions import (
     MIXING_SD,
@@ -58,6 +59,5 @@ __all__ = [
     "difference_intervals",
     "excludes_difference",
     "quantile_difference_interval",
-    "rollout_confidence",
     "sample_ratio",
 ]

@@ -45,9 +45,11 @@ from warehouse.statistics.restricted import restricted_rates
 MIXING_SD = 0.05
 """Spread of the normal mixture over the difference, as a fraction (5 percentage points).
 
-It is the size of effect the guardrails exist for (a failure rate going from 5 % to 10 %), and
-simulation confirms it is the best spread for that effect: the users per arm needed for 80 %
-power are 803, 736, 714, 713, 734 and 762 for spreads of 2, 3, 4, 5, 7 and 10 points.
+It is the size of effect release health exists for (a failure rate going from 5 % to 10 %),
+and simulation puts it among the best spreads for that effect: the users per arm needed for
+80 % power are 835, 766, 745, 747, 761 and 800 for spreads of 2, 3, 4, 5, 7 and 10 points
+(docs/statistics.md, ``python -m tests.warehouse.test_statistics_simulation mixing``). A
+guarded rollout's guard uses the guardrail's tolerance instead (``guard``).
 """
 
 EXACT_SHARE = 0.2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +17,13 @@ from flagsight_core.contract import (
     USER_IDENTIFIER_MAX,
 )
 
-from api.controlplane.changes import GUARDRAILS, EventType, FlagBody, RolloutPlan
+from api.controlplane.changes import (
+    GUARDRAIL_UNITS,
+    GUARDRAILS,
+    EventType,
+    FlagBody,
+    RolloutPlan,
+)
 from api.controlplane.model import Plan
 from api.controlplane.webhook_targets import ForbiddenTarget, check_url
 from api.web.errors import BadRequest
@@ -87,10 +94,13 @@ def user_identifiers(body: dict[str, Any]) -> list[str]:
     return values
 
 
-DEFAULT_STEPS = (1.0, 5.0, 25.0, 50.0, 100.0)
+DEFAULT_STEPS = (10.0, 25.0, 50.0, 100.0)
 DEFAULT_STEP_MINUTES = 10.0
 MAX_STEPS = 20
 MAX_STEP_MINUTES = 7 * 24 * 60
+MAX_TOLERANCE = {"pp": 100.0, "ms": 3_600_000.0}
+"""A tolerance above these could never be exceeded (percentage points) or means nothing (an
+hour of p95 latency)."""
 MAX_URL_LENGTH = 2048
 MAX_MOMENT = 253_402_300_800  # 10000-01-01T00:00:00Z
 
@@ -125,7 +135,33 @@ def rollout_plan(body: dict[str, Any]) -> RolloutPlan:
         raise BadRequest(f"Field 'guardrails' must be an array of {', '.join(GUARDRAILS)}")
     if len(set(guardrails)) != len(guardrails):
         raise BadRequest("Field 'guardrails' names a guardrail twice")
-    return RolloutPlan(tuple(float(s) for s in steps), float(minutes), tuple(guardrails))
+    tolerances = rollout_tolerances(body, guardrails)
+    return RolloutPlan(
+        tuple(float(s) for s in steps), float(minutes), tuple(guardrails), tolerances
+    )
+
+
+def rollout_tolerances(
+    body: dict[str, Any], guardrails: list[str]
+) -> tuple[tuple[str, float], ...]:
+    """The ``tolerances`` object: a positive number per guardrail the rollout watches, in its
+    unit (percentage points, milliseconds); a guardrail it does not name takes its default."""
+    tolerances = body.get("tolerances", {})
+    if not isinstance(tolerances, dict):
+        raise BadRequest("Field 'tolerances' must be an object of guardrail names to numbers")
+    for name, value in tolerances.items():
+        if name not in guardrails:
+            raise BadRequest(
+                f"Field 'tolerances' names {name!r}, which is not one of the rollout's"
+                f" guardrails ({', '.join(guardrails) or 'none'})"
+            )
+        top = MAX_TOLERANCE[GUARDRAIL_UNITS[name]]
+        if not _number(value) or not 0 < value <= top or not math.isfinite(value):
+            raise BadRequest(
+                f"Field 'tolerances' must give {name} a number above 0 and at most {top:g}"
+                f" ({GUARDRAIL_UNITS[name]})"
+            )
+    return tuple(sorted((name, float(value)) for name, value in tolerances.items()))
 
 
 def flag_body(body: dict[str, Any], where: str = "") -> FlagBody:

@@ -375,24 +375,6 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "latencyP95Ms": _ref("HealthComparison"),
             "coverage": _ref("HealthComparison"),
             "withheldReason": {"type": ["string", "null"]},
-            "rolloutGuard": {
-                "description": "While a guarded rollout runs: the same comparisons at the "
-                "rollout's share of its error budget, which its decisions rest on "
-                "(docs/statistics.md, 'One error budget per rollout'); null otherwise.",
-                "oneOf": [
-                    {
-                        "type": "object",
-                        "required": ["confidence", "failureRate", "latencyP95Ms", "coverage"],
-                        "properties": {
-                            "confidence": {"type": "number"},
-                            "failureRate": _ref("HealthComparison"),
-                            "latencyP95Ms": _ref("HealthComparison"),
-                            "coverage": _ref("HealthComparison"),
-                        },
-                    },
-                    {"type": "null"},
-                ],
-            },
         },
     },
     "FlagMetrics": {
@@ -626,8 +608,9 @@ ADMIN_SCHEMAS.update(
     {
         "RolloutPut": {
             "type": "object",
-            "description": "Every field is optional: steps [1, 5, 25, 50, 100], 10 minutes per"
-            " step and all three guardrails by default.",
+            "description": "Every field is optional: steps [10, 25, 50, 100], 10 minutes per"
+            " step, all three guardrails and their default tolerances (failureRate 1 pp,"
+            " latencyP95Ms 50 ms, coverage 5 pp) by default.",
             "properties": {
                 "steps": {
                     "type": "array",
@@ -638,6 +621,69 @@ ADMIN_SCHEMAS.update(
                 },
                 "stepMinutes": {"type": "number", "exclusiveMinimum": 0, "maximum": 10080},
                 "guardrails": {"type": "array", "items": _GUARDRAIL, "uniqueItems": True},
+                "tolerances": {
+                    "type": "object",
+                    "description": "The largest regression accepted per watched guardrail:"
+                    " percentage points for failureRate and coverage, milliseconds for"
+                    " latencyP95Ms. A step advances only once each regression is shown below"
+                    " its tolerance (contract section 10).",
+                    "propertyNames": _GUARDRAIL,
+                    "additionalProperties": {"type": "number", "exclusiveMinimum": 0},
+                },
+            },
+        },
+        "RolloutGuard": {
+            "type": "object",
+            "required": ["step", "percentage", "confidence", "guardrails"],
+            "properties": {
+                "step": {"type": "integer", "minimum": 0},
+                "percentage": {"type": "number"},
+                "confidence": {
+                    "type": "object",
+                    "required": ["rollback", "safety"],
+                    "properties": {
+                        "rollback": {"type": "number", "description": "Of a regression's end"},
+                        "safety": {"type": "number", "description": "Of the tolerance's end"},
+                    },
+                },
+                "guardrails": {
+                    "type": "object",
+                    "propertyNames": _GUARDRAIL,
+                    "additionalProperties": _ref("GuardrailEvidence"),
+                },
+            },
+        },
+        "GuardrailEvidence": {
+            "type": "object",
+            "required": ["tolerance", "difference", "ci", "status", "users", "usersNeeded"],
+            "properties": {
+                "tolerance": {"type": "number"},
+                "difference": {
+                    **_NUMBER_OR_NULL,
+                    "description": "Treatment minus control over the rollout's steps",
+                },
+                "ci": {
+                    "type": "array",
+                    "items": _NUMBER_OR_NULL,
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "description": "Each end at its own level: the worse side at the safety"
+                    " level, the better side at the rollback level; null while unbounded",
+                },
+                "status": {"enum": ["regression", "safe", "undecided"]},
+                "users": {
+                    "type": "object",
+                    "required": ["treatment", "control"],
+                    "properties": {
+                        "treatment": {"type": "integer", "minimum": 0},
+                        "control": {"type": "integer", "minimum": 0},
+                    },
+                },
+                "usersNeeded": {
+                    "type": ["integer", "null"],
+                    "description": "Estimated more users at the current split before the"
+                    " guardrail could be shown within its tolerance",
+                },
             },
         },
         "RolloutDecision": {
@@ -665,11 +711,23 @@ ADMIN_SCHEMAS.update(
                 "steps": {"type": "array", "items": _STEP},
                 "stepMinutes": {"type": "number"},
                 "guardrails": {"type": "array", "items": _GUARDRAIL},
+                "tolerances": {
+                    "type": "object",
+                    "description": "Each watched guardrail's tolerance, defaults filled in",
+                    "additionalProperties": {"type": "number"},
+                },
                 "stepStartedAt": TIMESTAMP,
                 "decisions": {"type": "array", "items": _ref("RolloutDecision")},
+                "guard": {
+                    "description": "The guardian's latest evidence, one one-sided sequence per"
+                    " guardrail over the whole rollout (docs/rollouts.md); null before its"
+                    " first judgement.",
+                    "oneOf": [_ref("RolloutGuard"), {"type": "null"}],
+                },
                 "waiting": {
                     "description": "A step whose time has passed, waiting until every "
-                    "guardrail is judged (held a day after its time); null otherwise.",
+                    "guardrail is shown within its tolerance (held four weeks after its time);"
+                    " null otherwise.",
                     "oneOf": [
                         {
                             "type": "object",
