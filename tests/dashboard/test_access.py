@@ -26,7 +26,11 @@ FORM_FIELDS: dict[str, dict[str, str]] = {
     "/environments/{env_id}/api-keys": {"name": "sneaky"},
     "/api-keys/{key_id}/revoke": {},
     "/environments/{env_id}/flags": {"key": "sneaky-flag"},
-    "/environments/{env_id}/flags/{flag_key}": {"enabled": "on", "op": "save"},
+    "/environments/{env_id}/flags/{flag_key}": {  # removes the split its rollout moves
+        "enabled": "on",
+        "op": "save",
+        "confirm_percentage_change": "yes",
+    },
     "/environments/{env_id}/flags/{flag_key}/toggle": {"enabled": "false"},
     "/environments/{env_id}/flags/{flag_key}/rollout": {"steps": "1, 100", "step_minutes": "1"},
     "/environments/{env_id}/flags/{flag_key}/rollout/stop": {},

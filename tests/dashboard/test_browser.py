@@ -278,9 +278,11 @@ def test_metrics_after_a_pipeline_run_with_the_coverage_warning(
     expect(page.get_by_role("img", name="Success rate per day")).to_be_visible()
     arms = page.locator("[data-arms]")
     expect(arms.locator("tr", has_text="Users").first).to_contain_text("Users")
-    failure = page.locator("[data-comparison=failure] [data-decision]")
+    failure = page.locator("[data-comparison=failureRate] [data-decision]")
     expect(failure).to_have_text("withheld")
-    expect(page.locator("[data-comparison=failure]")).to_contain_text("users with feedback per arm")
+    expect(page.locator("[data-comparison=failureRate]")).to_contain_text(
+        "users with feedback per arm"
+    )
     shot(page, tmp_path, "08-insights-coverage-warning")
 
 
@@ -334,7 +336,9 @@ def test_health_view_shows_a_regression_with_its_interval_and_arm_charts(
         page.goto(
             f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/checkout-v3/insights"
         )
-        expect(page.locator("[data-comparison=failure] [data-decision]")).to_have_text("regression")
+        expect(page.locator("[data-comparison=failureRate] [data-decision]")).to_have_text(
+            "regression"
+        )
         expect(page.get_by_role("img", name="Failure rate difference")).to_be_visible()
         expect(page.locator("[data-sample-ratio]")).to_contain_text("50.0 % expected")
         expect(page.get_by_role("img", name="Failure rate by arm")).to_be_visible()
@@ -442,7 +446,8 @@ def test_a_step_waiting_to_be_judged_says_so_on_the_insights_page(
     page: Page, dashboard_server: GunicornServer, admin: Admin, tmp_path: Path, width: int
 ) -> None:
     """A step whose time has passed with nothing to judge waits (the guardian, run by the real
-    pipeline, records why) and the insights page shows it as a banner."""
+    pipeline, records why) and the insights page shows it as a banner, with the guardian's
+    evidence per guardrail: nothing shown yet, no interval bounded, no user so far."""
     from pipelines.cli import run_pipeline_once
 
     server = dashboard_server
@@ -455,7 +460,8 @@ def test_a_step_waiting_to_be_judged_says_so_on_the_insights_page(
     rollout = admin.request("GET", path, expect=200)
     assert rollout["state"] == "running" and rollout["step"] == 0
     reason = rollout["waiting"]["reason"]
-    assert "withheld" in reason and "smaller arm" in reason
+    assert "not yet shown within" in reason
+    assert set(rollout["guard"]["guardrails"]) == {"failureRate", "latencyP95Ms", "coverage"}
 
     page.set_viewport_size({"width": width, "height": 800})
     sign_in(page, server)
@@ -463,6 +469,12 @@ def test_a_step_waiting_to_be_judged_says_so_on_the_insights_page(
     banner = page.locator("[data-rollout-waiting]")
     expect(banner).to_contain_text("Waiting to judge this step")
     expect(banner).to_contain_text(reason)
+    rows = page.locator("[data-guardrails] tbody tr")
+    expect(rows).to_have_count(3)
+    for row in rows.all():
+        expect(row.locator("[data-status]")).to_have_text("Not yet shown")
+        expect(row.locator("[data-interval]")).to_have_text("not bounded yet")
+        expect(row.locator("[data-users]")).to_have_text("0 treatment, 0 control")
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
     shot(page, tmp_path, f"12-rollout-waiting-{width}")
 
@@ -499,11 +511,12 @@ def test_a_rolled_back_rollout_says_why_and_its_decisions_fit_a_phone(
     expect(banner).to_contain_text("Rolled back to 0 %")
     expect(banner).to_contain_text(reason)
     expect(page.locator("[data-rollout-state]")).to_contain_text(
-        "guardrails failure rate, p95 latency, feedback coverage"
+        "guardrails: Failure rate, p95 latency, Coverage"
     )
     expect(page.locator("[data-decisions]")).to_contain_text("UTC")
     form = page.get_by_role("form", name="Start a guarded rollout")
-    expect(form.get_by_label("p95 latency")).to_be_visible()
+    expect(form.get_by_label("p95 latency", exact=True)).to_be_visible()
+    expect(form.get_by_label("p95 latency tolerance in milliseconds")).to_have_value("50")
     for button in page.locator("main button").all():
         assert "button" in (button.get_attribute("class") or ""), button.inner_text()
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0

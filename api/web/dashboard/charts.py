@@ -407,10 +407,17 @@ INTERVAL_LABEL_PAD = 10
 
 
 def interval_chart(
-    difference: float | None, ci: Sequence[float] | None, *, title: str, unit: str
+    difference: float | None,
+    ci: Sequence[float] | None,
+    *,
+    title: str,
+    unit: str,
+    decision: str | None = None,
 ) -> Markup:
     """The confidence interval of a difference as a bar around its estimate, with 0 marked:
-    an interval clear of 0 is a decision, one across 0 is not (yet)."""
+    an interval clear of 0 is a decision, one across 0 is not (yet). The bar takes the colour
+    of ``decision`` (a regression's, an improvement's), whichever side of 0 is worse for the
+    metric: a coverage that falls is a regression below 0."""
     if difference is None or ci is None:
         return Markup("")
     low, high = ci
@@ -437,9 +444,10 @@ def interval_chart(
 
     mid = INTERVAL_HEIGHT / 2
     side = "above" if low > 0 else "below" if high < 0 else "across"
+    verdict = f" interval-{decision}" if decision else ""
     desc = f"Difference {_signed(difference, unit)}, interval {_signed(low, unit)} to {_signed(high, unit)}."
     return Markup(
-        f'<svg class="chart interval interval-{side}" viewBox="0 0 {WIDTH} {INTERVAL_HEIGHT}" '
+        f'<svg class="chart interval interval-{side}{verdict}" viewBox="0 0 {WIDTH} {INTERVAL_HEIGHT}" '
         f'role="img" aria-labelledby="{_id(title)}-t {_id(title)}-d" '
         'xmlns="http://www.w3.org/2000/svg">'
         f'<title id="{_id(title)}-t">{escape(title)}</title>'

@@ -4,7 +4,10 @@
 Toggling sends the wanted state, not "flip", so a double submission cannot undo itself. The
 editor validates every rule before writing anything and shows each problem next to its field.
 The list's evaluation figures come from the warehouse (``activity``), so a stale flag can be
-seen.
+seen. A flag whose guarded rollout is running says so in the list and in its editor, and the
+editor does not save a change of the rollout's split (the first percentage rule's percentage)
+until the person confirms it: the guardian would wait, the health being computed at a
+percentage the rollout did not set.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from api.controlplane.model import Environment, FlagRecord, Organization
 from api.web.admin.error_messages import message
 from api.web.dashboard.activity import ACTIVITY_DAYS, read_activity
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
+from api.web.dashboard.rollout_view import SplitChange, running, split_change
 from api.web.dashboard.rule_editor import (
     RuleRow,
     apply_op,
@@ -81,14 +85,20 @@ class FlagsPage(Page):
         warehouse = self.services.settings.warehouse_path
         activity = await self.read(read_activity, warehouse, env_id, today)
         uses = {flag.key: activity.of(flag.key) for flag in flags}
+        rollouts = await self.read(self.store.running_rollouts)
         self.render(
             req, resp, "flags.html", status=status, environment=environment,
             organization=organization, flags=flags, errors=errors or {}, new_key=key,
             activity=activity, uses=uses, activity_days=ACTIVITY_DAYS,
+            rollouts={r.flag_key: r for r in rollouts if r.environment_id == env_id},
             stale=sum(1 for use in uses.values() if use and use.stale),
             section="flags", crumbs=[*environment_crumbs(environment, organization),
                                      ("Flags", flags_path(env_id))],
         )  # fmt: skip
+
+
+CONFIRM_SPLIT_CHANGE = "confirm_percentage_change"
+"""The editor's field that saves a change of a running rollout's split anyway."""
 
 
 class FlagPage(Page):
@@ -150,6 +160,13 @@ class FlagEditorPage(FlagPage):
         segments = await self.read(self.store.list_segments, environment.organization_id)
         rules = parse_rows(rows, {segment.key for segment in segments})
         problem = None
+        if rules is not None and form.get(CONFIRM_SPLIT_CHANGE) != "yes":
+            rollout = running(await self.read(self.store.get_rollout, env_id, flag_key))
+            change = split_change(flag.rules, rules) if rollout else None
+            if change is not None:
+                await self._show(req, resp, env_id, flag_key, enabled=enabled, archived=archived,
+                                 rows=rows, status=409, draft=True, split_change=change)  # fmt: skip
+                return
         if rules is not None:
             try:
                 await self.write(self.store.put_flag, env_id, flag.key, enabled, archived, rules)
@@ -174,16 +191,21 @@ class FlagEditorPage(FlagPage):
         saved: bool = False,
         draft: bool = False,
         problem: str | None = None,
+        split_change: SplitChange | None = None,
     ) -> None:
+        """The editor; ``split_change`` when a save was held back because it moves a running
+        rollout's split (the page then asks to confirm)."""
         flag, environment, organization = await self.flag(env_id, flag_key)
         segments = await self.read(self.store.list_segments, organization.id)
         schedules = await self.read(self.store.list_schedules, env_id, flag_key)
         pending = sum(1 for s in schedules if s.state == ScheduleState.PENDING)
+        rollout = running(await self.read(self.store.get_rollout, env_id, flag_key))
         has_errors = any(row.errors for row in rows)
         self.render(
             req, resp, "flag_editor.html", status=status, flag=flag, environment=environment,
             organization=organization, enabled=enabled, archived=archived, rows=rows,
-            pending_schedules=pending,
+            pending_schedules=pending, rollout=rollout, split_change=split_change,
+            confirm_field=CONFIRM_SPLIT_CHANGE,
             rule_types=RULE_TYPES, columns=columns(), segments=segments, saved=saved, draft=draft,
             problem=problem, has_errors=has_errors, section="flags",
             crumbs=[*environment_crumbs(environment, organization),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from api.controlplane.changes import GUARDRAIL_LABELS
 from api.controlplane.webhook_targets import shown_url
 
 MISSING = "—"
@@ -44,15 +45,9 @@ def utc_time(value: Any) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-GUARDRAIL_LABELS = {
-    "failureRate": "failure rate",
-    "latencyP95Ms": "p95 latency",
-    "coverage": "feedback coverage",
-}
-"""How the dashboard names each guardrail (the admin API's names are the contract's)."""
-
-
 def guardrail(name: str) -> str:
+    """A guardrail's label (``failureRate`` → ``Failure rate``); the admin API's names are the
+    contract's."""
     return GUARDRAIL_LABELS.get(name, name)
 
 

@@ -17,18 +17,25 @@ from typing import Any
 import falcon
 import falcon.asgi
 from flagsight_core.contract import Decision, WithheldReason
+from markupsafe import Markup
 
-from api.controlplane.changes import GUARDRAILS, AuditRecord
+from api.controlplane.changes import GUARDRAIL_LABELS, GUARDRAIL_UNITS, GUARDRAILS, AuditRecord
 from api.controlplane.health_document import health_answer
 from api.controlplane.model import Environment
 from api.controlplane.store import ControlPlaneStore
 from api.web.admin import views
-from api.web.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from api.web.admin.flags import read_flag_metrics
 from api.web.admin.health import read_flag_health
 from api.web.dashboard.base import environment_crumbs, signed_in
 from api.web.dashboard.charts import Point, column_chart, full_time, interval_chart, line_chart
 from api.web.dashboard.flags import FlagPage, flag_path, flags_path
+from api.web.dashboard.forms import Form
+from api.web.dashboard.rollout_view import (
+    UNIT_NAMES,
+    confidence_text,
+    default_rollout_form,
+    guardrail_rows,
+)
 from warehouse.read import arm_windows, daily_series
 from warehouse.statistics import MIN_USERS_WITH_FEEDBACK
 
@@ -93,25 +100,63 @@ def health_warnings(health: dict[str, Any]) -> list[Notice]:
     return found
 
 
+NO_CONTROL_TEXT = (
+    "No control arm any more: the rule serves every user who reaches it, so there is no one"
+    " left to compare treatment with."
+)
+"""Said in place of a withheld decision's reason at 100 % (a completed rollout, say)."""
+
+
+def no_control(health: dict[str, Any]) -> bool:
+    """Whether the split has no control left: at 100 %, or users in treatment and none in
+    control."""
+    arms = health["arms"] or {}
+    treatment, control = (arms.get(arm, {}).get("users") or 0 for arm in ("treatment", "control"))
+    return (health["percentage"] or 0) >= 100 or (treatment > 0 and control == 0)
+
+
+def decision_text(health: dict[str, Any], comparison: dict[str, Any]) -> str:
+    """A comparison's decision in words; a withheld one says why."""
+    if comparison["decision"] != Decision.WITHHELD:
+        return DECISION_TEXT.get(comparison["decision"], comparison["decision"])
+    if no_control(health):
+        return NO_CONTROL_TEXT
+    why = WITHHELD_TEXT.get(health["withheldReason"] or "", "not enough users yet")
+    return (
+        f"{why[:1].upper()}{why[1:]} (a decision needs at least {MIN_USERS_WITH_FEEDBACK:,}"
+        " users with feedback per arm)."
+    )
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    """One comparison of the health view: a guardrail's name, label and unit, the answer's
+    comparison, its decision in words and its interval drawn."""
+
+    name: str
+    label: str
+    unit: str
+    comparison: dict[str, Any]
+    text: str
+    chart: Markup
+
+
 def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the template shows of a health answer: it, its warnings and interval charts."""
+    """What the template shows of a health answer: it, its warnings, and a comparison per
+    guardrail (failure rate, p95 latency, coverage) with its interval chart."""
     if health is None:
         return None
-    failure, latency = health["failureRate"], health["latencyP95Ms"]
-    return {
-        "answer": health,
-        "warnings": health_warnings(health),
-        "failure_interval": interval_chart(
-            failure["difference"], failure["ci"], title="Failure rate difference", unit=" pt"
-        ),
-        "latency_interval": interval_chart(
-            latency["difference"], latency["ci"], title="p95 latency difference", unit=" ms"
-        ),
-        "decision_text": DECISION_TEXT,
-        "withheld": Decision.WITHHELD,
-        "withheld_text": WITHHELD_TEXT.get(health["withheldReason"] or "", "not enough users yet"),
-        "min_users": MIN_USERS_WITH_FEEDBACK,
-    }
+    comparisons = []
+    for name in GUARDRAILS:
+        comparison, label, unit = health[name], GUARDRAIL_LABELS[name], GUARDRAIL_UNITS[name]
+        chart = interval_chart(
+            comparison["difference"], comparison["ci"], title=f"{label} difference",
+            unit=f" {unit}", decision=comparison["decision"],
+        )  # fmt: skip
+        comparisons.append(
+            ComparisonView(name, label, unit, comparison, decision_text(health, comparison), chart)
+        )
+    return {"answer": health, "warnings": health_warnings(health), "comparisons": comparisons}
 
 
 GRAINS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -193,8 +238,9 @@ class InsightsView(FlagPage):
         env_id: str,
         flag_key: str,
         *,
+        status: int = 200,
         rollout_error: str | None = None,
-        rollout_form: dict[str, str] | None = None,
+        rollout_form: Form | dict[str, str] | None = None,
     ) -> None:
         flag, environment, organization = await self.flag(env_id, flag_key)
         warehouse = self.services.settings.warehouse_path
@@ -210,7 +256,7 @@ class InsightsView(FlagPage):
         rollout = await self.read(self.store.get_rollout, env_id, flag_key)
         changes = await self.read(flag_changes, self.store, environment, flag_key)
         self.render(
-            req, resp, "insights.html", flag=flag, environment=environment,
+            req, resp, "insights.html", status=status, flag=flag, environment=environment,
             organization=organization, metrics=metrics, series=series,
             warnings=warnings_for(metrics) if metrics else [],
             charts=charts(series) if series else None,
@@ -218,6 +264,9 @@ class InsightsView(FlagPage):
             arm_charts=arm_charts(windows, caption, grain, markers(changes, grain)), ranges=RANGES,
             chosen_range=chosen, rollout=rollout, rollout_error=rollout_error,
             rollout_form=rollout_form or default_rollout_form(), guardrails=GUARDRAILS,
+            guard_rows=guardrail_rows(rollout) if rollout else [],
+            guard_confidence=confidence_text(rollout) if rollout else "",
+            units=GUARDRAIL_UNITS, unit_names=UNIT_NAMES,
             changes=changes[:10], section="flags",
             crumbs=[*environment_crumbs(environment, organization),
                     ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key)),
@@ -237,15 +286,6 @@ class InsightsPage(InsightsView):
 
 def insights_path(env_id: str, flag_key: str) -> str:
     return f"{flag_path(env_id, flag_key)}/insights"
-
-
-def default_rollout_form() -> dict[str, str]:
-    """The start form's defaults: the admin API's (``api.web.admin.fields``)."""
-    return {
-        "steps": ", ".join(f"{step:g}" for step in DEFAULT_STEPS),
-        "step_minutes": f"{DEFAULT_STEP_MINUTES:g}",
-        **{f"guardrail_{g}": "on" for g in GUARDRAILS},
-    }
 
 
 def flag_changes(

@@ -1,8 +1,9 @@
 """Starting and stopping a flag's guarded rollout from its insights page.
 
 The form is the admin API's body in form fields (steps as a comma-separated list, minutes per
-step, guardrails as checkboxes), validated by the same ``fields.rollout_plan``; an invalid
-plan, or a flag without a percentage rule, shows the insights page again with the message.
+step, guardrails as checkboxes, a tolerance per guardrail), validated by the same
+``fields.rollout_plan``; an invalid plan, or a flag without a percentage rule, shows the
+insights page again with the message.
 """
 
 from __future__ import annotations
@@ -21,21 +22,29 @@ from api.web.errors import BadRequest
 
 
 def plan_body(form: Form) -> dict[str, object]:
-    """The admin API's rollout body from the dashboard's form (numbers parsed, not checked)."""
-    steps: list[object] = []
-    for part in (form.get("steps") or "").split(","):
-        text = part.strip()
-        try:
-            steps.append(float(text))
-        except ValueError:
-            steps.append(text)
-    minutes_text = (form.get("step_minutes") or "").strip()
-    try:
-        minutes: object = float(minutes_text)
-    except ValueError:
-        minutes = minutes_text
+    """The admin API's rollout body from the dashboard's form (numbers parsed, not checked):
+    a tolerance for each watched guardrail whose field is filled, the others at their
+    defaults."""
+    steps = [_number(part) for part in form.get("steps").split(",")]
     chosen = [g for g in GUARDRAILS if form.get(f"guardrail_{g}") == "on"]
-    return {"steps": steps, "stepMinutes": minutes, "guardrails": chosen}
+    tolerances = {
+        g: _number(form.get(f"tolerance_{g}")) for g in chosen if form.get(f"tolerance_{g}").strip()
+    }
+    return {
+        "steps": steps,
+        "stepMinutes": _number(form.get("step_minutes")),
+        "guardrails": chosen,
+        "tolerances": tolerances,
+    }
+
+
+def _number(text: str) -> object:
+    """A number as typed; text that is not one stays text, so the admin API's check refuses
+    it in its own words, naming its field."""
+    try:
+        return float(text.strip())
+    except ValueError:
+        return text.strip()
 
 
 @falcon.before(signed_in)
@@ -51,10 +60,10 @@ class StartRolloutAction(InsightsView):
             plan = fields.rollout_plan(plan_body(form))
             await self.write(self.store.start_rollout, env_id, flag_key, plan)
         except (BadRequest, ControlPlaneError) as exc:
-            resp.status = falcon.HTTP_400
             await self.show(
-                req, resp, env_id, flag_key, rollout_error=_message(exc), rollout_form=form
-            )
+                req, resp, env_id, flag_key, status=400, rollout_error=_message(exc),
+                rollout_form=form,
+            )  # fmt: skip
             return
         raise falcon.HTTPSeeOther(f"{insights_path(env_id, flag_key)}#rollout")
 
@@ -71,8 +80,7 @@ class StopRolloutAction(InsightsView):
         try:
             await self.write(self.store.stop_rollout, env_id, flag_key)
         except ControlPlaneError as exc:
-            resp.status = falcon.HTTP_400
-            await self.show(req, resp, env_id, flag_key, rollout_error=_message(exc))
+            await self.show(req, resp, env_id, flag_key, status=400, rollout_error=_message(exc))
             return
         raise falcon.HTTPSeeOther(f"{insights_path(env_id, flag_key)}#rollout")
 
