@@ -141,6 +141,9 @@ class WebhookDeliverer:
             hopeless = isinstance(refused, MalformedTarget)  # a webhook stored before the rule
         except requests.RequestException as exc:
             error = f"{type(exc).__name__}: {exc}"[:500]
+        except Exception as exc:  # one webhook's fault must never stop another's delivery
+            log.exception("webhook attempt failed", extra={"webhook_id": delivery.webhook_id})
+            error = f"failed: {type(exc).__name__}"
         done = self._services.clock()
         if error is None:
             outcome, retry_at = "delivered", None

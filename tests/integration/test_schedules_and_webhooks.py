@@ -3,13 +3,8 @@ and a real HTTP receiver on loopback (contract section 10)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -21,6 +16,7 @@ from api.server.wiring import open_control_plane
 from api.settings import Settings
 from devtools.engines.ports import free_port
 from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.receiver import Receiver
 from tests.support.server import GunicornServer
 
 ADMIN_TOKEN = "admin-test-token-0123456789"
@@ -104,54 +100,6 @@ def test_a_schedule_due_while_the_service_was_down_is_applied_at_start_up(
     time.sleep(0.5)
     server.start()
     assert served_values(server, tenant) == {True}
-
-
-class Receiver:
-    """A webhook endpoint on loopback that verifies every signature and counts each event."""
-
-    def __init__(self, port: int, secret: str = ""):
-        self.port, self.secret = port, secret
-        self.events: dict[str, list[dict]] = {}
-        self.bad_signatures = 0
-        self._server: ThreadingHTTPServer | None = None
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if not receiver.verify(self.headers.get("Flagsight-Signature", ""), body):
-                    receiver.bad_signatures += 1
-                    self.send_response(400)
-                else:
-                    event = json.loads(body)
-                    receiver.events.setdefault(event["id"], []).append(event)
-                    self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        return Handler
-
-    def verify(self, header: str, body: bytes) -> bool:
-        fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
-        if not fields.get("t", "").isdigit() or abs(time.time() - int(fields["t"])) > 300:
-            return False
-        expected = hmac.new(
-            self.secret.encode(), fields["t"].encode() + b"." + body, hashlib.sha256
-        ).hexdigest()
-        return hmac.compare_digest(expected, fields.get("v1", ""))
-
-    def start(self) -> None:
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self.handler())
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
 
 
 def wait_for(predicate, timeout_s: float) -> bool:  # noqa: ANN001 - any callable
