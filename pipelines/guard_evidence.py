@@ -38,28 +38,26 @@ def evidence_of(arms: RolloutArms, rollout: Rollout) -> dict[str, GuardBound]:
 
     users_t, feedback_t, failed_t = (column(ARM_TREATMENT, i) for i in range(3))
     users_c, feedback_c, failed_c = (column(ARM_CONTROL, i) for i in range(3))
+    proportions = {  # each proportion guardrail's strata, and whether higher is worse
+        "failureRate": (strata_of(failed_t, feedback_t, failed_c, feedback_c), True),
+        "coverage": (strata_of(feedback_t, users_t, feedback_c, users_c), False),
+    }
     evidence: dict[str, GuardBound] = {}
     for guardrail in rollout.plan.guardrails:
         tolerance = tolerances[guardrail]
-        if guardrail == "failureRate":
-            strata = strata_of(failed_t, feedback_t, failed_c, feedback_c)
+        if guardrail in proportions:
+            strata, higher_is_worse = proportions[guardrail]
             evidence[guardrail] = proportion_guard(
-                strata, tolerance, higher_is_worse=True, rollback_level=level,
+                strata, tolerance, higher_is_worse=higher_is_worse, rollback_level=level,
                 current_share=share,
             )  # fmt: skip
-        elif guardrail == "coverage":
-            strata = strata_of(feedback_t, users_t, feedback_c, users_c)
-            evidence[guardrail] = proportion_guard(
-                strata, tolerance, higher_is_worse=False, rollback_level=level,
-                current_share=share,
-            )  # fmt: skip
-        else:
-            treatment, control = (
-                LatencyHistogram.of_sorted(*arms.latency.get(arm, ([], []))).cells(LATENCY_QUANTILE)
-                for arm in (ARM_TREATMENT, ARM_CONTROL)
-            )
-            evidence[guardrail] = quantile_guard(
-                treatment, control, LATENCY_QUANTILE, tolerance, rollback_level=level,
-                current_share=share,
-            )  # fmt: skip
+            continue
+        treatment, control = (
+            LatencyHistogram.of_sorted(*arms.latency.get(arm, ([], []))).cells(LATENCY_QUANTILE)
+            for arm in (ARM_TREATMENT, ARM_CONTROL)
+        )
+        evidence[guardrail] = quantile_guard(
+            treatment, control, LATENCY_QUANTILE, tolerance, rollback_level=level,
+            current_share=share,
+        )  # fmt: skip
     return evidence

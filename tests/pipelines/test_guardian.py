@@ -23,9 +23,10 @@ from pipelines.guard_evidence import evidence_of
 from pipelines.guardian import MAX_WAIT_SECONDS, judge
 from pipelines.health import HEALTH_COLUMNS, ArmFigures, health_row
 from tests.pipelines.rollout_simulation import (
-    COMPLETED,
     HOURLY,
+    PLANS,
     ROLLED_BACK,
+    TRAFFIC,
     Rollouts,
     Scenario,
     _arrive,
@@ -33,6 +34,7 @@ from tests.pipelines.rollout_simulation import (
     p95_interval_end,
     p95_regression,
     proportion_shown,
+    regressions,
     run_rollouts,
     summarize,
     true_p95_difference,
@@ -275,26 +277,32 @@ def test_a_release_failing_every_user_is_rolled_back_within_50_treatment_users()
 
 
 @pytest.mark.simulation
-@pytest.mark.parametrize("users", [2_000, 20_000, 200_000], ids=lambda u: f"{u:,} users a day")
-def test_two_thousand_healthy_rollouts_are_rolled_back_at_most_5_percent(users: int) -> None:
-    summary = summarize(Scenario(users), rollouts=2_000, seed=1)
+@pytest.mark.parametrize(
+    "scenario",
+    [Scenario(users, minutes, steps=steps) for users in TRAFFIC for minutes, steps in PLANS],
+    ids=lambda s: s.describe(),
+)
+def test_a_thousand_healthy_rollouts_are_rolled_back_at_most_5_percent(scenario) -> None:
+    """The healthy rows of docs/statistics.md's table (its command runs these draws)."""
+    summary = summarize(scenario, rollouts=1_000, seed=1)
     assert summary.rolled_back_upper <= BUDGET, summary
-    assert (summary.completed + summary.held + summary.rolled_back) == summary.rollouts
-    assert summary.completed > 0 and COMPLETED
+    assert summary.completed >= 0.9 * summary.rollouts, summary
 
 
 @pytest.mark.simulation
 @pytest.mark.parametrize(
     "scenario",
     [
-        Scenario(users, minutes, control, treatment, tolerances=(("failureRate", tolerance),))
-        for users in (20_000, 200_000)
-        for minutes in (10.0, HOURLY)
-        for control, treatment, tolerance in ((0.01, 0.02, 1.0), (0.001, 0.005, 0.4),
-                                             (0.05, 0.075, 2.5))
+        scenario
+        for users in TRAFFIC
+        for minutes, steps in PLANS
+        for scenario in regressions(users, minutes, steps)
     ],
     ids=lambda s: s.describe(),
-)  # fmt: skip
-def test_regressions_at_their_tolerance_reach_100_percent_at_most_5_percent(scenario) -> None:
-    summary = summarize(scenario, rollouts=1_000, seed=2)
+)
+def test_regressions_at_and_beyond_their_tolerance_reach_100_percent_at_most_5_percent(
+    scenario,
+) -> None:
+    """Each regression of the acceptance table at exactly its tolerance and at twice it."""
+    summary = summarize(scenario, rollouts=400, seed=2)
     assert summary.completed_upper <= BUDGET, summary

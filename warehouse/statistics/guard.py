@@ -282,10 +282,14 @@ def _edge(excluded, *, rising: bool) -> float:
 
 def _proportion_users_needed(x_t, n_t, x_c, n_c, estimate, tol, alpha, share) -> int | None:
     """Users still needed at the current split before the safety test could pass, were the
-    combined estimate to hold: the information the normal boundary needs for a radius of
+    combined estimate to hold (0 while the counts are too thin for the normal part, which the
+    estimate's arithmetic rests on): the information the normal boundary needs for a radius of
     ``tol - estimate``, less what the strata hold, both taken at the rates the test assumes
     (the pooled rate, at least one event in what was seen, moved apart by the tolerance),
     at ``1 / (p_T (1 - p_T) / s + p_C (1 - p_C) / (1 - s))`` per user at the split ``s``."""
+    _, information_now = normal_statistic(x_t, n_t, x_c, n_c, 0.0)
+    if information_now <= 0:
+        estimate = 0.0  # a handful of users estimates nothing: plan for a healthy release
     room = tol - estimate
     if room <= 0 or not 0.0 < share < 1.0:
         return None
