@@ -34,4 +34,7 @@ def api_key_of(authorization: str | None) -> str | None:
     scheme: the one reading of the field, for Falcon's requests and for ``api.web.front``'s."""
     if not authorization or not authorization.startswith(_SCHEME):
         return None
-    return authorization[len(_SCHEME) :].strip()
+    key = authorization[len(_SCHEME) :].rstrip(" \t")  # trailing white space is no part of it
+    if not key or " " in key or "\t" in key:
+        return None  # the scheme is exact: one space, then the key ("ApiKey  k" is no key)
+    return key

@@ -185,7 +185,7 @@ ANSWERED_BY_THE_FRONT = {
     "unicode user": Ask(body='{"flagKey":"rollout","userIdentifier":"ü-✓-𝄞"}'.encode()),
     "json with a charset": Ask(headers=fields(content_type=b"application/json; charset=utf-8")),
     "a +json type": Ask(headers=fields(content_type=b"application/vnd.flagsight+json")),
-    "spaces around the key": Ask(headers=fields(b"ApiKey   {key}  ", length=b"0039")),
+    "spaces after the key": Ask(headers=fields(b"ApiKey {key}  ", length=b"0039")),
     "a query string": Ask(query=b"debug=1"),
     "other fields": Ask(extra=[(b"accept", b"*/*"), (b"x-request-id", b"r-1")]),
 }
@@ -221,6 +221,9 @@ HANDED_TO_FALCON = {
     "no Authorization": (Ask(headers=fields(None)), 401),
     "bearer": (Ask(headers=fields(b"Bearer {key}")), 401),
     "empty key": (Ask(headers=fields(b"ApiKey ")), 401),
+    "two spaces after the scheme": (Ask(headers=fields(b"ApiKey  {key}")), 401),
+    "a tab after the scheme": (Ask(headers=fields(b"ApiKey \t{key}")), 401),
+    "a tab for the space": (Ask(headers=fields(b"ApiKey\t{key}")), 401),
     "unknown key": (Ask(headers=fields(b"ApiKey fsk_nope")), 401),
     "Authorization twice": (Ask(headers=[(b"authorization", b"ApiKey {key}"), *fields()]), 401),
     "not JSON": (Ask(headers=fields(content_type=b"text/plain")), 415),
