@@ -283,7 +283,7 @@ def test_a_release_failing_every_user_is_rolled_back_within_50_treatment_users()
     ids=lambda s: s.describe(),
 )
 def test_a_thousand_healthy_rollouts_are_rolled_back_at_most_5_percent(scenario) -> None:
-    """The healthy rows of docs/statistics.md's table (its command runs these draws)."""
+    """The healthy rows of docs/statistics.md's table, on draws of their own."""
     summary = summarize(scenario, rollouts=1_000, seed=1)
     assert summary.rolled_back_upper <= BUDGET, summary
     assert summary.completed >= 0.9 * summary.rollouts, summary

@@ -18,9 +18,9 @@ MIN_USERS_WITH_FEEDBACK = 200
 """Per arm; below it every decision is withheld (contract section 9 allows at most 1,000).
 
 Chosen to protect the normal mixture's approximation, which the exact sequence and the
-expected-events gate now protect at any sample (docs/statistics.md, "Minimum sample"); it still
-makes a guarded rollout's "judged" mean at least the same sample for every guardrail. Its
-cost: blatant regressions wait for the 200th user per arm.
+expected-events gate now protect at any sample (docs/statistics.md, "Minimum sample"); it
+keeps the health answer from reading decisions off a handful of users. A guarded rollout's
+guard (``guard``) has no minimum: it calls a blatant regression from the counts alone.
 """
 
 
