@@ -18,13 +18,18 @@ log = logging.getLogger("flagsight.demo")
 DEMO_FLAGS = ("new-checkout", "beta-banner", "dark-mode")
 SUCCESS_PROBABILITY = {("new-checkout", True): 0.95, ("new-checkout", False): 0.90}
 FEEDBACK_SHARE = 0.85  # not every evaluation reports back: coverage below 100 %
+DEMO_USERS = 1_000_000
+"""Users are drawn from this many, so that nearly every evaluation is a new user, as on a
+service with a day's worth of visitors: release health counts each user once per step, and a
+guarded rollout of the demo flag needs new users arriving to show its steps safe (with 5,000,
+a 10 % step never had more than 500 treatment users)."""
 
 
 def run_demo_traffic(
     base_urls: Sequence[str],
     api_key: str,
     *,
-    rate: float = 20.0,
+    rate: float = 50.0,
     duration_s: float | None = None,
     seed: int | None = None,
 ) -> int:
@@ -40,7 +45,7 @@ def run_demo_traffic(
     started = last_flush = time.monotonic()
     while duration_s is None or time.monotonic() - started < duration_s:
         flag = rng.choice(DEMO_FLAGS)
-        user = f"user-{rng.randrange(5000)}"
+        user = f"user-{rng.randrange(DEMO_USERS)}"
         try:
             answer = session.post(
                 f"{rng.choice(base_urls)}/v1/evaluate",

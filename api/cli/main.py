@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a host's base URL; repeat it to spread the traffic (default http://127.0.0.1:8000)",
     )
     demo.add_argument("--api-key")
-    demo.add_argument("--rate", type=float, default=20.0, help="evaluations per second")
+    demo.add_argument("--rate", type=float, default=50.0, help="evaluations per second")
     demo.add_argument(
         "--duration", type=float, default=None, help="seconds (default: until stopped)"
     )

@@ -29,7 +29,8 @@ steps (day and night) cannot pass for a difference between the arms:
   delta) / V_j`` over ``I = sum 1 / V_j`` (the variances at the rates restricted to
   ``delta``, Farrington & Manning 1990): under ``delta`` it behaves as Brownian motion in ``I``,
   whatever the split of each step, and the normal mixture bounds it at every read (Robbins
-  1970, Howard et al. 2021; one side of the symmetric two-sided boundary at twice the level).
+  1970, Howard et al. 2021; one side of the symmetric two-sided boundary at twice the level,
+  valid up to half the chance of crossing both sides, of order the level squared).
   A stratum enters it only where its counts support the approximation
   (``proportions.approximation_holds``), as in release health.
 
