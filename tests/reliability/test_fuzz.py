@@ -39,6 +39,10 @@ STATE_OR_ORDER_RULES = {
     "outcome the core can give, and its id one of a block granted to the key",
     ("POST", "/v1/local/quota/return"): "at most what the grant held, whose count is signed in "
     "its prefix",
+    ("POST", "/admin/v1/organizations/{orgId}/webhooks"): "the host must be one the HTTP client "
+    "can use (labels of at most 63 characters, as it decodes and encodes them) and no private, "
+    "loopback or reserved address (also spelled in IPv6, or percent-encoded): rules on what the "
+    "host means, which a pattern cannot state",
 }
 """Operations whose schema-valid bodies the server may still refuse with 400, and why; every
 other check (no 5xx, documented statuses and bodies, negative data refused) runs on them."""

@@ -789,14 +789,16 @@ ADMIN_SCHEMAS.update(
                 "url": {
                     "type": "string",
                     "maxLength": 2048,
-                    "pattern": "^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+"
+                    "pattern": "^https?://(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9._~%-]+)"
                     "(:0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}"
                     "|655[0-2][0-9]|6553[0-5]))?([/?#][^\\s\\x00-\\x1f\\x7f]*)?$",
                     "description": "http:// or https:// with a host; no user information,"
-                    " port 0, white space or control characters. Unless the operator allows"
-                    " it (FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE=1), a host that is or resolves to a"
-                    " loopback, private or reserved address is refused (400), and link-local"
-                    " addresses always are",
+                    " port 0, white space or control characters. The host is judged as the HTTP"
+                    " client uses it (percent-decoded, IDNA; labels of at most 63 characters)."
+                    " Unless the operator allows it (FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE=1), a host"
+                    " that is or resolves to a loopback or private address is refused (400);"
+                    " link-local, multicast and reserved addresses always are, IPv6 forms"
+                    " judged by the IPv4 address they embed",
                 },
                 "events": {"type": "array", "items": _EVENT, "minItems": 1, "uniqueItems": True},
             },
