@@ -38,6 +38,7 @@ MODULE_SECONDS = {
     "tests/bench/test_local_smoke.py": 19,
     "tests/pipelines/test_metrics.py": 18,
     "tests/integration/test_gunicorn_api.py": 17,
+    "tests/dashboard/test_browser_rollouts.py": 17,
     "tests/controlplane/test_migrations.py": 16,
 }
 
