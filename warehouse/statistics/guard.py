@@ -230,12 +230,14 @@ def proportion_guard(
     safe = not regression and shown(tol, False, safety_level)
     worse_low = _edge(lambda d: shown(d, True, rollback_level), rising=True)
     worse_high = _edge(lambda d: shown(d, False, safety_level), rising=False)
-    offset, _ = normal_statistic(x_t, n_t, x_c, n_c, 0.0)
-    estimate = _stratified_estimate(x_t, n_t, x_c, n_c, float(offset))
+    offset, information = normal_statistic(x_t, n_t, x_c, n_c, 0.0)
+    has_information = bool(information > 0)
+    estimate = _stratified_estimate(x_t, n_t, x_c, n_c, float(offset), has_information)
     status = Status.REGRESSION if regression else Status.SAFE if safe else Status.UNDECIDED
     needed = None
     if status is Status.UNDECIDED:
-        needed = _proportion_users_needed(x_t, n_t, x_c, n_c, estimate, tol, safety_level,
+        planned = estimate if has_information else 0.0  # a handful of users estimates nothing
+        needed = _proportion_users_needed(x_t, n_t, x_c, n_c, planned, tol, safety_level,
                                           current_share)  # fmt: skip
     ends = (sign * worse_low, sign * worse_high)
     ci = (PERCENTAGE_POINTS * min(ends), PERCENTAGE_POINTS * max(ends))
@@ -243,11 +245,10 @@ def proportion_guard(
     return GuardBound(tolerance, difference, ci, status, users_t, users_c, needed)
 
 
-def _stratified_estimate(x_t, n_t, x_c, n_c, offset: float) -> float:
-    """The combined difference: the normal part's where it has information, else the pooled
-    within-stratum differences weighted by the strata's sizes."""
-    _, information = normal_statistic(x_t, n_t, x_c, n_c, 0.0)
-    if information > 0:
+def _stratified_estimate(x_t, n_t, x_c, n_c, offset: float, has_information: bool) -> float:
+    """The combined difference: the normal part's (``offset``) where it has information, else
+    the pooled within-stratum differences weighted by the strata's sizes."""
+    if has_information:
         return offset
     present = (n_t > 0) & (n_c > 0)
     weights = np.where(present, n_t * n_c / np.maximum(n_t + n_c, 1.0), 0.0)
@@ -282,15 +283,12 @@ def _edge(excluded, *, rising: bool) -> float:
 
 
 def _proportion_users_needed(x_t, n_t, x_c, n_c, estimate, tol, alpha, share) -> int | None:
-    """Users still needed at the current split before the safety test could pass, were the
-    combined estimate to hold (0 while the counts are too thin for the normal part, which the
-    estimate's arithmetic rests on): the information the normal boundary needs for a radius of
+    """Users still needed at the current split before the safety test could pass, were
+    ``estimate`` to hold (the caller passes 0 while the counts are too thin for the normal
+    part, which this arithmetic rests on): the information the normal boundary needs for a radius of
     ``tol - estimate``, less what the strata hold, both taken at the rates the test assumes
     (the pooled rate, at least one event in what was seen, moved apart by the tolerance),
     at ``1 / (p_T (1 - p_T) / s + p_C (1 - p_C) / (1 - s))`` per user at the split ``s``."""
-    _, information_now = normal_statistic(x_t, n_t, x_c, n_c, 0.0)
-    if information_now <= 0:
-        estimate = 0.0  # a handful of users estimates nothing: plan for a healthy release
     room = tol - estimate
     if room <= 0 or not 0.0 < share < 1.0:
         return None
