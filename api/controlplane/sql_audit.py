@@ -12,17 +12,23 @@ was, its decisions included) and a webhook's creation (by deleting it). The rest
 with ``ConflictError`` saying why: a deleted webhook (its secret is not kept in the log), a
 segment change recorded before its members were kept, and the creation of an organization or
 environment (neither is ever deleted).
+
+Each kind's restore first checks the target as it is now and then returns its write
+(``Restore``): ``restore`` applies it, ``restore_refusals`` only runs the checks (reading, in
+one transaction), so what the dashboard offers and what a restore does are judged alike (a key
+already revoked offers no undo of its creation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, Schedule, ScheduleState
 from api.controlplane.errors import (
     ConflictError,
     ConflictReason,
+    ControlPlaneError,
     ErrorCode,
     NotFoundError,
     Resource,
@@ -34,6 +40,10 @@ from api.controlplane.sql_rollouts import split_index
 from api.controlplane.store import can_restore
 
 AUDIT_PAGE = 1000
+
+Restore = Callable[[str], AuditRecord]
+"""A restore that has been checked against the target as it is now: called with the actor,
+it writes (inside the same transaction) and returns the restore's own record."""
 
 WHY_NOT = {
     "segment": ErrorCode.SEGMENT_MEMBERS_NOT_KEPT,
@@ -74,14 +84,28 @@ class AuditMixin:
                 raise NotFoundError(
                     ErrorCode.AUDIT_RECORD_NOT_FOUND, Resource.AUDIT_RECORD, audit_id
                 )
-            record = audit_from_row(row)
-            kind, _, ident = record.target.partition(":")
-            if not can_restore(record):
-                raise not_restorable(record, kind)
-            return self._restorers()[kind](conn, record, ident, actor)
+            return self._checked_restore(conn, audit_from_row(row))(actor)
 
-    def _restorers(self) -> dict[str, Callable[[Connection, AuditRecord, str, str], AuditRecord]]:
-        """Each restorable target kind's restore, called inside the restore's transaction."""
+    def restore_refusals(self, records: Iterable[AuditRecord]) -> dict[str, ControlPlaneError]:
+        with self._transaction(write=False) as conn:
+            refusals = {}
+            for record in records:
+                try:
+                    self._checked_restore(conn, record)
+                except ControlPlaneError as exc:
+                    refusals[record.id] = exc
+            return refusals
+
+    def _checked_restore(self, conn: Connection, record: AuditRecord) -> Restore:
+        """The record's restore, checked against its target as it is now (the same checks
+        whether it is then applied or only judged); the error that refuses it otherwise."""
+        kind, _, ident = record.target.partition(":")
+        if not can_restore(record):
+            raise not_restorable(record, kind)
+        return self._restorers()[kind](conn, record, ident)
+
+    def _restorers(self) -> dict[str, Callable[[Connection, AuditRecord, str], Restore]]:
+        """Each restorable target kind's check, returning its write (``Restore``)."""
         return {
             "flag": self._restore_flag,
             "organization": self._restore_organization,
@@ -93,26 +117,22 @@ class AuditMixin:
             "rollout": self._restore_rollout,
         }
 
-    def _restore_flag(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+    def _restore_flag(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         environment_id, _, key = ident.partition("/")
         if record.before is not None:
             flag = documents.flag_record(environment_id, record.before)
-            return self._write_flag(
+            return lambda actor: self._write_flag(
                 conn, flag, actor=actor, action="restore", restored_from=record.id
             )
         if self._flag_in(conn, environment_id, key) is None:
             raise ConflictError(
                 ErrorCode.FLAG_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, flag=key
             )
-        return self._delete_flag(
+        return lambda actor: self._delete_flag(
             conn, environment_id, key, actor=actor, action="restore", restored_from=record.id
         )
 
-    def _restore_organization(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+    def _restore_organization(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         before = record.before
         assert before is not None  # can_restore refused creations
         row = conn.execute("SELECT * FROM organizations WHERE id = ?", (before["id"],)).fetchone()
@@ -123,41 +143,45 @@ class AuditMixin:
         current = Organization(
             row["id"], row["name"], Plan(row["plan"]), row["monthly_evaluation_limit"]
         )
-        conn.execute(
-            "UPDATE organizations SET plan = ?, monthly_evaluation_limit = ?, version = ?"
-            " WHERE id = ?",
-            (before["plan"], before["monthlyEvaluationLimit"], self._bump(conn), current.id),
-        )
-        restored = Organization(
-            current.id, current.name, Plan(before["plan"]), before["monthlyEvaluationLimit"]
-        )
-        return self._audit(
-            conn, current.id, actor, "restore", record.target,
-            documents.organization(current), documents.organization(restored), record.id,
-        )  # fmt: skip
 
-    def _restore_environment(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+        def write(actor: str) -> AuditRecord:
+            conn.execute(
+                "UPDATE organizations SET plan = ?, monthly_evaluation_limit = ?, version = ?"
+                " WHERE id = ?",
+                (before["plan"], before["monthlyEvaluationLimit"], self._bump(conn), current.id),
+            )
+            restored = Organization(
+                current.id, current.name, Plan(before["plan"]), before["monthlyEvaluationLimit"]
+            )
+            return self._audit(
+                conn, current.id, actor, "restore", record.target,
+                documents.organization(current), documents.organization(restored), record.id,
+            )  # fmt: skip
+
+        return write
+
+    def _restore_environment(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         before = record.before
         assert before is not None  # can_restore refused creations
         current: Environment = self._require_environment(conn, before["id"])
-        conn.execute(
-            "UPDATE environments SET name = ?, insights_enabled = ?, version = ? WHERE id = ?",
-            (before["name"], bool(before["insightsEnabled"]), self._bump(conn), current.id),
-        )
-        restored = Environment(
-            current.id, current.organization_id, current.key, before["name"],
-            before["insightsEnabled"],
-        )  # fmt: skip
-        return self._audit(
-            conn, current.organization_id, actor, "restore", record.target,
-            documents.environment(current), documents.environment(restored), record.id,
-        )  # fmt: skip
 
-    def _restore_api_key(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+        def write(actor: str) -> AuditRecord:
+            conn.execute(
+                "UPDATE environments SET name = ?, insights_enabled = ?, version = ? WHERE id = ?",
+                (before["name"], bool(before["insightsEnabled"]), self._bump(conn), current.id),
+            )
+            restored = Environment(
+                current.id, current.organization_id, current.key, before["name"],
+                before["insightsEnabled"],
+            )  # fmt: skip
+            return self._audit(
+                conn, current.organization_id, actor, "restore", record.target,
+                documents.environment(current), documents.environment(restored), record.id,
+            )  # fmt: skip
+
+        return write
+
+    def _restore_api_key(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         """A revocation is taken back; a creation is undone by revoking the key (its secret
         was shown once and is not kept, so revoking is all there is to undo)."""
         key = self._api_key_in(conn, ident)
@@ -170,13 +194,11 @@ class AuditMixin:
                 ConflictReason.NOTHING_TO_RESTORE,
                 api_key=ident,
             )
-        return self._set_revoked(
+        return lambda actor: self._set_revoked(
             conn, key, revoked, actor=actor, action="restore", restored_from=record.id
         )
 
-    def _restore_schedule(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+    def _restore_schedule(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         """A cancellation is undone by making the schedule pending again, while its time is
         still ahead; a creation by cancelling it, while it is pending."""
         schedule = self._schedule_in(conn, ident)
@@ -188,26 +210,22 @@ class AuditMixin:
         else:
             check_can_be_cancelled(schedule)
         state = ScheduleState.PENDING if pending else ScheduleState.CANCELLED
-        return self._set_schedule_state(
+        return lambda actor: self._set_schedule_state(
             conn, schedule, state, actor=actor, action="restore", restored_from=record.id
         )
 
-    def _restore_webhook(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+    def _restore_webhook(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         """A creation is undone by deleting the webhook; a deletion cannot be (``WHY_NOT``)."""
         hook = self._webhook_in(conn, ident)
         if hook is None:
             raise ConflictError(
                 ErrorCode.WEBHOOK_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, webhook=ident
             )
-        return self._delete_webhook(
+        return lambda actor: self._delete_webhook(
             conn, hook, actor=actor, action="restore", restored_from=record.id
         )
 
-    def _restore_segment(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+    def _restore_segment(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         """Put the members the segment had before that change back (``segment_history``),
         with its ``updatedAt`` then; a creation is undone by deleting the segment, refused
         (as a deletion is) while a flag's rule names it."""
@@ -222,19 +240,18 @@ class AuditMixin:
                 raise ConflictError(
                     ErrorCode.SEGMENT_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, segment=key
                 )
-            return self._delete_segment(
+            self._check_segment_unused(conn, organization_id, key)
+            return lambda actor: self._delete_segment(
                 conn, organization_id, key, actor=actor, action="restore", restored_from=record.id
             )
         before = record.before  # the segment as it was: it existed, its members were kept
         segment = Segment(organization_id, key, before["size"], before["updatedAt"])
-        return self._write_segment(
-            conn, segment, bytes(kept["members"]), actor=actor, action="restore",
-            restored_from=record.id,
-        )  # fmt: skip
+        members = bytes(kept["members"])
+        return lambda actor: self._write_segment(
+            conn, segment, members, actor=actor, action="restore", restored_from=record.id
+        )
 
-    def _restore_rollout(
-        self, conn: Connection, record: AuditRecord, ident: str, actor: str
-    ) -> AuditRecord:
+    def _restore_rollout(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         """Put the flag's rollout back as it was before that change, its decisions included:
         a stopped rollout comes back, a held one runs again at its step. The flag itself is
         left as it is (the rollout's moves of it are flag records, restored as such); when the
@@ -248,25 +265,29 @@ class AuditMixin:
                 ErrorCode.ROLLOUT_FLAG_GONE, ConflictReason.NOTHING_TO_RESTORE, flag=flag_key
             )
         current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
-        if record.before is None:
-            if current is None:
-                raise ConflictError(
-                    ErrorCode.ROLLOUT_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE,
-                    flag=flag_key,
-                )  # fmt: skip
-            self._delete_rollout(conn, environment_id, flag_key)
-            restored = None
-        else:
-            split_index(flag)  # what the rollout moves must still be there
-            made = current.created_at if current is not None else self._now()
-            self._put_rollout(
-                conn, documents.rollout_record(environment_id, flag_key, record.before, made)
+        if record.before is None and current is None:
+            raise ConflictError(
+                ErrorCode.ROLLOUT_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, flag=flag_key
             )
-            restored = documents.rollout(self._rollout_in(conn, environment_id, flag_key))
-        return self._audit(
-            conn, environment.organization_id, actor, "restore", record.target,
-            None if current is None else documents.rollout(current), restored, record.id,
-        )  # fmt: skip
+        if record.before is not None:
+            split_index(flag)  # what the rollout moves must still be there
+
+        def write(actor: str) -> AuditRecord:
+            if record.before is None:
+                self._delete_rollout(conn, environment_id, flag_key)
+                restored = None
+            else:
+                made = current.created_at if current is not None else self._now()
+                self._put_rollout(
+                    conn, documents.rollout_record(environment_id, flag_key, record.before, made)
+                )
+                restored = documents.rollout(self._rollout_in(conn, environment_id, flag_key))
+            return self._audit(
+                conn, environment.organization_id, actor, "restore", record.target,
+                None if current is None else documents.rollout(current), restored, record.id,
+            )  # fmt: skip
+
+        return write
 
 
 def check_can_be_cancelled(schedule: Schedule) -> None:

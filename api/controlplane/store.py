@@ -11,7 +11,7 @@ driver's exception (the admin API words them, and maps them to 400, 404, 409 and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,7 +30,8 @@ from api.controlplane.changes import (
     Schedule,
     Webhook,
 )
-from api.controlplane.errors import ErrorCode, InvalidError
+from api.controlplane.errors import ControlPlaneError, ErrorCode, InvalidError
+from api.controlplane.sql_grants import GrantState, LocalGrant
 from api.controlplane.model import (
     PLAN_MONTHLY_LIMITS,
     ApiKey,
@@ -243,6 +244,12 @@ class ControlPlaneStore(Protocol):
         as it was (``sql_audit`` lists what can be)."""
         ...
 
+    def restore_refusals(self, records: Iterable[AuditRecord]) -> dict[str, ControlPlaneError]:
+        """Why ``restore`` would refuse each of these records now, by record id (a record
+        that can be restored is absent): the restore's own checks, against the targets as
+        they are, writing nothing. What a page offers; the restore itself checks again."""
+        ...
+
     # guarded rollouts
     def start_rollout(
         self, environment_id: str, flag_key: str, plan: RolloutPlan, *, actor: str = Actor.SYSTEM
@@ -337,6 +344,21 @@ class ControlPlaneStore(Protocol):
         ...
 
     # what workers poll and load
+    # the ledger of local grants (contract section 4; ``sql_grants``)
+    def note_grants_reported(
+        self, reported: Sequence[tuple[LocalGrant, int]]
+    ) -> tuple[LocalGrant, GrantState] | None:
+        """Each grant's ids reported up to ``through``; all or nothing: the first grant whose
+        ids were given back is returned with its state, and nothing is recorded."""
+        ...
+
+    def give_back_grant(self, grant: LocalGrant, unused: int, now: float) -> GrantState | None:
+        """None once recorded; else the state that refuses it. ``GrantTooOld`` past the
+        window."""
+        ...
+
+    def undo_give_back(self, grant: LocalGrant) -> None: ...
+
     def config_version(self) -> int: ...
 
     def read_config(self, known_segments: Mapping[SegmentId, int]) -> ConfigSnapshot:

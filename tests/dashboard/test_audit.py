@@ -68,22 +68,59 @@ def test_a_deleted_webhook_is_not_restored_and_the_page_says_why(
     assert services.store.list_audit(org)[0] == deletion  # nothing was recorded
 
 
+def _rows(person: DashClient, services: Services, org: str) -> dict[str, str]:
+    """Each action's newest row on the audit page, as HTML."""
+    page = person.get(f"/dashboard/organizations/{org}/audit").text
+    rows = {}
+    for record in reversed(services.store.list_audit(org)):
+        start = page.index(f'data-audit-id="{record.id}"')
+        rows[record.action] = html.unescape(page[start : page.index("</tr>", start)])
+    return rows
+
+
 def test_the_page_offers_restore_only_where_it_can_and_warns_that_undoing_a_key_revokes_it(
     person: DashClient, dash_admin: Admin, services: Services
 ) -> None:
     tenant = dash_admin.tenant()
     org = tenant.organization_id
     _create_and_delete_a_webhook(dash_admin, org)
-    page = person.get(f"/dashboard/organizations/{org}/audit").text
-    rows = {r.action: r.id for r in services.store.list_audit(org)}
-
-    def row(action: str) -> str:
-        start = page.index(f'data-audit-id="{rows[action]}"')
-        return page[start : page.index("</tr>", start)]
+    dash_admin.request(
+        "POST", f"/organizations/{org}/webhooks",
+        {"url": "http://127.0.0.1:9/kept", "events": ["flag.changed"]}, expect=201,
+    )  # fmt: skip
+    row = _rows(person, services, org)
 
     for unrestorable in ("organization.created", "environment.created", "webhook.deleted"):
-        assert "data-not-restorable" in row(unrestorable) and "<form" not in row(unrestorable)
-    created_key = html.unescape(row("apiKey.created"))
+        assert "data-not-restorable" in row[unrestorable] and "<form" not in row[unrestorable]
+    assert "a webhook's secret is not kept in the log" in row["webhook.deleted"]
+    created_key = row["apiKey.created"]
     assert "This revokes the key: applications using it get 401" in created_key
     assert "Revoke (undo)" in created_key
-    assert "Restore</button>" in row("webhook.created")
+    assert "Restore</button>" in row["webhook.created"]  # the newest: that webhook is kept
+
+
+def test_a_key_already_revoked_offers_no_undo_of_its_creation_and_says_why(
+    person: DashClient, dash_admin: Admin, services: Services
+) -> None:
+    tenant = dash_admin.tenant()
+    org = tenant.organization_id
+    person.post(f"/dashboard/api-keys/{tenant.api_key_id}/revoke", {})
+    row = _rows(person, services, org)
+
+    assert "Revoke (undo)" not in row["apiKey.created"] and "<form" not in row["apiKey.created"]
+    assert (
+        f"cannot be restored: API key '{tenant.api_key_id}' is already revoked"
+        in (row["apiKey.created"])
+    )
+    assert "Restore</button>" in row["apiKey.revoked"]  # taking the revocation back can work
+
+
+def test_the_creation_of_a_webhook_deleted_since_is_not_offered(
+    person: DashClient, dash_admin: Admin, services: Services
+) -> None:
+    org = dash_admin.tenant().organization_id
+    _create_and_delete_a_webhook(dash_admin, org)
+    created = _rows(person, services, org)["webhook.created"]
+
+    assert "<form" not in created
+    assert "did not exist before that change and does not now" in created

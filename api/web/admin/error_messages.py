@@ -41,6 +41,22 @@ class Coded(Protocol):
     def details(self) -> Details: ...
 
 
+REFUSED_WHY: Mapping[ErrorCode, str] = {
+    ErrorCode.KIND_HAS_NO_RESTORE: "this kind of change has no restore",
+    ErrorCode.ORGANIZATIONS_NEVER_DELETED: "organizations are never deleted",
+    ErrorCode.ENVIRONMENTS_NEVER_DELETED: "environments are never deleted",
+    ErrorCode.WEBHOOK_SECRET_NOT_KEPT: (
+        "a webhook's secret is not kept in the log, so it cannot come back as it was;"
+        " create a new webhook (it gets a new secret)"
+    ),
+    ErrorCode.SEGMENT_MEMBERS_NOT_KEPT: (
+        "the members of segment changes made before this version were not kept;"
+        " upload the segment again"
+    ),
+}
+"""Why a record of that kind of change can never be restored, whatever its target is now."""
+
+
 def _refused(why: str) -> Callable[[Details], str]:
     """A restore refused for ``why``: the record, then what can be restored instead."""
     return lambda d: (
@@ -82,17 +98,7 @@ MESSAGES: Mapping[ErrorCode, Callable[[Details], str]] = {
         f"Flag '{d['flag']}' has no PERCENTAGE rule: a guarded rollout moves the flag's first"
         " percentage rule, so add one first"
     ),
-    ErrorCode.KIND_HAS_NO_RESTORE: _refused("this kind of change has no restore"),
-    ErrorCode.ORGANIZATIONS_NEVER_DELETED: _refused("organizations are never deleted"),
-    ErrorCode.ENVIRONMENTS_NEVER_DELETED: _refused("environments are never deleted"),
-    ErrorCode.WEBHOOK_SECRET_NOT_KEPT: _refused(
-        "a webhook's secret is not kept in the log, so it cannot come back as it was;"
-        " create a new webhook (it gets a new secret)"
-    ),
-    ErrorCode.SEGMENT_MEMBERS_NOT_KEPT: _refused(
-        "the members of segment changes made before this version were not kept;"
-        " upload the segment again"
-    ),
+    **{code: _refused(why) for code, why in REFUSED_WHY.items()},
     ErrorCode.SCHEDULE_APPLIED: lambda d: (
         f"Schedule '{d['schedule']}' was applied at {d['applied_at']}: restore the flag"
         " change it made (its schedule.applied record) instead"
@@ -157,6 +163,13 @@ every code has them."""
 def message(error: Coded) -> str:
     """What the admin API says for ``error`` (and the dashboard shows)."""
     return MESSAGES[error.code](error.details)
+
+
+def restore_refusal(error: Coded) -> str:
+    """Why a record's restore is refused, as short as its row on the audit page can say it:
+    the reason alone for a kind of change that has none (``REFUSED_WHY``, without the record
+    the row already shows), the whole message when the target as it is now refuses it."""
+    return REFUSED_WHY.get(error.code) or message(error)
 
 
 def schedule_error(schedule: Schedule) -> str | None:

@@ -7,8 +7,7 @@ import falcon.asgi
 
 from api.controlplane.documents import shown_audit
 from api.controlplane.errors import ConflictError
-from api.controlplane.store import can_restore
-from api.web.admin.error_messages import message
+from api.web.admin.error_messages import message, restore_refusal
 from api.web.dashboard.base import Page, organization_crumbs, signed_in
 
 SHOWN = 200
@@ -29,9 +28,10 @@ class AuditView(Page):
         organization = await self.organization(org_id)
         stored = await self.read(self.store.list_audit, org_id, SHOWN)
         records = [shown_audit(record) for record in stored]  # as the admin API shows them
+        refusals = await self.read(self.store.restore_refusals, stored)  # offer what can work
         self.render(
             req, resp, "audit.html", status=status, organization=organization, records=records,
-            restorable=can_restore,
+            refusals={audit_id: restore_refusal(exc) for audit_id, exc in refusals.items()},
             restored=req.get_param("restored"), error=error, section="audit",
             crumbs=[*organization_crumbs(organization), ("Audit log", req.path)],
         )  # fmt: skip
