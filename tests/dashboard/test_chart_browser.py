@@ -33,6 +33,15 @@ pytestmark = needs_chromium()
 WIDTHS = {"laptop": 1366, "phone": 390}
 RANGES = ("24h", "30d", "all")
 MANY, THREE = "checkout-with-many-windows", "checkout-three-windows"
+CLEAR = "checkout-clear-of-zero"
+"""A flag with three windows like ``THREE``, its health's intervals clear of 0: the end nearer 0 has its label on 0's
+side, where the zero line is."""
+HEALTH = {
+    MANY: (4.25, -1.5, 10.0, "withheld", 312.5, -120.25, 745.5, "withheld"),
+    THREE: (4.25, -1.5, 10.0, "withheld", 312.5, -120.25, 745.5, "withheld"),
+    CLEAR: (2.0, 1.0, 3.0, "regression", -1200.0, -1300.0, -1100.0, "improvement"),
+}
+"""Each flag's failure-rate and p95 latency comparisons: difference, interval, decision."""
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +49,7 @@ def tenant(dashboard_server: GunicornServer) -> Tenant:
     """An environment with two flags split 50/50 and a published warehouse with their figures."""
     admin = Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
     tenant = admin.tenant(insights=True)
-    for key in (MANY, THREE):
+    for key in HEALTH:
         admin.flag(tenant.environment_id, key, [{"type": "PERCENTAGE", "percentage": 50}])
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     publish_warehouse(dashboard_server.data_dir, tenant, now)
@@ -59,7 +68,10 @@ def publish_warehouse(data_dir: Path, tenant: Tenant, now: datetime) -> None:
         days = [now.replace(hour=0, minute=0) - timedelta(days=d) for d in range(90, -1, -1)]
         for key, grains in (
             (MANY, {"minute": minutes, "hour": hours, "day": days}),
-            (THREE, {"minute": minutes[-3:], "hour": hours[-3:], "day": days[-3:]}),
+            *(
+                (key, {"minute": minutes[-3:], "hour": hours[-3:], "day": days[-3:]})
+                for key in (THREE, CLEAR)
+            ),
         ):
             for grain, starts in grains.items():
                 for n, start in enumerate(starts):
@@ -80,6 +92,7 @@ def publish_warehouse(data_dir: Path, tenant: Tenant, now: datetime) -> None:
                     [env, key, day.date(), True, tenant.organization_id, 250_000, 175_000,
                      160_000, 15_000, 2.1e7, 175_000],
                 )  # fmt: skip
+        for key, comparisons in HEALTH.items():
             con.execute(
                 "INSERT INTO flag_health (organization_id, environment_id, flag_key, "
                 "rollout_percentage, treatment_users, treatment_users_with_feedback, "
@@ -89,10 +102,9 @@ def publish_warehouse(data_dir: Path, tenant: Tenant, now: datetime) -> None:
                 "failure_rate_decision, latency_p95_difference, latency_p95_ci_low, "
                 "latency_p95_ci_high, latency_p95_decision, coverage_decision, "
                 "withheld_reason, confidence, computed_at) "
-                "VALUES (?, ?, ?, 50, 500, 300, 500, 300, 0.5, 0.5, 1.0, false, 4.25, -1.5, "
-                "10.0, 'withheld', 312.5, -120.25, 745.5, 'withheld', 'withheld', "
-                "'below_minimum_sample', 0.95, ?)",
-                [tenant.organization_id, env, key, now],
+                "VALUES (?, ?, ?, 50, 500, 300, 500, 300, 0.5, 0.5, 1.0, false, ?, ?, ?, ?, ?, "
+                "?, ?, ?, 'withheld', 'below_minimum_sample', 0.95, ?)",
+                [tenant.organization_id, env, key, *comparisons, now],
             )
         con.execute("INSERT INTO environment_keys VALUES (?, 'production', ?)", [env, now])
         run_script(con, "flag_environment_daily")
@@ -195,3 +207,50 @@ def test_lines_are_lines_and_no_labels_overlap(
     finally:
         context.close()
     assert problems == [], "\n".join(problems)
+
+
+INTERVALS = """() => [...document.querySelectorAll('svg.chart.interval')].map(svg => {
+  const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  const box = (el, pad = 0) => {
+    const r = el.getBoundingClientRect();
+    return {left: r.left - pad, right: r.right + pad, top: r.top - pad, bottom: r.bottom + pad};
+  };
+  const stroke = el => parseFloat(getComputedStyle(el).strokeWidth) * scale / 2;
+  return {
+    title: svg.querySelector('title').textContent,
+    box: box(svg),
+    marks: [...svg.querySelectorAll('line, circle')].map(el => ({
+      text: el.getAttribute('class'), box: box(el, stroke(el))})),
+    labels: [...svg.querySelectorAll('text')].map(el => ({text: el.textContent, box: box(el)})),
+  };
+})"""
+
+
+@pytest.mark.parametrize("device", WIDTHS)
+def test_an_intervals_labels_clear_the_zero_line_the_bar_and_each_other(
+    browser: Browser, dashboard_server: GunicornServer, tenant: Tenant, device: str, screens: Path
+) -> None:
+    """Intervals clear of 0 (a regression of +1.00 to +3.00 pp, an improvement of -1300 to
+    -1100 ms): the label of the end nearer 0 stands where the zero line is drawn."""
+    width = WIDTHS[device]
+    context = browser.new_context(viewport={"width": width, "height": 844 if width < 600 else 768})
+    page = context.new_page()
+    try:
+        sign_in(page, dashboard_server)
+        path = f"/dashboard/environments/{tenant.environment_id}/flags/{CLEAR}/insights"
+        page.goto(f"{dashboard_server.url}{path}")
+        charts = page.evaluate(INTERVALS)
+        page.screenshot(path=str(screens / f"intervals-{device}.png"), full_page=True)
+    finally:
+        context.close()
+    assert [chart["title"] for chart in charts] == [
+        "Failure rate difference", "p95 latency difference",
+    ]  # fmt: skip
+    for chart in charts:
+        shown = {label["text"] for label in chart["labels"]}
+        assert shown in ({"+1.00 pp", "+3.00 pp"}, {"-1300.00 ms", "-1100.00 ms"}), shown
+        marks = {mark["text"] for mark in chart["marks"]}  # the zero line, the bar, the dot
+        crossed = [pair for pair in overlapping(chart["labels"] + chart["marks"])
+                   if not set(pair) <= marks]  # fmt: skip
+        assert crossed == [], (device, chart["title"])
+        assert outside(chart["labels"], chart["box"]) == [], (device, chart["title"])

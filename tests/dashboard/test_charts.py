@@ -197,13 +197,33 @@ def test_a_series_has_one_class_for_its_colour_and_lines_are_marked_as_lines() -
     ]
 
 
-@pytest.mark.parametrize(
-    ("difference", "ci"), [(4.25, (-1.5, 10.0)), (312.5, (-120.25, 745.5)), (-0.5, (-0.75, -0.25)),
-                           (1200.0, (1100.0, 1300.0)), (0.0, (0.0, 0.0))],
-)  # fmt: skip
+INTERVALS = [(4.25, (-1.5, 10.0)), (312.5, (-120.25, 745.5)), (-0.5, (-0.75, -0.25)),
+             (1200.0, (1100.0, 1300.0)), (0.0, (0.0, 0.0)), (2.0, (1.0, 3.0)),
+             (-2.0, (-3.0, -1.0)), (0.3, (0.02, 0.6)), (20.0, (19.0, 21.0)),
+             (-1200.0, (-1300.0, -1100.0)), (0.001, (0.0005, 0.002))]  # fmt: skip
+"""Intervals across 0, clear of it on either side, narrow, wide and near 0."""
+
+
+def _interval_labels(svg: str) -> list[tuple[float, float, str]]:
+    """Each end label's left and right edge (by ``label_width``) and its text."""
+    found = re.findall(r'<text class="axis" x="([-\d.]+)" [^>]*text-anchor="(\w+)">([^<]+)<', svg)
+    edges = []
+    for x, anchor, text in found:
+        left = float(x) - (label_width(text) if anchor == "end" else 0.0)
+        edges.append((left, left + label_width(text), text))
+    return edges
+
+
+@pytest.mark.parametrize(("difference", "ci"), INTERVALS)
 def test_an_intervals_end_labels_stay_whole(difference: float, ci: tuple[float, float]) -> None:
     svg = str(interval_chart(difference, ci, title="t", unit=" ms"))
-    labels = re.findall(r'<text class="axis" x="([-\d.]+)" [^>]*text-anchor="(\w+)">([^<]+)<', svg)
-    for x, anchor, text in labels:
-        left = float(x) - (label_width(text) if anchor == "end" else 0.0)
-        assert left >= 0 and left + label_width(text) <= WIDTH, (x, anchor, text)
+    for left, right, text in _interval_labels(svg):
+        assert left >= 0 and right <= WIDTH, (left, right, text)
+
+
+@pytest.mark.parametrize(("difference", "ci"), INTERVALS)
+def test_the_zero_line_runs_through_no_label(difference: float, ci: tuple[float, float]) -> None:
+    svg = str(interval_chart(difference, ci, title="t", unit=" pp"))
+    zero = float(re.search(r'<line class="zero" x1="([-\d.]+)"', svg).group(1))
+    for left, right, text in _interval_labels(svg):
+        assert not left - 2 < zero < right + 2, (zero, left, right, text)

@@ -404,6 +404,24 @@ def _runs(points: Sequence[Point], grain: timedelta) -> list[list[Point]]:
 
 INTERVAL_HEIGHT = 70
 INTERVAL_LABEL_PAD = 10
+INTERVAL_MID = 35
+"""Where the bar is drawn, and its end labels beside it."""
+INTERVAL_MID_UNDER_LABEL = 44
+"""Where the bar is drawn when a label stands above it (``INTERVAL_LABEL_ABOVE``)."""
+INTERVAL_LABEL_ABOVE = 22
+"""The baseline of an end label lifted above the bar: clear of the dot and of the labels
+beside the bar lowered to ``INTERVAL_MID_UNDER_LABEL``."""
+
+
+@dataclass(frozen=True)
+class EndLabel:
+    """An interval end's label: where it is anchored, which way it runs, and whether it
+    stands above the bar rather than beside it."""
+
+    x: float
+    anchor: str
+    text: str
+    above: bool = False
 
 
 def interval_chart(
@@ -442,7 +460,8 @@ def interval_chart(
     def x_of(value: float) -> float:
         return WIDTH / 2 + value / reach * half
 
-    mid = INTERVAL_HEIGHT / 2
+    labels = _end_labels(x_of(low), x_of(high), x_of(0), low_text, high_text)
+    mid = INTERVAL_MID_UNDER_LABEL if any(label.above for label in labels) else INTERVAL_MID
     side = "above" if low > 0 else "below" if high < 0 else "across"
     verdict = f" interval-{decision}" if decision else ""
     desc = f"Difference {_signed(difference, unit)}, interval {_signed(low, unit)} to {_signed(high, unit)}."
@@ -455,12 +474,31 @@ def interval_chart(
         f'<line class="zero" x1="{x_of(0):.1f}" x2="{x_of(0):.1f}" y1="6" y2="{INTERVAL_HEIGHT - 6}"/>'
         f'<line class="ci" x1="{x_of(low):.1f}" x2="{x_of(high):.1f}" y1="{mid}" y2="{mid}"/>'
         f'<circle class="estimate" cx="{x_of(difference):.1f}" cy="{mid}" r="7"/>'
-        f'<text class="axis" x="{x_of(low) - INTERVAL_LABEL_PAD:.1f}" y="{mid + 7}" '
-        f'text-anchor="end">{escape(low_text)}</text>'
-        f'<text class="axis" x="{x_of(high) + INTERVAL_LABEL_PAD:.1f}" y="{mid + 7}" '
-        f'text-anchor="start">{escape(high_text)}</text>'
-        "</svg>"
+        + "".join(
+            f'<text class="axis" x="{label.x:.1f}" '
+            f'y="{INTERVAL_LABEL_ABOVE if label.above else mid + 7}" '
+            f'text-anchor="{label.anchor}">{escape(label.text)}</text>'
+            for label in labels
+        )
+        + "</svg>"
     )
+
+
+def _end_labels(
+    low: float, high: float, zero: float, low_text: str, high_text: str
+) -> tuple[EndLabel, EndLabel]:
+    """The labels of an interval drawn from ``low`` to ``high`` with 0 at ``zero`` (x in user
+    units): each beside its end, outside the bar. An interval clear of 0 has one end facing
+    the zero line; when its label does not fit between that end and the line, it stands above
+    the bar, from its end inwards, so the line runs through no label."""
+    pad = INTERVAL_LABEL_PAD
+    low_label = EndLabel(low - pad, "end", low_text)
+    high_label = EndLabel(high + pad, "start", high_text)
+    if low > zero and low - pad - label_width(low_text) < zero + pad:
+        low_label = EndLabel(max(low, zero + pad), "start", low_text, above=True)
+    if high < zero and high + pad + label_width(high_text) > zero - pad:
+        high_label = EndLabel(min(high, zero - pad), "end", high_text, above=True)
+    return low_label, high_label
 
 
 def _signed(value: float, unit: str) -> str:
