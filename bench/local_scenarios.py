@@ -197,7 +197,7 @@ def ingest_per_core(rows: int, batch: int) -> dict[str, float]:
     from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
     from api.observability.metrics import Metrics
     from api.server.wiring import build_services
-    from api.serving.local import grant, report_of
+    from api.serving.local import grant, note_reported, report_of
     from api.settings import Settings
     from api.web.public.local import Report
 
@@ -227,9 +227,10 @@ def ingest_per_core(rows: int, batch: int) -> dict[str, float]:
             done = 0
             while done < rows:
                 report = decoder.decode(body)
-                local = report_of(services, caller, report.evaluations, report.sdk)
-                services.event_log.append_local_report(local)
-                done += len(local.rows)
+                checked = report_of(services, caller, report.evaluations, report.sdk)
+                note_reported(services, checked)  # the grant ledger's write, as the route's
+                services.event_log.append_local_report(checked.report)
+                done += len(checked.report.rows)
             elapsed = time.perf_counter() - start
             cpu = time.process_time() - cpu_start
             services.event_log.close()  # hands the last segment off too

@@ -27,6 +27,16 @@ def test_verify_tells_the_environment(issuer: EvaluationIdIssuer) -> None:
     assert issuer.verify(issuer.issue_many(OTHER_ENV, 3)[2]).environment_id == OTHER_ENV
 
 
+def test_a_grants_ids_verify_and_tell_the_grants_time(issuer: EvaluationIdIssuer) -> None:
+    prefix = issuer.issue_grant_prefix(ENV, 300, 1_800_000_123.9)
+    info = issuer.verify(prefix + "012b")
+    assert (info.environment_id, info.count, info.granted_at) == (ENV, 300, 1_800_000_123)
+    assert issuer.verify(issuer.issue(ENV)).granted_at is None  # an evaluate answer's
+    assert issuer.issue_grant_prefix(ENV, 300, 1_800_000_123) != prefix
+    with pytest.raises(InvalidEvaluationId):
+        issuer.verify(prefix + "012c")  # past the grant
+
+
 def test_another_deployments_ids_are_refused(issuer: EvaluationIdIssuer) -> None:
     foreign = EvaluationIdIssuer(b"x" * 32).issue(ENV)
     with pytest.raises(InvalidEvaluationId):

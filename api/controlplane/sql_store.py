@@ -42,6 +42,7 @@ from api.controlplane.model import (
 )
 from api.controlplane.sql_audit import AuditMixin
 from api.controlplane.sql_backend import Connection, Params, Row, SqlBackend
+from api.controlplane.sql_grants import GrantsMixin
 from api.controlplane.sql_history import emit, new_id, record_audit
 from api.controlplane.sql_rollouts import RolloutsMixin
 from api.controlplane.sql_schedules import SchedulesMixin
@@ -118,7 +119,7 @@ _SEGMENT_BY_KEY = (
 """One key, one segment: read outside a transaction (``get_*``) and inside the caller's."""
 
 
-class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMixin):
+class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMixin, GrantsMixin):
     """``ControlPlaneStore`` on a SQL ``backend``, whose schema it brings up to date at once.
 
     Every change writes its audit record (and queues its webhook events) in its own

@@ -31,7 +31,6 @@ from api.controlplane.changes import (
     Webhook,
 )
 from api.controlplane.errors import ControlPlaneError, ErrorCode, InvalidError
-from api.controlplane.sql_grants import GrantState, LocalGrant
 from api.controlplane.model import (
     PLAN_MONTHLY_LIMITS,
     ApiKey,
@@ -42,6 +41,7 @@ from api.controlplane.model import (
     Plan,
     Segment,
 )
+from api.controlplane.sql_grants import GrantState, LocalGrant
 
 MAX_MONTHLY_LIMIT = 10**15
 LIMIT_FIELD = "monthly_evaluation_limit"

@@ -33,6 +33,10 @@ def seconds_until_next_month(timestamp: float) -> int:
     return max(1, int(-(-(start - timestamp) // 1)))
 
 
+class MeterUnavailable(RuntimeError):
+    """The meter cannot record a change now (its database is unreachable): nothing changed."""
+
+
 class Meter(Protocol):
     """A shared counter per (organization, month), exact across every worker."""
 
@@ -42,7 +46,8 @@ class Meter(Protocol):
 
     def refund(self, organization_id: str, month: int, count: int) -> None:
         """Take back ``count`` evaluations granted and never served (a local SDK's unspent
-        grant); the count never goes below zero."""
+        grant); the count never goes below zero. Raises ``MeterUnavailable`` when it cannot
+        be recorded now, so the caller can refuse the give-back rather than drop it."""
 
     def usage(self, organization_id: str, month: int) -> int:
         """Evaluations counted so far in ``month``."""

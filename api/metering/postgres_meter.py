@@ -53,6 +53,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from api.metering import leasing
+from api.metering.meter import MeterUnavailable
 from api.observability.metrics import Metrics
 
 log = logging.getLogger("flagsight.meter")
@@ -216,13 +217,19 @@ class PostgresMeter:
         return self._grant(here, key, requested, hard_limit)
 
     def refund(self, organization_id: str, month: int, count: int) -> None:
-        """One round trip; during an outage the refund is dropped, and the quota counts as
-        served (an organization may be blocked a little early, never late)."""
-        here = self._here()
-        if count <= 0 or here.down:
+        """One round trip; during an outage ``MeterUnavailable`` (contract 4: a give-back is
+        refused, not dropped, and the SDK keeps it to try again)."""
+        if count <= 0:
             return
-        with contextlib.suppress(_Unavailable, AssertionError):  # no row: nothing was granted
+        here = self._here()
+        if here.down:
+            raise MeterUnavailable("the meter's database is unreachable")
+        try:
             self._call(here, "refund", _REFUND, (count, organization_id, month))
+        except _Unavailable as exc:
+            raise MeterUnavailable("the meter's database is unreachable") from exc
+        except AssertionError:  # no row: nothing was granted that month
+            pass
 
     def usage(self, organization_id: str, month: int) -> int:
         """Evaluations served: exact for this worker's own leases, as of their last report

@@ -45,6 +45,7 @@ def test_reopening_a_store_keeps_its_data(tmp_path) -> None:
         (3, "segment_history"),
         (4, "rollout_waiting"),
         (5, "rollout_guard"),
+        (6, "local_grants"),
     ]
 
 

@@ -191,6 +191,9 @@ LOCAL_PATHS: dict[str, Any] = {
                 ),
             },
             **_COMMON_ERRORS,
+            "503": error_response(
+                "The give-back cannot be recorded now; nothing was given back; retry"
+            ),
         },
         "local evaluation",
     ),
@@ -209,7 +212,9 @@ LOCAL_PATHS: dict[str, Any] = {
                 ),
             },
             **_COMMON_ERRORS,
-            "503": error_response("The event log cannot take writes; retry"),
+            "503": error_response(
+                "The event log or the grant ledger cannot take writes; nothing was stored; retry"
+            ),
         },
         "local evaluation",
     ),

@@ -18,7 +18,15 @@ from flagsight_core.contract import LOCAL_GRANT_MAX, LOCAL_REPORT_MAX, SDK_MAX
 
 from api.controlplane.cache import Caller
 from api.eventlog import EventLogUnavailable
-from api.serving.local import LocalEvaluation, ReportProblem, grant, refund, report_of
+from api.serving.local import (
+    LocalEvaluation,
+    NotRecorded,
+    ReportProblem,
+    grant,
+    note_reported,
+    refund,
+    report_of,
+)
 from api.serving.services import Services
 from api.web.auth import authenticate_caller
 from api.web.errors import BadRequest, ServiceUnavailable, Unauthorized
@@ -97,6 +105,11 @@ class QuotaReturnResource(_LocalBase):
             returned = refund(self._services, caller, body.idPrefix, _count(body.unused, "unused"))
         except ReportProblem as exc:
             raise BadRequest(f"Field 'idPrefix': {exc}") from None
+        except NotRecorded as exc:
+            log.error("local give-back refused: not recordable now", extra={"reason": str(exc)})
+            raise ServiceUnavailable(
+                "The give-back cannot be recorded now; nothing was given back. Retry later."
+            ) from None
         write_json(resp, {"returned": returned})
 
 
@@ -110,10 +123,18 @@ class ReportResource(_LocalBase):
         caller, raw = await self._caller_and_body(req)
         body = _decode(raw, Report)
         try:
-            report = report_of(self._services, caller, body.evaluations, body.sdk)
+            checked = report_of(self._services, caller, body.evaluations, body.sdk)
+            report = checked.report
+            count = len(report.rows)
+            if count:
+                note_reported(self._services, checked)
         except ReportProblem as exc:
             raise BadRequest(f"Nothing was stored: {exc}") from None
-        count = len(report.rows)
+        except NotRecorded as exc:
+            log.error("local report refused: grant ledger unavailable", extra={"reason": str(exc)})
+            raise ServiceUnavailable(
+                "The report cannot be recorded now; nothing was stored. Retry later."
+            ) from None
         if count:
             try:
                 self._services.event_log.append_local_report(report)

@@ -60,6 +60,9 @@ RULESET_TIMEOUT_S = 30.0
 CATCH_UP_S = 5.0
 CATCH_UP_RETRY_S = 0.05
 _REFUSED = (401, 403)
+GIVE_BACK_RETRIES_S = (0.25, 0.5, 1.0)
+"""Pauses between tries of a give-back the service could not record (503) or not be reached
+for: ``close()`` waits at most their sum for it."""
 
 
 class KeyRefused(Exception):
@@ -170,13 +173,28 @@ class QuotaPool:
         return _Grant(prefix, granted)
 
     def _give_back(self, grant: _Grant) -> None:
+        """Give the grant's unspent quota back. A 503 or an unreachable service is tried again
+        a few times (the service refuses what it cannot record rather than drop it); what is
+        still not given back counts as served this month."""
         unused = grant.unused()
         if unused <= 0:
             return
-        try:
-            self._post("/v1/local/quota/return", {"idPrefix": grant.prefix, "unused": unused})
-        except requests.RequestException:
-            log.warning("flagsight: %d granted evaluations not given back (service away)", unused)
+        body = {"idPrefix": grant.prefix, "unused": unused}
+        for delay in (*GIVE_BACK_RETRIES_S, None):
+            try:
+                answer = self._post("/v1/local/quota/return", body)
+            except requests.RequestException:
+                answer = None
+            if answer is not None and answer.status != 503:
+                if answer.status != 200:
+                    log.warning(
+                        "flagsight: %d granted evaluations not given back (HTTP %d)",
+                        unused, answer.status,
+                    )  # fmt: skip
+                return
+            if delay is not None:
+                time.sleep(delay)
+        log.warning("flagsight: %d granted evaluations not given back (service away)", unused)
 
     def close(self) -> None:
         """Give back every unspent grant; later ``take`` calls get None."""
