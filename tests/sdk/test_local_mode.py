@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import random
 import socket
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 import pytest
 import requests
 from flagsight_sdk import FlagsightClient
-from flagsight_sdk.model import FAILURE_REFUSED
+from flagsight_sdk.model import FAILURE_CLOSED, FAILURE_REFUSED
 
 from api.eventlog.schema import EVALUATION, FEEDBACK
 from api.settings import Settings
@@ -175,6 +176,21 @@ def test_a_revoked_key_refuses_local_evaluations_within_a_second(
         assert (answer.value, answer.evaluation_id) == (False, None)
     finally:
         client.close()
+
+
+def test_after_close_a_local_client_answers_false_and_warns_of_no_outage(
+    module_server: GunicornServer, module_server_admin: Admin, caplog
+) -> None:
+    """Its quota went back at ``close()``: that is not the service being away."""
+    tenant = launch_tenant(module_server, module_server_admin)
+    client = local_client(module_server, tenant)
+    assert client.evaluate("launch", "u").value is True
+    client.close()
+    with caplog.at_level(logging.INFO, logger="flagsight_sdk"):
+        caplog.clear()
+        answer = client.evaluate("launch", "u")
+    assert (answer.value, answer.failure, answer.evaluation_id) == (False, FAILURE_CLOSED, None)
+    assert [r.getMessage() for r in caplog.records if r.name == "flagsight_sdk"] == []
 
 
 def test_one_local_client_is_served_exactly_the_hard_threshold(

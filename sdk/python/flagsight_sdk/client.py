@@ -2,7 +2,8 @@
 
 The service's fail-safe rule (spec 7): when it is unreachable or answers unexpectedly, the
 flag is off and the application goes on. So ``evaluate`` and ``evaluate_bulk`` catch every
-failure, log one warning and answer False within the timeout; ``report`` never raises either.
+failure and answer False within the timeout, logged as ``FailureLog`` says (a warning when
+failures start, at most one per interval after it); ``report`` never raises either.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import TYPE_CHECKING
 import requests
 
 from flagsight_sdk.batcher import FeedbackBatcher
+from flagsight_sdk.failure_log import WARNING_INTERVAL_S, FailureLog
 from flagsight_sdk.model import (
+    FAILURE_CLOSED,
     FAILURE_CONNECTION,
     FAILURE_INTERNAL,
     FAILURE_REFUSED,
@@ -39,6 +42,7 @@ log = logging.getLogger("flagsight_sdk")
 
 SDK_NAME = f"flagsight-sdk-python/{__version__}"
 BULK_MAX_USERS = 10_000
+CLOSED_MESSAGE = "the client is closed"
 ERROR_TYPE_MAX = 256
 
 
@@ -52,6 +56,8 @@ class FlagsightClient:
         local: decide in this process from the environment's ruleset, pushed by the service
             (``docs/sdk.md``, "Local evaluation"); every evaluation is still metered, reported
             and attributable. Needs the ``local`` extra (``flagsight-sdk[local]``).
+        warning_interval_s: the least time between two warnings of one kind of failed
+            evaluation (the first is logged at once; the next says how many were not).
         feedback: options for the ``FeedbackBatcher`` made on the first ``report``.
     """
 
@@ -63,6 +69,7 @@ class FlagsightClient:
         timeout_s: float = 1.0,
         session: requests.Session | None = None,
         local: bool = False,
+        warning_interval_s: float = WARNING_INTERVAL_S,
         **feedback: object,
     ):
         self._base_url = checked_base_url(base_url)
@@ -73,6 +80,8 @@ class FlagsightClient:
         self._feedback_options = feedback
         self._batcher: FeedbackBatcher | None = None
         self._batcher_lock = threading.Lock()
+        self._failures = FailureLog(warning_interval_s)
+        self._closed = False
         self._local = None
         if local:
             from flagsight_sdk.local import LocalEvaluator  # flagsight_core: the local extra
@@ -96,23 +105,28 @@ class FlagsightClient:
             answer = self._post(
                 "/v1/evaluate", {"flagKey": flag, "userIdentifier": user, "sdk": SDK_NAME}
             )
-            return parse_evaluation(flag, user, self._expect_200(answer), time.monotonic())
+            evaluation = parse_evaluation(flag, user, self._expect_200(answer), time.monotonic())
         except Exception as exc:  # noqa: BLE001 - the fail-safe rule: nothing reaches the app
             failure, message = _classify(exc)
-            log.warning("flagsight: %s for flag %r: %s; using False", failure, flag, message)
+            self._failures.failed(failure, flag, message)
             return Evaluation.failed(flag, user, failure, message)
+        self._failures.answered()
+        return evaluation
 
     def _evaluate_locally(self, flag: str, user: str) -> Evaluation:
+        if self._closed:  # closing is not an outage: nothing to warn about
+            return Evaluation.failed(str(flag), str(user), FAILURE_CLOSED, CLOSED_MESSAGE)
         try:
             evaluation = self._local.evaluate(flag, user)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - the fail-safe rule
             failure, message = _classify(exc)
             evaluation = Evaluation.failed(str(flag), str(user), failure, message)
         if evaluation.failure is not None:
-            log.warning(
-                "flagsight: %s for flag %r: %s; using False",
-                evaluation.failure, flag, evaluation.error_message,
-            )  # fmt: skip
+            if self._closed:  # closed while it ran: its quota was going back, not away
+                return Evaluation.failed(str(flag), str(user), FAILURE_CLOSED, CLOSED_MESSAGE)
+            self._failures.failed(evaluation.failure, flag, evaluation.error_message)
+        elif self._failures.in_outage:  # an attribute read on the hot path
+            self._failures.answered()
         return evaluation
 
     def evaluate_bulk(self, flag: str, users: Iterable[str]) -> dict[str, Evaluation]:
@@ -141,17 +155,13 @@ class FlagsightClient:
             if not isinstance(entries, dict) or set(entries) != set(users):
                 raise UnexpectedResponse("the answer does not have one entry per user")
             now = time.monotonic()
-            return {user: parse_evaluation(flag, user, entries[user], now) for user in users}
+            answers = {user: parse_evaluation(flag, user, entries[user], now) for user in users}
         except Exception as exc:  # noqa: BLE001 - the fail-safe rule
             failure, message = _classify(exc)
-            log.warning(
-                "flagsight: %s for flag %r (%d users): %s; using False",
-                failure,
-                flag,
-                len(users),
-                message,
-            )
+            self._failures.failed(failure, flag, message, len(users))
             return {user: Evaluation.failed(flag, user, failure, message) for user in users}
+        self._failures.answered()
+        return answers
 
     def _post(self, path: str, body: object) -> HttpAnswer:
         return post_json(self._session, self._base_url + path, body, self._headers, self._timeout_s)
@@ -214,7 +224,9 @@ class FlagsightClient:
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Flush and stop the feedback thread (it also happens at interpreter exit); a local
-        client also sends its unreported evaluations and gives back its unspent quota."""
+        client also sends its unreported evaluations and gives back its unspent quota, and
+        from then on answers False (``CLIENT_CLOSED``) without a warning."""
+        self._closed = True
         if self._local is not None:
             self._local.close(timeout_s)
         if self._batcher is not None:

@@ -22,6 +22,8 @@ FAILURE_SERVER = "SERVER_ERROR"
 FAILURE_REFUSED = "REQUEST_REFUSED"
 FAILURE_UNEXPECTED = "UNEXPECTED_RESPONSE"
 FAILURE_INTERNAL = "SDK_ERROR"
+FAILURE_CLOSED = "CLIENT_CLOSED"
+"""A local client evaluated after ``close()``: its quota went back, nothing is decided."""
 
 
 @dataclass(frozen=True, slots=True)
