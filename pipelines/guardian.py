@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flagsight_core.words import counted
+
 from api.controlplane.changes import GUARDRAIL_UNITS, JsonDocument, Rollout, RolloutAction
 from api.controlplane.health_document import health_answer
 from warehouse.statistics.guard import SAFETY_ALPHA, GuardBound, Status, rollback_alpha
@@ -149,7 +151,7 @@ def _not_shown(guardrail: str, bound: GuardBound, percentage: float) -> str:
         f" {bound.control_users:,} control users so far)"
     )
     if bound.users_needed is not None:
-        return f"{text}: about {bound.users_needed:,} more users at {percentage:g} %"
+        return f"{text}: about {counted(bound.users_needed, 'more user')} at {percentage:g} %"
     if bound.difference is not None and abs(bound.difference) >= bound.tolerance:
         return f"{text}: its estimate is beyond the tolerance"
     return text

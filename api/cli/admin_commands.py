@@ -30,6 +30,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from flagsight_core.contract import MAX_NAME_LENGTH
+from flagsight_core.words import counted
 
 from api.cli.admin_client import (
     AdminApiError,
@@ -291,7 +292,7 @@ def _organization(client: AdminClient, chosen: str | None) -> str:
             return str(named[0]["id"])
         if not named:
             raise UsageProblem(
-                f"no organization has the id or name {chosen!r}; there are"
+                f"no organization has the id or name {chosen!r}; the service has"
                 f" {_listing(organizations)}",
                 exit_status=1,
             )
@@ -314,8 +315,7 @@ def _organization(client: AdminClient, chosen: str | None) -> str:
 def _listing(organizations: Sequence[dict[str, Any]], shown: int = 10) -> str:
     names = ", ".join(f"{org['id']} ({org['name']})" for org in organizations[:shown])
     more = f" and {len(organizations) - shown} more" if len(organizations) > shown else ""
-    count = len(organizations)
-    return f"{count} organization{'s' if count != 1 else ''}: {names}{more}" if count else "none"
+    return f"{counted(len(organizations), 'organization')}: {names}{more}" if names else "none"
 
 
 # --- flags --------------------------------------------------------------------------------
@@ -544,7 +544,7 @@ def _evidence(name: str, evidence: dict[str, Any]) -> str:
         " control users"
     )
     if evidence.get("usersNeeded") is not None:
-        text += f"; about {evidence['usersNeeded']:,} more users needed"
+        text += f"; about {counted(evidence['usersNeeded'], 'more user')} needed"
     return text
 
 

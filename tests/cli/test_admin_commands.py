@@ -330,6 +330,11 @@ def test_defaults_on_a_service_with_one_organization(server: GunicornServer) -> 
 
     admin = Admin(requests_caller(server.url), ADMIN_TOKEN)
     tenant = admin.tenant()
+    unknown = flagsight("flags", "list", "--org", "No such org", env=env)
+    assert unknown.stderr == (
+        "flagsight: no organization has the id or name 'No such org'; the service has"
+        f" 1 organization: {tenant.organization_id} (Test org)\n"
+    )
     admin.flag(tenant.environment_id, "dark-mode", [{"type": "STATIC"}])
     assert ok(flagsight("flags", "list", env=env)).splitlines()[1].split()[:2] == [
         "dark-mode",

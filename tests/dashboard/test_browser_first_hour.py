@@ -236,3 +236,39 @@ def test_a_rule_field_keeps_its_place_when_an_error_appears(
     for side in ("x", "y", "width"):  # sub-pixel rounding aside, the same place
         assert abs(after[side] - before[side]) < 2, (side, before, after)
     page.screenshot(path=str(screens / "laptop-rule-error.png"), full_page=True)
+
+
+def test_a_count_of_one_is_said_in_the_singular(
+    browser: Browser, dashboard_server: GunicornServer, admin: Admin, screens: Path
+) -> None:
+    """An enterprise organization with a limit of 1 evaluation a month and a segment of one
+    user: no page says "1 evaluations" or "1 users"."""
+    server = dashboard_server
+    tenant = admin.tenant(plan="enterprise", limit=1)
+    org = tenant.organization_id
+    admin.segment(org, "the-one", ["user-1"])
+    admin.flag(tenant.environment_id, "solo", [{"type": "STATIC"}])
+    page = open_page(browser, WIDTHS["phone"], [])
+    sign_in(page, server)
+    said: list[str] = []
+
+    page.goto(f"{server.url}/dashboard/organizations/{org}")
+    said.append(page.locator("p.meta").first.inner_text())
+    page.goto(f"{server.url}/dashboard/organizations/{org}/usage")
+    said += [page.locator(".usage-figure").inner_text(), page.locator(".usage-state").inner_text(),
+             page.get_by_role("img").first.get_attribute("aria-label") or ""]  # fmt: skip
+    page.screenshot(path=str(screens / "phone-usage-of-one.png"), full_page=True)
+    page.goto(f"{server.url}/dashboard/organizations/{org}/segments")
+    row = page.locator('[data-segment="the-one"]')
+    said += [row.get_attribute("data-replace-question") or "",
+             row.locator("form").get_attribute("data-confirm") or ""]  # fmt: skip
+    page.goto(f"{server.url}/dashboard/environments/{tenant.environment_id}/flags/solo")
+    said.append(page.locator("#segment-keys option").text_content() or "")
+
+    assert "1 evaluation a month" in said[0]
+    assert "0 of 1 evaluation this month" in said[1]
+    assert "1 evaluation left before overage" in said[2]
+    assert said[3].startswith("0 evaluations; limit 1;")
+    assert said[4].startswith("Replace the 1 identifier of the segment the-one")
+    assert "and its 1 identifier?" in said[5]
+    assert said[6] == "1 user"

@@ -220,6 +220,17 @@ def test_a_regression_shown_reads_as_one(
     assert 'data-status="regression"' in page.text
 
 
+def test_one_more_user_needed_is_said_in_the_singular(
+    person: DashClient, tenant: Tenant, services: Services
+) -> None:
+    guarded_rollout(services, tenant)
+    almost = {**GUARD["guardrails"]["latencyP95Ms"], "usersNeeded": 1}
+    guard = {**GUARD, "guardrails": {**GUARD["guardrails"], "latencyP95Ms": almost}}
+    assert services.store.note_rollout(tenant.environment_id, FLAG, 1, guard, None)
+    row = part(person.get(insights(tenant)), 'data-guardrail="latencyP95Ms"')
+    assert row.endswith(" 1,200 treatment, 3,600 control about 1 more user at 25 %")
+
+
 # --- the health view --------------------------------------------------------------------------
 
 

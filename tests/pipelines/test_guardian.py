@@ -40,7 +40,7 @@ from tests.pipelines.rollout_simulation import (
     true_p95_difference,
 )
 from warehouse.read import RolloutArms
-from warehouse.statistics.guard import Status
+from warehouse.statistics.guard import GuardBound, Status
 from warehouse.statistics.histogram import LatencyHistogram
 
 BUDGET = 0.05
@@ -102,6 +102,15 @@ def test_a_step_not_yet_shown_safe_waits_past_its_time_and_says_what_it_needs() 
     shown = judgement.guard["guardrails"]["failureRate"]
     assert shown["status"] == "undecided" and shown["usersNeeded"] > 10_000
     assert shown["users"] == {"treatment": 300, "control": 30_000}
+
+
+def test_one_more_user_needed_is_said_in_the_singular() -> None:
+    rollout = _rollout()
+    safe = GuardBound(1.0, 0.0, (-0.5, 0.5), Status.SAFE, 300, 30_000, None)
+    almost = GuardBound(1.0, 0.2, (-0.9, 1.01), Status.UNDECIDED, 300, 30_000, 1)
+    evidence = {g: almost if g == "failureRate" else safe for g in GUARDRAILS}
+    judgement = judge(rollout, _health(rollout, 300, 30_000), evidence, now=3_700.0)
+    assert judgement.reason.endswith(": about 1 more user at 1 %"), judgement.reason
 
 
 def test_before_its_time_a_step_waits_without_being_marked_waiting() -> None:

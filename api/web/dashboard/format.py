@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from flagsight_core.words import counted
+
 from api.controlplane.changes import GUARDRAIL_LABELS
 from api.controlplane.webhook_targets import shown_url
 
@@ -53,6 +55,7 @@ def guardrail(name: str) -> str:
 
 FILTERS = {
     "number": number,
+    "counted": counted,  # {{ n | counted("user") }}: 1 user, 2 users
     "percent": percent,
     "ms": milliseconds,
     "utc": utc_time,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flagsight_core import PercentageRule, Rule, first_split
+from flagsight_core.words import counted
 
 from api.controlplane.changes import (
     DEFAULT_TOLERANCES,
@@ -101,7 +102,6 @@ def _row(
                             MISSING, MISSING, MISSING, MISSING)  # fmt: skip
     difference, needed = bound.get("difference"), bound.get("usersNeeded")
     users = bound.get("users") or {}
-    more = f"about {number(needed)} more users at {percentage:g} %"
     return GuardrailRow(
         name=name,
         label=label,
@@ -111,7 +111,9 @@ def _row(
         difference=MISSING if difference is None else amount(difference, unit),
         interval=interval_text(bound.get("ci"), unit),
         users=f"{number(users.get('treatment'))} treatment, {number(users.get('control'))} control",
-        needed=MISSING if needed is None else more,
+        needed=MISSING
+        if needed is None
+        else f"about {counted(int(needed), 'more user')} at {percentage:g} %",
     )
 
 
