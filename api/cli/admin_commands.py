@@ -40,7 +40,7 @@ from api.cli.admin_client import (
     check_base_url,
     segment,
 )
-from api.controlplane.changes import GUARDRAIL_UNITS
+from api.controlplane.changes import GUARDRAIL_UNITS, step_of
 
 if TYPE_CHECKING:
     from api.settings import Settings
@@ -497,11 +497,12 @@ def rollout_stop(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def _print_rollout(rollout: dict[str, Any]) -> None:
-    """Steps are counted from 1 here (the API's ``step`` is an index from 0)."""
+    """Steps are counted from 1 here, as on the dashboard (the API's ``step`` is an index
+    into ``steps``, from 0: ``step_of``)."""
     steps = rollout["steps"]
     fields = [
         ("state", rollout["state"]),
-        ("step", f"{rollout['step'] + 1} of {len(steps)}, since {rollout['stepStartedAt']}"),
+        ("step", f"{step_of(rollout['step'], steps)}, since {rollout['stepStartedAt']}"),
         ("percentage", _percent(rollout["percentage"])),
         ("plan", f"{' '.join(_percent(s) for s in steps)}, {rollout['stepMinutes']:g} min a step"),
         ("guardrails", ", ".join(_guardrail(rollout, g) for g in rollout["guardrails"])),
@@ -517,10 +518,11 @@ def _print_rollout(rollout: dict[str, Any]) -> None:
     print(_fields(fields))
     if decisions:
         rows = [
-            (d["at"], str(d["step"] + 1), _percent(d["percentage"]), d["action"], d["reason"])
+            (d["at"], step_of(d["step"], steps), d["action"], _percent(d["percentage"]),
+             d["reason"])
             for d in decisions
-        ]
-        print(_indent(_table(("AT", "STEP", "PERCENTAGE", "ACTION", "REASON"), rows)))
+        ]  # fmt: skip
+        print(_indent(_table(("AT", "STEP", "DECISION", "THEN AT", "REASON"), rows)))
 
 
 def _guardrail(rollout: dict[str, Any], name: str) -> str:

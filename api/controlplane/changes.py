@@ -8,6 +8,7 @@ audit log shows, and a restore puts back, exactly what the API showed at the tim
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -112,6 +113,14 @@ class RolloutPlan:
         """Each watched guardrail's tolerance, in its unit (``GUARDRAIL_UNITS``)."""
         named = dict(self.tolerance_overrides)
         return {g: float(named.get(g, DEFAULT_TOLERANCES[g])) for g in self.guardrails}
+
+
+def step_of(step: int, steps: Sequence[float]) -> str:
+    """A rollout's step as people count it: from 1, of how many, at its percentage. The admin
+    API's ``step`` is an index into ``steps``, from 0 (contract section 10 keeps it so), so
+    ``"step": 0`` of ``[10, 25, 50, 100]`` is step ``1 of 4 (10 %)``; the dashboard and the
+    CLI both say it this way (docs/rollouts.md, "Steps")."""
+    return f"{step + 1} of {len(steps)} ({steps[step]:g} %)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,9 +242,10 @@ def test_rollout_start_show_stop(
     assert module_server_admin.request("GET", flag_path)["rules"][1]["percentage"] == 2
 
     shown = ok(flagsight("rollout", "show", "new-checkout", *where))
-    assert "step        1 of 3, since " in shown and "decisions   none yet" in shown
+    assert "step        1 of 3 (2 %), since " in shown and "decisions   none yet" in shown
     as_json = json.loads(ok(flagsight("rollout", "show", "new-checkout", "--json", *where)))
     assert as_json == module_server_admin.request("GET", flag_path + "/rollout", expect=200)
+    assert (as_json["step"], as_json["steps"]) == (0, [2, 10, 100])  # an index, from 0
 
     stopped = ok(flagsight("rollout", "stop", "new-checkout", *where))
     assert "its percentage stays where it is" in stopped

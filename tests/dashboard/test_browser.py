@@ -412,7 +412,7 @@ def test_start_and_stop_a_guarded_rollout_then_restore_from_the_audit_log(
     form.get_by_label("Steps").fill("1, 5, 25, 50, 100")
     form.get_by_role("button", name="Start a guarded rollout").click()
     expect(page.locator("[data-rollout-state]")).to_contain_text("running")
-    expect(page.locator("[data-rollout-state]")).to_contain_text("step 1 of 5 at 1.0 %")
+    expect(page.locator("[data-rollout-state]")).to_contain_text("step 1 of 5 (1 %)")
     assert (
         admin.request("GET", f"/environments/{tenant.environment_id}/flags/guarded")["rules"][0][
             "percentage"

@@ -96,7 +96,7 @@ def test_a_running_rollout_shows_each_guardrails_evidence_and_coverage_beside_th
     page = open_page(browser, WIDTHS[device], [])
     sign_in(page, dashboard_server)
     page.goto(insights(dashboard_server, tenant, GUARDED))
-    expect(page.locator("[data-rollout-state]")).to_contain_text("step 2 of 4 at 25.0 %")
+    expect(page.locator("[data-rollout-state]")).to_contain_text("step 2 of 4 (25 %)")
     expect(page.locator("[data-rollout-waiting]")).to_contain_text(WAITING)
     rows = page.locator("[data-guardrails] tbody tr")
     expect(rows).to_have_count(3)

@@ -183,11 +183,11 @@ def test_the_panel_shows_each_guardrails_tolerance_and_evidence_in_words(
 ) -> None:
     guarded_rollout(services, tenant)
     page = person.get(insights(tenant))
-    assert "step 2 of 4 at 25.0 %" in part(page, "data-rollout-state")
+    assert "running · step 2 of 4 (25 %), 10 min a step" in part(page, "data-rollout-state")
     assert "guardrails: Failure rate, p95 latency, Coverage." in part(page, "data-rollout-state")
     assert WAITING in part(page, "data-rollout-waiting")
     meta = part(page, "data-guard-meta")
-    assert "at step 2 (25.0 %)" in meta
+    assert "at step 2 of 4 (25 %)" in meta
     assert "rolls back once shown at 98.33 % confidence" in meta and "at 95 %" in meta
     rows = {g: part(page, f'data-guardrail="{g}"') for g in GUARDRAILS}
     assert rows["failureRate"] == (
@@ -218,6 +218,28 @@ def test_a_regression_shown_reads_as_one(
     row = part(page, 'data-guardrail="failureRate"')
     assert row.startswith("Failure rate 1 pp Regression shown +2.40 pp +1.30 pp to +3.50 pp")
     assert 'data-status="regression"' in page.text
+
+
+def test_the_page_counts_steps_from_1_where_the_api_indexes_them_from_0(
+    person: DashClient, dash_admin: Admin, tenant: Tenant, services: Services
+) -> None:
+    """The API's ``"step": 1`` of ``[10, 25, 50, 100]`` is "step 2 of 4 (25 %)" on the page,
+    its decisions' steps too, and a rolled-back rollout says where it stood and where it is."""
+    guarded_rollout(services, tenant)
+    api = dash_admin.request(
+        "GET", f"/environments/{tenant.environment_id}/flags/{FLAG}/rollout", expect=200
+    )
+    assert (api["step"], api["steps"], api["decisions"][0]["step"]) == (1, [10, 25, 50, 100], 0)
+    page = person.get(insights(tenant))
+    assert "step 2 of 4 (25 %)" in part(page, "data-rollout-state")
+    decision = part(page, "data-decision")
+    assert decision.endswith(" UTC 1 of 4 (10 %) advanced 25 % the first step shown safe")
+
+    services.store.decide_rollout(
+        tenant.environment_id, FLAG, 1, RolloutAction.ROLLED_BACK, "a regression", None
+    )
+    state = part(person.get(insights(tenant)), "data-rollout-state")
+    assert state.startswith("rolledBack · step 2 of 4 (25 %), now at 0 %, 10 min a step")
 
 
 def test_one_more_user_needed_is_said_in_the_singular(
@@ -367,7 +389,7 @@ def test_the_editor_says_a_rollout_is_running(
     assert "data-rollout-running" not in person.get(editor(tenant)).text
     guarded_rollout(services, tenant)
     banner = part(person.get(editor(tenant)), "data-rollout-running")
-    assert banner.startswith("A guarded rollout is running: step 2 of 4, at 25 %.")
+    assert banner.startswith("A guarded rollout is running: step 2 of 4 (25 %).")
     assert "stop the rollout first" in banner
 
 

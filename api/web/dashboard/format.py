@@ -7,7 +7,7 @@ from typing import Any
 
 from flagsight_core.words import counted
 
-from api.controlplane.changes import GUARDRAIL_LABELS
+from api.controlplane.changes import GUARDRAIL_LABELS, step_of
 from api.controlplane.webhook_targets import shown_url
 
 MISSING = "—"
@@ -60,5 +60,6 @@ FILTERS = {
     "ms": milliseconds,
     "utc": utc_time,
     "guardrail": guardrail,
+    "step_of": step_of,  # step {{ rollout.step | step_of(steps) }}: step 1 of 4 (10 %)
     "webhook_url": shown_url,  # user information masked (a webhook stored before the rule)
 }

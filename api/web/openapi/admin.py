@@ -691,7 +691,11 @@ ADMIN_SCHEMAS.update(
             "required": ["at", "step", "percentage", "action", "reason", "statistics"],
             "properties": {
                 "at": TIMESTAMP,
-                "step": {"type": "integer", "minimum": 0},
+                "step": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The step judged: its index in the rollout's steps, from 0",
+                },
                 "percentage": {"type": "number", "description": "The flag's split afterwards"},
                 "action": {"enum": ["advanced", "completed", "rolledBack", "held"]},
                 "reason": {"type": "string"},
@@ -706,7 +710,12 @@ ADMIN_SCHEMAS.update(
             "required": ["state", "step", "percentage", "decisions"],
             "properties": {
                 "state": {"enum": ["running", "completed", "rolledBack", "held"]},
-                "step": {"type": "integer", "minimum": 0},
+                "step": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The current step's index in steps, from 0 (steps[step] is"
+                    " its percentage; the dashboard and the CLI say step 1 of N for 0)",
+                },
                 "percentage": {"type": "number"},
                 "steps": {"type": "array", "items": _STEP},
                 "stepMinutes": {"type": "number"},
