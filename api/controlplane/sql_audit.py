@@ -121,6 +121,8 @@ class AuditMixin:
         environment_id, _, key = ident.partition("/")
         if record.before is not None:
             flag = documents.flag_record(environment_id, record.before)
+            environment = self._require_environment(conn, environment_id)
+            self._check_segments_exist(conn, environment.organization_id, flag.rules)
             return lambda actor: self._write_flag(
                 conn, flag, actor=actor, action="restore", restored_from=record.id
             )

@@ -23,6 +23,7 @@ from api.controlplane.changes import (
 from api.controlplane.errors import (
     ConflictError,
     ConflictReason,
+    ControlPlaneError,
     ErrorCode,
     NotFoundError,
     RecordedError,
@@ -93,6 +94,46 @@ def test_restoring_a_key_creation_revokes_it(store, organization, environment) -
         ErrorCode.API_KEY_ALREADY_REVOKED,
         {"api_key": created.record.id},
     )
+
+
+def test_restore_refusals_judge_as_restore_does_and_write_nothing(
+    store, organization, environment
+) -> None:
+    """A log of every kind, each target moved on since: what ``restore_refusals`` refuses
+    (by the same code), ``restore`` refuses, and what it lets through, ``restore`` does."""
+    store.put_segment(organization.id, "gone", ["bob"])
+    store.put_flag(environment.id, "f", True, False, [SegmentRule("gone")])
+    store.put_flag(environment.id, "f", True, False, [StaticRule()])
+    store.delete_segment(organization.id, "gone")  # the flag's first version names it
+    store.delete_flag(environment.id, "f")
+    key = store.create_api_key(environment.id, "ci")
+    store.revoke_api_key(key.record.id)
+    hook = store.create_webhook(organization.id, "http://example.test/h", ["flag.changed"])
+    store.delete_webhook(hook.record.id)
+    store.put_segment(organization.id, "beta", ["alice"])
+    store.put_flag(environment.id, "g", True, False, [SegmentRule("beta")])
+    made = store.create_schedule(
+        environment.id, "g", time.time() + 3_600, FlagBody(True, False, ())
+    )
+    store.cancel_schedule(environment.id, "g", made.id)
+    log = store.list_audit(organization.id)
+    version = store.config_version()
+
+    refusals = store.restore_refusals(log)
+    assert (store.config_version(), store.list_audit(organization.id)) == (version, log)
+    creation = next(r for r in log if r.action == "apiKey.created")
+    assert (refusals[creation.id].code, refusals[creation.id].details) == (
+        ErrorCode.API_KEY_ALREADY_REVOKED, {"api_key": key.record.id},
+    )  # fmt: skip
+    assert next(r for r in log if r.action == "apiKey.revoked").id not in refusals
+    for record in reversed(log):  # oldest first; each restore moves what the next is judged on
+        judged = store.restore_refusals([record]).get(record.id)
+        try:
+            store.restore(record.id)
+        except ControlPlaneError as refused:
+            assert judged is not None and judged.code is refused.code, record.action
+        else:
+            assert judged is None, (record.action, judged)
 
 
 def test_restoring_a_schedule_creation_cancels_it_and_its_cancellation_makes_it_pending(

@@ -124,3 +124,22 @@ def test_the_creation_of_a_webhook_deleted_since_is_not_offered(
 
     assert "<form" not in created
     assert "did not exist before that change and does not now" in created
+
+
+def test_a_flag_change_naming_a_segment_deleted_since_is_not_offered_nor_restored(
+    person: DashClient, dash_admin: Admin, services: Services
+) -> None:
+    tenant = dash_admin.tenant()
+    org, env = tenant.organization_id, tenant.environment_id
+    dash_admin.segment(org, "gone", ["bob"])
+    dash_admin.flag(env, "checkout", [{"type": "SEGMENT", "segment": "gone"}])
+    dash_admin.flag(env, "checkout", [{"type": "STATIC", "value": True}])
+    dash_admin.request("DELETE", f"/organizations/{org}/segments/gone", expect=204)
+    why = "names segment 'gone', which does not exist in this organization"
+    [change] = [r for r in services.store.list_audit(org) if r.action == "flag.updated"]
+    row = _rows(person, services, org)["flag.updated"]
+    assert "<form" not in row and why in row
+
+    answer = _restore(person, org, change.id)  # from a page shown before the deletion
+    assert answer.status_code == 409
+    assert why in html.unescape(answer.text) and "data-restore-error" in answer.text

@@ -6,7 +6,7 @@ import falcon
 import falcon.asgi
 
 from api.controlplane.documents import shown_audit
-from api.controlplane.errors import ConflictError
+from api.controlplane.errors import ConflictError, InvalidError
 from api.web.admin.error_messages import message, restore_refusal
 from api.web.dashboard.base import Page, organization_crumbs, signed_in
 
@@ -60,7 +60,7 @@ class RestoreAction(AuditView):
             raise self.not_found(f"Audit record '{audit_id}'")
         try:
             restored = await self.write(self.store.restore, audit_id)
-        except ConflictError as exc:  # not restorable, or already as it was: say why
+        except (ConflictError, InvalidError) as exc:  # not restorable now: say why
             await self.show(req, resp, org_id, error=message(exc), status=409)
             return
         raise falcon.HTTPSeeOther(f"{audit_path(org_id)}?restored={restored.id}")
