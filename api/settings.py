@@ -83,6 +83,9 @@ class Settings:
     webhook_allow_private: bool = False
     """``FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE=1``: webhooks may go to loopback and private addresses
     (receivers on the same network); link-local stays refused (``api.controlplane.webhook_targets``)."""
+    streams_per_key: int = 500
+    """Event streams (``/v1/stream`` and OFREP's together) one API key may hold open on a host;
+    past it a new one is refused with 429 and ``Retry-After`` (contract 11)."""
     warehouse_poll_interval_s: float = 10.0
     """With the lake in a bucket: how often a host looks for a newer warehouse snapshot."""
 
@@ -104,6 +107,11 @@ class Settings:
     def host_id_path(self) -> Path:
         """This host's stable identity in the shared lake (``api.infra.host_identity``)."""
         return self.data_dir / "host-id"
+
+    @property
+    def stream_slots_dir(self) -> Path:
+        """Where each API key's event streams are counted across workers (``api.infra.host_slots``)."""
+        return self.data_dir / "run" / "streams"
 
     @property
     def meter_path(self) -> Path:
@@ -168,4 +176,5 @@ class Settings:
             webhook_timeout_s=float(env.get("FLAGSIGHT_WEBHOOK_TIMEOUT", "10")),
             webhook_allow_private=env.get("FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE") == "1",
             warehouse_poll_interval_s=float(env.get("FLAGSIGHT_WAREHOUSE_POLL_INTERVAL", "10")),
+            streams_per_key=int(env.get("FLAGSIGHT_STREAMS_PER_KEY", "500")),
         )

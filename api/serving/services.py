@@ -11,6 +11,7 @@ from flagsight_core.ids import EvaluationIdIssuer
 from api.controlplane.cache import ConfigCache
 from api.controlplane.store import ControlPlaneStore
 from api.eventlog import EventLog
+from api.infra.host_slots import HostSlots
 from api.metering.meter import Meter
 from api.observability.metrics import Metrics
 from api.observability.tallies import Tallies
@@ -30,9 +31,15 @@ class Services:
     clock: Callable[[], float] = field(default=time.time)
     tallies: Tallies = field(default=None)  # type: ignore[assignment]  # made from metrics
     change_feed: ChangeFeed = field(default=None)  # type: ignore[assignment]  # made from config
+    stream_slots: HostSlots = field(default=None)  # type: ignore[assignment]  # from settings
+    """Each API key's event streams, counted over the host's workers."""
 
     def __post_init__(self) -> None:
         if self.tallies is None:
             self.tallies = Tallies(self.metrics)
         if self.change_feed is None:
             self.change_feed = ChangeFeed(self.config)
+        if self.stream_slots is None:
+            self.stream_slots = HostSlots(
+                self.settings.stream_slots_dir, self.settings.streams_per_key
+            )

@@ -94,6 +94,16 @@ class UnsupportedMediaType(ApiError):
         super().__init__(415, "The request body must be application/json (Content-Type header)")
 
 
+class TooManyStreams(ApiError):
+    def __init__(self, limit: int, retry_after_s: int):
+        super().__init__(
+            429,
+            f"This API key holds {limit} event streams on this host, the most it may;"
+            " close one or retry later",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+
+
 class ServiceUnavailable(ApiError):
     def __init__(self, message: str, retry_after_s: int = 1):
         super().__init__(503, message, headers={"Retry-After": str(retry_after_s)})

@@ -18,7 +18,7 @@ from flagsight_sdk.model import FAILURE_REFUSED
 from api.eventlog.schema import EVALUATION
 from tests.sdk.conftest import wait_for_events
 from tests.sdk.test_local_mode import ADMIN_TOKEN, local_client, of_environment, wait_until
-from tests.support.admin import Admin, requests_caller
+from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.server import GunicornServer
 
 
@@ -107,40 +107,65 @@ def test_on_postgresql_a_change_and_a_revocation_on_one_host_reach_a_client_of_t
         client.close(1)
 
 
-def test_a_host_holds_1000_streams_keeps_evaluating_and_tells_them_all_of_a_change(
+def test_a_host_holds_1000_streams_of_two_keys_bounds_each_key_and_tells_them_of_a_change(
     own_server: GunicornServer,
 ) -> None:
+    """Two keys hold 500 streams each, the most a key may hold on a host (contract 11): the
+    501st of one key gets 429 with Retry-After, while the host keeps evaluating, accepting the
+    other key's requests and telling every stream of the changed environment within seconds."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
     own_server.start()
     admin = Admin(requests_caller(own_server.url), ADMIN_TOKEN)
-    tenant = admin.tenant()
-    admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
+    tenants = [admin.tenant(), admin.tenant()]
+    for tenant in tenants:
+        admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}])
     own_server.wait_config_everywhere()
-    request = (
-        f"GET /v1/stream HTTP/1.1\r\nHost: t\r\nAuthorization: ApiKey {tenant.api_key}\r\n\r\n"
-    ).encode()
-    streams = []
+
+    def stream_request(tenant: Tenant) -> bytes:
+        return (
+            f"GET /v1/stream HTTP/1.1\r\nHost: t\r\nAuthorization: ApiKey {tenant.api_key}\r\n\r\n"
+        ).encode()
+
+    streams: dict[str, list[socket.socket]] = {t.api_key: [] for t in tenants}
     try:
-        for _ in range(1_000):
-            sock = socket.create_connection(("127.0.0.1", own_server.port), timeout=10)
-            sock.sendall(request)
-            streams.append(sock)
-        for sock in streams:  # every stream opened: its first event arrived
-            assert b"event: ruleset" in sock.recv(4096)
-        answer = requests.post(
-            f"{own_server.url}/v1/evaluate",
-            json={"flagKey": "launch", "userIdentifier": "u"},
-            headers={"Authorization": f"ApiKey {tenant.api_key}"},
+        for tenant in tenants:
+            for _ in range(500):
+                sock = socket.create_connection(("127.0.0.1", own_server.port), timeout=10)
+                sock.sendall(stream_request(tenant))
+                streams[tenant.api_key].append(sock)
+        for sock in [s for socks in streams.values() for s in socks]:
+            assert b"event: ruleset" in sock.recv(4096)  # every stream opened
+        refused = requests.get(
+            f"{own_server.url}/v1/stream",
+            headers={"Authorization": f"ApiKey {tenants[0].api_key}"},
             timeout=5,
         )
-        assert answer.status_code == 200 and answer.json()["value"] is True
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "10"
+        assert "500 event streams" in refused.json()["message"]
+        for tenant in tenants:
+            answer = requests.post(
+                f"{own_server.url}/v1/evaluate",
+                json={"flagKey": "launch", "userIdentifier": "u"},
+                headers={"Authorization": f"ApiKey {tenant.api_key}"},
+                timeout=5,
+            )
+            assert answer.status_code == 200 and answer.json()["value"] is True
         assert own_server.metric("flagsight_streams_open") == 1_000
-        admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}], enabled=False)
-        for sock in streams:
-            sock.settimeout(5)
+        changed = tenants[0]
+        admin.flag(changed.environment_id, "launch", [{"type": "STATIC"}], enabled=False)
+        for sock in streams[changed.api_key]:
+            sock.settimeout(10)  # a second on an idle machine; generous on a loaded one
             assert b"event: ruleset" in sock.recv(4096)
     finally:
-        for sock in streams:
+        for sock in [s for socks in streams.values() for s in socks]:
             sock.close()
     assert wait_until(lambda: own_server.metric("flagsight_streams_open") == 0, 15) is not None
+    again = requests.get(
+        f"{own_server.url}/v1/stream",
+        headers={"Authorization": f"ApiKey {tenants[0].api_key}"},
+        timeout=5,
+        stream=True,
+    )
+    assert again.status_code == 200  # the slots came back with the closed streams
+    again.close()

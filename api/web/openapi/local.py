@@ -120,6 +120,10 @@ LOCAL_SCHEMAS: dict[str, Any] = {
     },
 }
 
+_TOO_MANY_STREAMS: dict[str, Any] = {
+    **error_response("The key holds its most event streams on this host (500 by default)"),
+    "headers": {"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+}
 _STREAM_DESCRIPTION = (
     "Server-sent events; a comment line every 5 s; ends within a second of the key's "
     "revocation (a new request then gets 401)."
@@ -153,6 +157,7 @@ LOCAL_PATHS: dict[str, Any] = {
             "responses": {
                 "200": {"description": "The stream", "content": _EVENT_STREAM},
                 "401": _UNAUTHORIZED,
+                "429": _TOO_MANY_STREAMS,
             },
         }
     },
@@ -167,6 +172,7 @@ LOCAL_PATHS: dict[str, Any] = {
             "responses": {
                 "200": {"description": "The stream", "content": _EVENT_STREAM},
                 "401": _UNAUTHORIZED,
+                "429": _TOO_MANY_STREAMS,
             },
         }
     },

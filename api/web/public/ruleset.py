@@ -14,11 +14,17 @@ poll interval (and a margin) after this worker saw it, so the re-fetch finds it 
 comment line every ``HEARTBEAT_S`` keeps proxies from closing it and tells the client the
 service is there. A key that no longer authenticates (revoked, its environment deleted) ends
 its streams at the next reload, within a second; the next request gets 401.
+
+Streams are bounded per key on each host (``settings.streams_per_key``, 500; both kinds
+together): past it a new one gets 429 with ``Retry-After`` (contract 11), so one key cannot
+take every connection a host can hold. The slot is taken before the answer starts and given
+back when the stream ends, or, if its body never starts, when the generator is collected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator
 
 import falcon
@@ -27,9 +33,10 @@ from falcon.asgi import SSEvent
 from flagsight_core.ruleset import Ruleset, ruleset_to_json
 
 from api.controlplane.cache import EnvironmentConfig
+from api.infra.host_slots import Slot
 from api.serving.services import Services
 from api.web.auth import api_key_of, authenticate_caller
-from api.web.errors import Unauthorized
+from api.web.errors import TooManyStreams, Unauthorized
 from api.web.jsonio import encode
 
 HEARTBEAT_S = 5.0
@@ -37,6 +44,8 @@ HEARTBEAT_S = 5.0
 how soon a stream whose client went away ends: a client's FIN is taken as a half-close (it
 may still read), so the stream ends when a write fails, the second heartbeat after it left."""
 RETRY_MS = 1000
+FULL_RETRY_AFTER_S = 10
+"""``Retry-After`` of a stream refused because the key holds its most on this host."""
 """The reconnection delay a browser's ``EventSource`` takes from the stream."""
 SETTLE_MARGIN_S = 0.1
 """Beyond one poll interval, the wait before announcing a change (a reload's own time)."""
@@ -109,12 +118,27 @@ class StreamResource:
         caller = authenticate_caller(req, self._services.config)
         if caller.environment is None:
             raise Unauthorized()
+        slots = self._services.stream_slots
+        slot = slots.take(caller.key.key_id)
+        if slot is None:
+            raise TooManyStreams(slots.limit, FULL_RETRY_AFTER_S)
         api_key = api_key_of(req.get_header("Authorization")) or ""
         resp.cache_control = ["no-cache"]
         resp.set_header("X-Accel-Buffering", "no")  # nginx: pass each event on at once
-        resp.sse = self._events(api_key, caller.environment.id)
+        events = self._events(api_key, caller.environment.id, slot)
+        weakref.finalize(events, slot.release)  # a body that never starts ends nothing
+        resp.sse = events
 
-    async def _events(self, api_key: str, environment_id: str) -> AsyncIterator[SSEvent | None]:
+    async def _events(
+        self, api_key: str, environment_id: str, slot: Slot
+    ) -> AsyncIterator[SSEvent | None]:
+        try:
+            async for event in self._versions(api_key, environment_id):
+                yield event
+        finally:
+            slot.release()
+
+    async def _versions(self, api_key: str, environment_id: str) -> AsyncIterator[SSEvent | None]:
         services = self._services
         feed, metrics = services.change_feed, services.metrics
         sent = self._version(api_key, environment_id)
