@@ -43,6 +43,8 @@
   changed, because nothing a client sends may make a 5xx (contract section 3): 400, not 501,
   for a transfer coding gunicorn does not implement, and 408, not 500, when a body announced
   by ``Content-Length`` never starts to arrive.
+* **No WebSocket.** An ``Upgrade: websocket`` request is served as plain HTTP
+  (``_is_websocket_upgrade``), not handed to Falcon as a WebSocket it refuses.
 
 The seams: gunicorn's worker makes each connection's protocol through the module-level name
 ``gunicorn.workers.gasgi.ASGIProtocol``, and each answer's fields are checked by the
@@ -77,6 +79,7 @@ from api.web.request_framing import INCOMPLETE_MESSAGE
 SEAMS_WRITTEN_FOR = "27.0.1"
 """The gunicorn release whose code the overrides below mirror (``gunicorn/asgi/protocol.py``:
 ``ASGIProtocol._serve_http_request``, ``_build_http_scope``, ``_send_response_start``,
+``_is_websocket_upgrade``,
 ``_send_error_response``, ``_will_close``, ``pause_writing``/``resume_writing``,
 ``eof_received``, and the ``_awaiting_request`` flag and ``_keepalive_timeout`` close that
 ``close_if_idle`` reads; ``gunicorn/workers/gasgi.py``: ``ASGIWorker._setup_event_loop``,
@@ -228,6 +231,13 @@ class FlagsightProtocol(ASGIProtocol):
             self._head_timer = self.worker.loop.call_later(
                 self.header_timeout_s, self._head_timed_out
             )
+
+    def _is_websocket_upgrade(self, request) -> bool:  # noqa: ANN001 - gunicorn's request
+        """Never: the service speaks no WebSocket, so an upgrade request is answered as the
+        plain HTTP request it also is (RFC 9110 section 7.8 lets a server ignore ``Upgrade``),
+        with the contract's status and body. gunicorn handed Falcon a WebSocket scope, which
+        it refused with an empty ``403`` and an error log line for every such request."""
+        return False
 
     def _on_headers_complete(self) -> bool:
         if self._head_timer is not None:

@@ -295,3 +295,36 @@ def test_flagsight_answers_an_evaluate_the_same_through_both_doors(
     assert usage(server, tenant) - before == 2  # both metered
     assert EVALUATION_ID.sub(b"", at_once_body) == EVALUATION_ID.sub(b"", later_body)
     assert json.loads(at_once_body)["evaluationId"] != json.loads(later_body)["evaluationId"]
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/v1/ruleset", b"HTTP/1.1 200 OK"), ("/nowhere", b"HTTP/1.1 404 Not Found")],
+)
+def test_a_websocket_upgrade_is_answered_as_plain_http(
+    flagsight: tuple[GunicornServer, Tenant], path: str, status: bytes
+) -> None:
+    """The service speaks no WebSocket: the request is answered as HTTP, with the contract's
+    body, and logs no error (it got an empty 403 and an error line from Falcon)."""
+    server, tenant = flagsight
+    log = server.data_dir.parent / "gunicorn.log"
+    logged = log.stat().st_size
+    upgrade = (
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: ApiKey {tenant.api_key}\r\n"
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(upgrade)
+        [(answered, fields, body)] = read_answers(sock, 1)
+    assert answered == status
+    assert fields[b"content-type"] == b"application/json"
+    document = json.loads(body)
+    if status.endswith(b"404 Not Found"):
+        assert document["status"] == 404
+    else:
+        assert "flags" in document
+    time.sleep(0.3)  # a log line would be written by now
+    with log.open("rb") as written:
+        written.seek(logged)
+        assert b'"level":"error"' not in written.read()
