@@ -8,6 +8,7 @@ from pathlib import Path
 
 import falcon.testing
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from api.server.lifecycle import start_services, stop_services
 from api.server.wiring import build_services
@@ -22,6 +23,11 @@ from tests.support.scheduling import longest_first
 from tests.support.server import GunicornServer
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
+
+# No time limit per example: hypothesis's default (200 ms) fails on a loaded machine what is
+# only slow there; speed is the bench's to measure.
+hypothesis_settings.register_profile("flagsight", deadline=None)
+hypothesis_settings.load_profile("flagsight")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -24,10 +24,11 @@ from pipelines.definitions import working_database_path
 from tests.support.admin import Admin, Tenant, requests_caller
 from tests.support.engines import fresh_database
 from tests.support.server import GunicornServer
+from tests.support.timing import PROMPTLY_S
 
 ADMIN_TOKEN = "cluster-admin-token-0123456789"
 HOSTS = 3
-PROPAGATION_S = 1.0
+PROPAGATION_S = PROMPTLY_S
 
 
 @dataclass

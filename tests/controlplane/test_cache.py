@@ -10,9 +10,10 @@ from flagsight_core import Flag, PercentageRule, SegmentRule
 from api.controlplane.cache import ConfigCache, EnvironmentConfig
 from api.controlplane.model import Plan
 from api.observability.metrics import Metrics
+from tests.support.timing import PROMPTLY_S
 
 
-def wait_for(condition, timeout_s: float = 1.0) -> float:
+def wait_for(condition, timeout_s: float = PROMPTLY_S) -> float:
     """Seconds until ``condition()`` held; fails after ``timeout_s``."""
     started = time.monotonic()
     while not condition():

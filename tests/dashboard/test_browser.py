@@ -18,6 +18,7 @@ from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, requests_caller
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.timing import PROMPTLY_S
 
 pytestmark = needs_chromium()
 
@@ -80,7 +81,7 @@ def key_is_served(server: GunicornServer, api_key: str) -> bool:
     return statuses == {400}
 
 
-def eventually(check: Callable[[], bool], within_s: float = 2.0) -> None:
+def eventually(check: Callable[[], bool], within_s: float = PROMPTLY_S) -> None:
     """Changes reach every worker within a second (contract section 2); allow two."""
     deadline = time.monotonic() + within_s
     while not check():

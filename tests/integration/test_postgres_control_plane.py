@@ -24,6 +24,7 @@ from tests.integration.test_cli import flagsight
 from tests.support.admin import Admin
 from tests.support.admin import testclient_caller as in_process
 from tests.support.engines import postgres_session
+from tests.support.timing import PROMPTLY_S
 
 TOKEN = "pg-admin-token-0123456789"
 
@@ -137,11 +138,11 @@ def test_two_hosts_see_each_others_changes_within_a_second(make_host, postgres_u
     first, second = make_host(postgres_url), make_host(postgres_url)
     tenant = first.admin.tenant()
     first.admin.flag(tenant.environment_id, "f", [{"type": "STATIC", "value": True}])
-    within(1.0, lambda: second.evaluate(tenant.api_key).json.get("value") is True)
+    within(PROMPTLY_S, lambda: second.evaluate(tenant.api_key).json.get("value") is True)
     second.admin.flag(tenant.environment_id, "f", [{"type": "STATIC", "value": False}])
-    within(1.0, lambda: first.evaluate(tenant.api_key).json.get("value") is False)
+    within(PROMPTLY_S, lambda: first.evaluate(tenant.api_key).json.get("value") is False)
     assert second.call("DELETE", f"/api-keys/{tenant.api_key_id}").status_code == 204
-    within(1.0, lambda: first.evaluate(tenant.api_key).status_code == 401)
+    within(PROMPTLY_S, lambda: first.evaluate(tenant.api_key).status_code == 401)
     assert first.services.store.signing_key() == second.services.store.signing_key()
 
 
@@ -189,7 +190,7 @@ def test_postgres_down_keeps_flags_served_refuses_admin_writes_and_recovers(
     within(15.0, lambda: host.call(
         "PUT", f"/environments/{tenant.environment_id}/flags/f", {"enabled": True, "rules": []}
     ).status_code == 200)  # fmt: skip
-    within(1.0, lambda: host.evaluate(tenant.api_key).json["value"] is False)
+    within(PROMPTLY_S, lambda: host.evaluate(tenant.api_key).json["value"] is False)
     assert host.client.simulate_get("/readyz").status_code == 200
 
 

@@ -306,7 +306,7 @@ def test_a_meter_started_while_postgres_is_down_serves_on_credit_and_catches_up(
     meter = PostgresMeter(own_cluster.url, options=PostgresMeterOptions(outage_allowance=50))
     started = time.monotonic()
     assert meter.consume("org_a", MONTH, 30, 1_000) == 30  # on credit
-    assert time.monotonic() - started < 0.15
+    assert time.monotonic() - started < 1.5  # not the 2 s connect timeout a wait would take
     assert meter.unreachable
     assert meter.consume("org_a", MONTH, 30, 1_000) == 20  # the allowance is spent
     assert meter.usage("org_a", MONTH) == 50

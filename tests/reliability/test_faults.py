@@ -262,7 +262,8 @@ def test_locked_control_plane_keeps_evaluation_serving_and_admin_writes_wait(
     )
     holder.join()
     assert set(answers) == {200} and len(answers) > 20
-    assert slowest < 1.0, "evaluation waited on the control-plane lock"
+    # the lock is held 3 s: an evaluation that waited on it would take over 2 s
+    assert slowest < 2.0, "evaluation waited on the control-plane lock"
     assert write["key"] == "g"  # the write waited for the lock (busy timeout), then succeeded
     assert time.monotonic() - started >= 2.5
 
