@@ -17,6 +17,7 @@ from api.settings import Settings
 from api.web.app import create_asgi_app
 from devtools.engines.postgres import PostgresCluster
 from devtools.engines.seaweedfs import SeaweedFS
+from tests.support import process_groups
 from tests.support.admin import Admin, Tenant, requests_caller, testclient_caller
 from tests.support.engines import fresh_database, postgres_session, seaweedfs_for
 from tests.support.scheduling import longest_first
@@ -28,6 +29,14 @@ ADMIN_TOKEN = "test-admin-token-0123456789"
 # only slow there; speed is the bench's to measure.
 hypothesis_settings.register_profile("flagsight", deadline=None)
 hypothesis_settings.load_profile("flagsight")
+
+
+process_groups.track()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """No server, sealer or Dagster left running, whatever the tests did (``process_groups``)."""
+    process_groups.end_all()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

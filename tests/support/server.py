@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -74,6 +75,7 @@ class GunicornServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.kill()  # its workers too
                 raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
             try:
                 if requests.get(f"{self.url}/readyz", timeout=1).status_code == 200:
@@ -81,6 +83,7 @@ class GunicornServer:
             except requests.RequestException:
                 pass
             time.sleep(0.1)
+        self.kill()  # not left running for the caller, which gets no server to stop
         raise RuntimeError(f"server not ready in {timeout_s}s: {self.log_path.read_text()[-3000:]}")
 
     def _limit_open_files(self) -> None:
@@ -134,7 +137,8 @@ class GunicornServer:
 
     def kill(self) -> None:
         """SIGKILL the master and every worker at once: nothing gets to clean up."""
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc:
+            with contextlib.suppress(ProcessLookupError):  # workers outlive a dead master
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
         self.proc = None
