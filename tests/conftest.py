@@ -34,6 +34,7 @@ hypothesis_settings.load_profile("flagsight")
 process_groups.track()
 
 
+@pytest.hookimpl(trylast=True)  # after the session's fixtures have stopped what they own
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """No server, sealer or Dagster left running, whatever the tests did (``process_groups``)."""
     process_groups.end_all()
