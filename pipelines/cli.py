@@ -1,7 +1,7 @@
 """``flagsight pipeline run``: materialize every insights asset once, now.
 
 The run is recorded in the persistent Dagster instance at ``settings.dagster_home`` (the one
-the daemon and ``dagster dev`` use with ``DAGSTER_HOME`` set to it), so it shows in the UI.
+Dagster's daemon and webserver use with ``DAGSTER_HOME`` set to it), so it shows in the UI.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The insights code location: assets, checks, resources, job and schedule in one place.
 
-Loaded by ``dagster dev -w workspace.yaml`` (module ``pipelines.definitions``, attribute
-``defs``) and by ``flagsight pipeline run``. Locations come from ``Settings.from_env()``.
+Loaded by Dagster's webserver and daemon through ``workspace.yaml`` (module
+``pipelines.definitions``, attribute ``defs``) and by ``flagsight pipeline run``. Locations
+come from ``Settings.from_env()``.
 """
 
 from __future__ import annotations

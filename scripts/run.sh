@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # `make run`: the API and dashboard, Dagster (webserver + daemon, sensor and schedule on) and demo traffic.
 set -euo pipefail
+# Started with SIGINT ignored (a background job of a non-interactive shell, some CI runners),
+# bash cannot trap it, and every part would inherit the ignore: Dagster, which gives SIGTERM
+# SIGINT's handling, then ignores both. Start again with SIGINT at its default.
+if [ "$(trap -p INT)" = "trap -- '' SIGINT" ]; then
+  exec env --default-signal=INT "$BASH" "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 DATA="${FLAGSIGHT_DATA_DIR:-$PWD/var}"
@@ -30,35 +36,65 @@ fi
 echo "$init_output"
 DEMO_KEY=$(demo_key "$init_output" | tail -n 1)
 
-pids=()
-dagster_pid=""
-cleanup() {
-  trap '' INT TERM  # a second signal must not cut the cleanup short
+# Each part runs as its own process group, as a terminal runs a job: Ctrl-C (SIGINT to the
+# foreground group) reaches this script alone, and `stop` ends each part the way it ends
+# cleanly. SIGINT is back at its default in the part (bash makes background commands ignore it).
+job() {  # job LOG COMMAND...: start COMMAND in the background; its pid is $!, its group's id too
+  local log=$1
+  shift
+  $BIN/python -S -c 'import os, signal, sys
+os.setpgid(0, 0)
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$@" >"$DATA/logs/$log" 2>&1 &
+}
+api_pid="" webserver_pid="" daemon_pid="" demo_pid=""
+signal_group() {  # signal_group SIGNAL PID...: the group, or the pid before it made its group
+  local sig=$1 pid
+  shift
+  for pid in "$@"; do kill -"$sig" -- "-$pid" 2>/dev/null || kill -"$sig" "$pid" 2>/dev/null || true; done
+}
+any_alive() {  # any_alive PID...: is a process of these groups still running (zombies are done)?
+  ps -e -o pgid=,stat= | awk -v groups=" $* " \
+    'index(groups, " " $1 " ") && $2 !~ /^Z/ { alive = 1 } END { exit !alive }'
+}
+stop() {
+  trap '' INT TERM HUP  # a second signal must not cut the stop short
   trap - EXIT
-  kill -TERM "${pids[@]}" 2>/dev/null || true
-  # dagster dev (its own process group, with the webserver and daemon) stops on SIGINT
-  [ -n "$dagster_pid" ] && kill -INT -- "-$dagster_pid" 2>/dev/null || true
-  for _ in $(seq 1 40); do
-    alive=0
-    for pid in "${pids[@]}" $dagster_pid; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ $alive -eq 0 ] && break
+  local parts=($demo_pid $api_pid $webserver_pid $daemon_pid)
+  [ ${#parts[@]} -gt 0 ] || return 0
+  echo "Stopping flagsight ..."
+  signal_group TERM $demo_pid
+  # gunicorn's master alone: SIGTERM is its graceful stop (workers seal their event logs, then
+  # the sealer, in its group, seals what they handed off); signalled itself, the sealer would
+  # stop before them.
+  [ -z "$api_pid" ] || kill -TERM "$api_pid" 2>/dev/null || true
+  # Dagster's webserver and daemon as Ctrl-C in their own terminals: SIGINT to each group, so
+  # a run in progress (the daemon's code server starts it, in the daemon's group) is
+  # interrupted and marked as such by Dagster, not left "started" forever.
+  signal_group INT $webserver_pid $daemon_pid
+  # A few seconds normally; the bound is for a loaded machine, then whatever is left is killed.
+  for _ in $(seq 1 60); do
+    any_alive "${parts[@]}" || return 0
     sleep 0.5
   done
-  kill -KILL "${pids[@]}" 2>/dev/null || true
-  [ -n "$dagster_pid" ] && kill -KILL -- "-$dagster_pid" 2>/dev/null || true
+  echo "Some of flagsight did not stop within 30 s; killing it." >&2
+  signal_group KILL "${parts[@]}"
 }
-trap cleanup EXIT
-# Ctrl-C (or a supervisor's TERM) is how this script is meant to end: stop everything and
-# exit 0, so that make does not report the interrupt as a failed recipe ("Error 130").
-trap 'cleanup; echo "flagsight stopped."; exit 0' INT TERM
+trap stop EXIT
+# Ctrl-C, a supervisor's TERM or the terminal closing is how this script is meant to end: stop
+# everything and exit 0, so that make does not report the interrupt as a failed recipe ("Error 130").
+trap 'stop; echo "flagsight stopped."; exit 0' INT TERM HUP
 
-$BIN/flagsight serve --port "$API_PORT" >"$DATA/logs/api.log" 2>&1 & pids+=($!)
-setsid $BIN/dagster dev -w workspace.yaml -p "$DAGSTER_PORT" >"$DATA/logs/dagster.log" 2>&1 & dagster_pid=$!
+job api.log $BIN/flagsight serve --port "$API_PORT"
+api_pid=$!
+job dagster-webserver.log $BIN/dagster-webserver -w workspace.yaml -h 127.0.0.1 -p "$DAGSTER_PORT"
+webserver_pid=$!
+job dagster-daemon.log $BIN/dagster-daemon run -w workspace.yaml
+daemon_pid=$!
 
-serve_pid=${pids[0]}
 ready=0
 for _ in $(seq 1 60); do
-  kill -0 "$serve_pid" 2>/dev/null || break  # our server died: nothing to wait for
+  kill -0 "$api_pid" 2>/dev/null || break  # our server died: nothing to wait for
   curl -fsS "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && { ready=1; break; }
   sleep 0.5
 done
@@ -68,7 +104,8 @@ if [ $ready -eq 0 ]; then
   exit 1
 fi
 # The demo reads its key from $DATA/demo-api-key: no key in the process list.
-$BIN/flagsight demo --url "http://127.0.0.1:$API_PORT" >"$DATA/logs/demo.log" 2>&1 & pids+=($!)
+job demo.log $BIN/flagsight demo --url "http://127.0.0.1:$API_PORT"
+demo_pid=$!
 
 cat <<TXT
 
