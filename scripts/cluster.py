@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from api.web.admin.auth import ADMIN_TOKEN_PREFIX, new_admin_token  # noqa: E402
 from devtools.engines.postgres import PostgresCluster  # noqa: E402
 from devtools.engines.seaweedfs import SeaweedFS  # noqa: E402
 
@@ -33,14 +33,20 @@ DAGSTER_PORT = int(os.environ.get("DAGSTER_PORT", "3001"))
 
 
 def admin_token(root: Path) -> str:
-    """The cluster's admin token: the environment's, or one made once and kept (mode 0600)."""
+    """The cluster's admin token: the environment's, or one made once and kept (mode 0600),
+    of the form every admin token has (``fsa_`` and 43 URL-safe characters). One kept by an
+    older version without the prefix is replaced."""
     if os.environ.get("FLAGSIGHT_ADMIN_TOKEN"):
         return os.environ["FLAGSIGHT_ADMIN_TOKEN"]
     path = root / "admin-token"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_urlsafe(24))
+    if path.exists() and path.read_text().startswith(ADMIN_TOKEN_PREFIX):
+        return path.read_text().strip()
+    partial = path.with_name(".admin-token.tmp")
+    partial.unlink(missing_ok=True)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(new_admin_token())
+    os.replace(partial, path)
     return path.read_text().strip()
 
 
@@ -69,10 +75,12 @@ def main() -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for child in reversed(children):
-            if child.poll() is None:
-                os.killpg(
-                    child.pid, signal.SIGINT if "dagster" in child.args[0] else signal.SIGTERM
-                )
+            if child.poll() is None and "dagster" in child.args[0]:
+                # as Ctrl-C in its own terminal: a run in progress is marked interrupted
+                os.killpg(child.pid, signal.SIGINT)
+            elif child.poll() is None:
+                # gunicorn's master alone: its graceful stop, the sealer (in its group) last
+                os.kill(child.pid, signal.SIGTERM)
         for child in children:
             try:
                 child.wait(timeout=20)
@@ -131,16 +139,18 @@ def main() -> int:
         [str(BIN / "flagsight"), "init", "--no-demo"], env=shared | {"FLAGSIGHT_DATA_DIR": str(pipeline)},
         cwd=REPO, capture_output=True, check=True,
     )  # fmt: skip
-    start(
-        "dagster", [str(BIN / "dagster"), "dev", "-w", "workspace.yaml", "-p", str(DAGSTER_PORT)],
-        pipeline, DAGSTER_HOME=str(pipeline / "dagster"),
-    )  # fmt: skip
+    for name, command in (
+        ("dagster-webserver", ["-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(DAGSTER_PORT)]),
+        ("dagster-daemon", ["run", "-w", "workspace.yaml"]),
+    ):
+        start(name, [str(BIN / name), *command], pipeline, DAGSTER_HOME=str(pipeline / "dagster"))
     for url in urls:
         wait_ready(url)
-    demo = [str(BIN / "flagsight"), "demo", "--api-key", demo_key]
+    demo = [str(BIN / "flagsight"), "demo"]
     for url in urls:
         demo += ["--url", url]
-    start("demo", demo, root / "demo")
+    # The key in the environment, which only its owner can read: a command line is in `ps`.
+    start("demo", demo, root / "demo", FLAGSIGHT_DEMO_API_KEY=demo_key)
     hosts = "\n".join(f"  Host {i}       {url}/v1/evaluate" for i, url in enumerate(urls, 1))
     print(f"""
 flagsight cluster is running (Ctrl-C stops everything; logs in {logs}):

@@ -35,6 +35,7 @@ MODULE_SECONDS = {
     "tests/sdk/test_local_mode.py": 31,
     "tests/cluster/test_postgres_outage.py": 30,
     "tests/integration/test_crash_durability.py": 26,
+    "tests/cluster/test_make_cluster.py": 22,
     "tests/bench/test_local_smoke.py": 19,
     "tests/pipelines/test_metrics.py": 18,
     "tests/integration/test_gunicorn_api.py": 17,
