@@ -12,9 +12,13 @@ DEBIAN_PACKAGES := chromium wrk postgresql gcc libc6-dev iproute2
 install: $(VENV)/.installed
 	@$(BIN)/python -m api.native.build
 
+# A line per step, and uv's own summary lines (interpreter, downloads, installs, bytecode), not
+# its line per package.
 $(VENV)/.installed: pyproject.toml uv.lock sdk/python/pyproject.toml
-	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
-	@uv sync --frozen --quiet --python 3.11
+	@command -v uv >/dev/null 2>&1 || { echo "Installing uv (pip) ..."; \
+	  python3 -m pip install --quiet --disable-pip-version-check uv; }
+	@echo "Installing the locked Python packages (uv.lock) with uv; the first time takes minutes ..."
+	@set -o pipefail; uv sync --frozen --python 3.11 2>&1 | sed -u '/^ [-+~] /d'
 	@touch $@
 
 system-deps:
@@ -23,6 +27,7 @@ system-deps:
 node-deps: tests/ofrep/js/node_modules/.installed
 
 tests/ofrep/js/node_modules/.installed: tests/ofrep/js/package.json tests/ofrep/js/package-lock.json
+	@echo "Installing the OpenFeature interoperability test's npm packages (npm ci) ..."
 	@cd tests/ofrep/js && npm ci --silent --no-audit --no-fund >/dev/null
 	@touch $@
 

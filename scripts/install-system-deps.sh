@@ -8,6 +8,7 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "Installing Debian packages: ${missing[*]}" >&2
+echo "Updating Debian's package lists (apt-get update) ..." >&2
 $SUDO apt-get update -qq >/dev/null
+echo "Installing Debian packages (apt-get install): ${missing[*]} ..." >&2
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -70,6 +70,7 @@ def build(force: bool = False) -> Path | None:
         print("api.native: no C compiler; the pure-Python path serves", file=sys.stderr)
         return None
     compile_, link = commands(compiler)
+    print(f"Building the native fast path ({out.name}) with {compiler} ...", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         objects = [str(Path(tmp) / f"{source.stem}.o") for source in SOURCES]
         for source, obj in zip(SOURCES, objects, strict=True):
