@@ -23,9 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 SDK = REPO / "sdk" / "python"
 CORE = REPO / "sdk" / "core"
 RULESET = {
-    "format": 1,
+    "format": 2,
     "environmentId": "env_packaging",
     "version": 1,
+    "segmentSalt": "AAAAAAAAAAAAAAAAAAAAAA==",
     "flags": [
         {
             "key": "half",

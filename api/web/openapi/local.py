@@ -31,11 +31,15 @@ _EVENT_STREAM = {"text/event-stream": {"schema": {"type": "string"}}}
 LOCAL_SCHEMAS: dict[str, Any] = {
     "Ruleset": {
         "type": "object",
-        "required": ["format", "environmentId", "version", "flags", "segments"],
+        "required": ["format", "environmentId", "version", "segmentSalt", "flags", "segments"],
         "properties": {
             "format": {"const": FORMAT},
             "environmentId": {"type": "string"},
             "version": {"type": "integer"},
+            "segmentSalt": {
+                "type": "string",
+                "description": "The environment's salt for its segment tables: base64 of 16 bytes",
+            },
             "flags": {
                 "type": "array",
                 "items": {
@@ -52,8 +56,10 @@ LOCAL_SCHEMAS: dict[str, Any] = {
             "segments": {
                 "type": "object",
                 "description": "Each segment a rule names, as its membership table: base64 of "
-                "little-endian uint64 slots (open addressing, linear probing, 0 = empty) holding "
-                "the first 64 bits of MurmurHash3 x64-128 (seed 0) of each identifier",
+                "little-endian uint64 slots (open addressing, linear probing, 0 = empty) holding, "
+                "for each identifier, h = the first 64 bits of MurmurHash3 x64-128 (seed 0) of its "
+                "UTF-8 bytes (0 taken as 1), salted: the 8-byte BLAKE2b of h (little-endian) keyed "
+                "with segmentSalt, read as a little-endian uint64 (0 taken as 1)",
                 "additionalProperties": {
                     "type": "object",
                     "required": ["members", "table"],

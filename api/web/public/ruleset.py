@@ -24,6 +24,7 @@ back when the stream ends, or, if its body never starts, when the generator is c
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import weakref
 from collections.abc import AsyncIterator
 
@@ -31,6 +32,7 @@ import falcon
 import falcon.asgi
 from falcon.asgi import SSEvent
 from flagsight_core.ruleset import Ruleset, ruleset_to_json
+from flagsight_core.segments import SALT_BYTES
 
 from api.controlplane.cache import EnvironmentConfig
 from api.infra.host_slots import Slot
@@ -52,13 +54,22 @@ SETTLE_MARGIN_S = 0.1
 _ENCODED_KEPT = 256
 
 
+def segment_salt(signing_key: bytes, environment_id: str) -> bytes:
+    """The environment's segment salt (``flagsight_core.segments``): derived from the
+    deployment's signing key, so every worker and host ships the same one without storing it,
+    and no two environments share one."""
+    return hashlib.blake2b(
+        environment_id.encode(), key=signing_key, person=b"segment-salt", digest_size=SALT_BYTES
+    ).digest()
+
+
 def ruleset_etag(environment: EnvironmentConfig) -> str:
     """Strong: the environment's version moves with anything an answer there may depend on."""
     return version_etag(environment.version)
 
 
 def version_etag(version: int) -> str:
-    return f'"rs1-{version}"'
+    return f'"rs2-{version}"'  # rs2: the ruleset's format 2 (salted segment tables)
 
 
 class RulesetResource:
@@ -80,19 +91,23 @@ class RulesetResource:
             resp.status = falcon.HTTP_304
             return
         resp.content_type = falcon.MEDIA_JSON
-        resp.data = self._body(environment)
+        body = self._encoded.get((environment.id, environment.version))
+        if body is None:  # salting a large segment takes a while: off the event loop
+            body = await asyncio.to_thread(self._body, environment)
+        resp.data = body
 
     def _body(self, environment: EnvironmentConfig) -> bytes:
-        key = (environment.id, environment.version)
-        body = self._encoded.get(key)
-        if body is None:
-            ruleset = Ruleset(
-                environment.id, environment.version, environment.flags, environment.segments
-            )
-            body = encode(ruleset_to_json(ruleset))
-            if len(self._encoded) >= _ENCODED_KEPT:
-                self._encoded.clear()
-            self._encoded[key] = body
+        ruleset = Ruleset(
+            environment.id,
+            environment.version,
+            environment.flags,
+            environment.segments,
+            segment_salt(self._services.ids.signing_key, environment.id),
+        )
+        body = encode(ruleset_to_json(ruleset))
+        if len(self._encoded) >= _ENCODED_KEPT:
+            self._encoded.clear()
+        self._encoded[(environment.id, environment.version)] = body
         return body
 
 

@@ -7,11 +7,15 @@ segment a rule names as its membership table (``SegmentMembership.to_bytes``, ba
 local client answers segment rules exactly as the service does without ever holding the
 segment's identifiers.
 
-Shape (``format`` 1)::
+Shape (``format`` 2)::
 
-    {"format": 1, "environmentId": "env_…", "version": 7,
+    {"format": 2, "environmentId": "env_…", "version": 7, "segmentSalt": "<base64, 16 bytes>",
      "flags": [{"key": "…", "enabled": true, "archived": false, "rules": [rule, …]}, …],
      "segments": {"beta": {"members": 3, "table": "<base64 of little-endian uint64 slots>"}}}
+
+Format 2 salts the tables per environment (``segments.salted``: each member's hash under
+``segmentSalt``); a format-1 reader refuses it and keeps what it has, rather than look up
+unsalted hashes in a salted table.
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flagsight_core.model import Flag, RuleError, rule_from_json, rule_to_json
-from flagsight_core.segments import SegmentMembership
+from flagsight_core.segments import SALT_BYTES, SaltedMembership, SegmentMembership, salted
 
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,8 @@ class Ruleset:
     version: int
     flags: Mapping[str, Flag]
     segments: Mapping[str, Container[str]]
+    segment_salt: bytes = b""
+    """The environment's salt for the tables the ruleset ships (``segments.SALT_BYTES``)."""
 
 
 def named_segments(flags: Iterable[Flag]) -> set[str]:
@@ -55,12 +61,13 @@ def ruleset_to_json(ruleset: Ruleset) -> dict[str, Any]:
     for key in sorted(named_segments(ruleset.flags.values())):
         members = ruleset.segments.get(key)
         if isinstance(members, SegmentMembership):
-            table = base64.b64encode(members.to_bytes()).decode("ascii")
-            segments[key] = {"members": len(members), "table": table}
+            shipped = salted(members, ruleset.segment_salt).to_bytes()
+            segments[key] = {"members": len(members), "table": base64.b64encode(shipped).decode()}
     return {
         "format": FORMAT,
         "environmentId": ruleset.environment_id,
         "version": ruleset.version,
+        "segmentSalt": base64.b64encode(ruleset.segment_salt).decode("ascii"),
         "flags": [
             {
                 "key": flag.key,
@@ -89,11 +96,16 @@ def ruleset_from_json(document: Any) -> Ruleset:
             rules = tuple(rule_from_json(rule) for rule in raw["rules"])
             flag = Flag(raw["key"], bool(raw["enabled"]), bool(raw["archived"]), rules)
             flags[flag.key] = flag
+        salt = base64.b64decode(document["segmentSalt"], validate=True)
+        if len(salt) != SALT_BYTES:
+            raise InvalidRuleset(f"segmentSalt is {len(salt)} bytes, not {SALT_BYTES}")
         segments = {
-            key: SegmentMembership.from_bytes(base64.b64decode(raw["table"], validate=True))
+            key: SaltedMembership.from_table(base64.b64decode(raw["table"], validate=True), salt)
             for key, raw in document["segments"].items()
         }
-        return Ruleset(str(document["environmentId"]), int(document["version"]), flags, segments)
+        return Ruleset(
+            str(document["environmentId"]), int(document["version"]), flags, segments, salt
+        )
     except InvalidRuleset:
         raise
     except (KeyError, TypeError, ValueError, RuleError, binascii.Error) as exc:

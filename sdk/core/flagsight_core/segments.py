@@ -15,10 +15,20 @@ about ``n / 2**64`` per lookup: 5.4e-14 for a million members, i.e. one wrong an
 
 Identifiers are always encoded to bytes before hashing (``surrogatepass``): ``mmh3`` given a
 ``str`` holding a lone surrogate crashes the interpreter.
+
+**Salted tables.** A table shipped to a local SDK (``GET /v1/ruleset``) holds, for each member,
+not its hash but ``salted_key``: keyed BLAKE2b of that hash (64 bits) under the environment's
+16-byte salt, which ships with it (``SaltedMembership``, made by ``salted``). Anyone holding a
+key can still test guessed identifiers against their environment's table (an SDK must decide
+membership without asking); what the salt takes away is a table of guessed identifiers' hashes
+made once and used against every environment: each salt needs the guesses hashed again. A
+keyed hash of the stored hash, rather than of the identifier, lets the service salt the
+tables it holds without keeping identifiers.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 
 import mmh3
@@ -26,6 +36,7 @@ import numpy as np
 
 _EMPTY = 0
 _MIN_CAPACITY = 8
+SALT_BYTES = 16
 
 
 def identifier_hash(identifier: str) -> int:
@@ -109,13 +120,26 @@ class SegmentMembership:
                 return False
             index = (index + 1) & mask
 
-    def contains_many(self, identifiers: Sequence[str]) -> np.ndarray:
-        """``identifier in self`` for each identifier, as a boolean array (bulk evaluation).
+    def _probe(self, wanted: int) -> bool:
+        """Whether ``wanted`` (a key, never 0) is in the table."""
+        slots, mask = self._slots, self._mask
+        index = wanted & mask
+        while True:
+            found = slots[index]
+            if found == wanted:
+                return True
+            if found == _EMPTY:
+                return False
+            index = (index + 1) & mask
 
-        Every identifier's probe advances together, one slot per round; with a load factor of
-        at most 0.5 nearly all of them end in the first round or two.
-        """
-        wanted = _hashes(identifiers)
+    def contains_many(self, identifiers: Sequence[str]) -> np.ndarray:
+        """``identifier in self`` for each identifier, as a boolean array (bulk evaluation)."""
+        return self._holds(_hashes(identifiers))
+
+    def _holds(self, wanted: np.ndarray) -> np.ndarray:
+        """Whether each key is in the table. Every key's probe advances together, one slot per
+        round; with a load factor of at most 0.5 nearly all of them end in the first round or
+        two."""
         found = np.zeros(wanted.size, dtype=bool)
         position = (wanted & np.uint64(self._mask)).astype(np.int64)
         pending = np.arange(wanted.size)
@@ -150,5 +174,59 @@ class SegmentMembership:
         """Memory held by the table."""
         return int(self._table.nbytes)
 
+    def keys(self) -> np.ndarray:
+        """The stored keys (every non-empty slot), in table order."""
+        return self._table[self._table != _EMPTY]
+
     def __repr__(self) -> str:
-        return f"SegmentMembership(size={self._size}, capacity={self._table.size})"
+        return f"{type(self).__name__}(size={self._size}, capacity={self._table.size})"
+
+
+def salted_key(key: int, keyed: hashlib._Hash) -> int:  # type: ignore[name-defined]
+    """``key`` (an identifier's hash) under a salt: ``keyed`` is BLAKE2b keyed with it
+    (``hashlib.blake2b(key=salt, digest_size=8)``), copied, never updated itself."""
+    mac = keyed.copy()
+    mac.update(key.to_bytes(8, "little"))
+    return int.from_bytes(mac.digest(), "little") or 1
+
+
+def _keyed(salt: bytes) -> hashlib._Hash:  # type: ignore[name-defined]
+    if len(salt) != SALT_BYTES:
+        raise ValueError(f"a segment salt is {SALT_BYTES} bytes")
+    return hashlib.blake2b(key=salt, digest_size=8)
+
+
+class SaltedMembership(SegmentMembership):
+    """A membership whose table holds salted keys (the module docstring): an identifier is
+    hashed, then salted, then looked up."""
+
+    __slots__ = ("_salted",)
+
+    def __init__(self, table: np.ndarray, salt: bytes):
+        super().__init__(table)
+        self._salted = _keyed(salt)
+
+    @classmethod
+    def from_table(cls, raw: bytes, salt: bytes) -> SaltedMembership:
+        """The membership of a shipped table; ``ValueError`` for bytes that are not one."""
+        return cls(SegmentMembership.from_bytes(raw)._table, salt)
+
+    def __contains__(self, identifier: object) -> bool:
+        if not isinstance(identifier, str):
+            return False
+        return self._probe(salted_key(identifier_hash(identifier), self._salted))
+
+    def contains_many(self, identifiers: Sequence[str]) -> np.ndarray:
+        keyed = self._salted
+        wanted = [salted_key(int(key), keyed) for key in _hashes(identifiers).tolist()]
+        return self._holds(np.array(wanted, dtype=np.uint64))
+
+
+def salted(membership: SegmentMembership, salt: bytes) -> SaltedMembership:
+    """``membership`` with every key salted: the table a ruleset ships. One BLAKE2b per
+    member, so the service does it once per ruleset version, off its event loop."""
+    keyed = _keyed(salt)
+    keys = np.array([salted_key(key, keyed) for key in membership.keys().tolist()], dtype=np.uint64)
+    table = np.zeros(_capacity(keys.size), dtype=np.uint64)
+    _fill(table, keys)
+    return SaltedMembership(table, salt)
