@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import socket
 import struct
 
@@ -72,9 +73,9 @@ import msgspec
 from gunicorn.asgi.protocol import ASGIProtocol
 
 from api.server.acceptor import Acceptor, connection_limit
-from api.settings import Settings
-from api.web.errors import FRONT_FAILURE, HandedOn, error_body
-from api.web.request_framing import INCOMPLETE_MESSAGE
+from api.settings import BodyLimits, Settings
+from api.web.errors import FRONT_FAILURE, HandedOn, PayloadTooLarge, error_body
+from api.web.request_framing import BODY_CAP, INCOMPLETE_MESSAGE, BodyCap
 
 SEAMS_WRITTEN_FOR = "27.0.1"
 """The gunicorn release whose code the overrides below mirror (``gunicorn/asgi/protocol.py``:
@@ -221,6 +222,12 @@ class FlagsightProtocol(ASGIProtocol):
     _send_timer: asyncio.TimerHandle | None = None
     _front_failure: Exception | None = None
     """Serving failed in ``answer_now``: the exception, for the request's scope."""
+    body_limit: int = BodyLimits().admin
+    """The largest body any route takes (set from the settings at start): a chunked body
+    announced past it is refused before any route is called."""
+    _body_cap: BodyCap | None = None
+    _body_seen = 0
+    """Body bytes of the current request fed to its receiver."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -240,6 +247,7 @@ class FlagsightProtocol(ASGIProtocol):
         return False
 
     def _on_headers_complete(self) -> bool:
+        self._body_seen = 0
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -420,11 +428,41 @@ class FlagsightProtocol(ASGIProtocol):
 
     def _build_http_scope(self, request: object, sockname: object, peername: object) -> dict:
         """gunicorn's scope, with the failure ``answer_now`` handed on (cleared by
-        ``_serve_http_request`` once its request is done)."""
+        ``_serve_http_request`` once its request is done), and a chunked request's
+        ``BodyCap``."""
         scope = super()._build_http_scope(request, sockname, peername)
         if self._front_failure is not None:
             scope[FRONT_FAILURE] = self._front_failure
+        self._body_cap = None
+        if getattr(request, "chunked", False):
+            cap = self._body_cap = BodyCap(self.body_limit, self._check_announced)
+            scope.setdefault("extensions", {})[BODY_CAP] = cap
+            self._check_announced()
         return scope
+
+    def _on_body(self, chunk: bytes) -> None:
+        self._body_seen += len(chunk)
+        super()._on_body(chunk)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._body_cap is not None:
+            self._check_announced()
+
+    def _check_announced(self) -> None:
+        """A chunked body whose chunks so far announce more than its cap ends its body wait
+        (``api.web.request_framing``: the route answers ``413`` at once)."""
+        cap, parser = self._body_cap, self._callback_parser
+        if cap is None or cap.exceeded or parser is None:
+            return
+        coming = parser._chunk_remaining if parser._chunk_state == "data" else 0
+        if self._body_seen + coming <= cap.limit:
+            return
+        cap.exceeded = True
+        receiver = self._body_receiver
+        if receiver is not None and not receiver._complete:
+            receiver._body_wait_expired = True
+            receiver._wake_waiter()
 
     def _send_error_response(self, status: int, message: str, extra_headers: tuple = ()) -> None:
         """gunicorn's own refusals, in the contract's JSON instead of plain text.
@@ -439,8 +477,11 @@ class FlagsightProtocol(ASGIProtocol):
         not arrive whole.
         """
         receiver = self._body_receiver
+        cap = self._body_cap
         if status == 501:
             status = 400
+        elif status == 500 and cap is not None and cap.exceeded:  # before Falcon called a route
+            status, message = 413, PayloadTooLarge(cap.limit).description
         elif status == 500 and receiver is not None and receiver._body_wait_expired:
             status, message = 408, "The request body did not arrive in time"
         elif status == 500 and receiver is not None and receiver._closed and not receiver._complete:
@@ -468,6 +509,7 @@ class FlagsightWorker(gasgi.ASGIWorker):
         self.connections = set()
         settings = Settings.from_env()
         FlagsightProtocol.header_timeout_s = settings.header_timeout_s
+        FlagsightProtocol.body_limit = max(dataclasses.astuple(settings.body_limits))
         FlagsightProtocol.send_timeout_s = settings.send_timeout_s
         install_seams()
         super().init_process()

@@ -16,6 +16,7 @@ import falcon.asgi
 import msgspec
 
 from api.web.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from api.web.request_framing import body_cap
 
 _decode = msgspec.json.decode
 encode = msgspec.json.encode
@@ -54,6 +55,9 @@ async def read_body(req: falcon.asgi.Request, limit: int) -> bytes:
     length = req.content_length
     if length is not None and length > limit:
         raise PayloadTooLarge(limit)
+    cap = body_cap(req.scope)
+    if cap is not None:  # chunked under flagsight's worker: refused as soon as announced
+        cap.limit_to(limit)
     raw = await req.stream.read(limit + 1)
     if len(raw) > limit:
         raise PayloadTooLarge(limit)

@@ -7,6 +7,14 @@ to be whole in the first chunk was served, metered and logged, and an admin writ
 ``receive`` is wrapped so that ``http.disconnect`` before the body's last part raises
 ``IncompleteBody``, a ``400`` Falcon answers like any other, before anything is done.
 
+**A chunked body announced too large.** A chunk's size line says how much is coming before it
+comes. The worker (``api.server.http_worker``) puts a ``BodyCap`` in each chunked request's
+scope; the route's reader lowers it to its limit (``jsonio.read_body``), and once the chunks
+announced pass it the worker ends the body wait, which ``whole_body`` answers ``413`` at once,
+where the route would otherwise have waited for the body to stop coming (30 s, then ``400``).
+Before any part of the body Falcon has not called the route yet, so the cap is the largest
+limit, and the worker answers ``413`` itself when Falcon stops at the disconnect.
+
 **A transfer coding.** gunicorn accepts ``Transfer-Encoding: gzip, chunked`` (and ``identity,
 chunked``): it removes the chunking and hands on the body still gzipped, as if it were the body. The service decodes
 no transfer coding but ``chunked``, so it answers such a request ``400`` with the contract's
@@ -21,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from api.web.errors import BadRequest, error_body
+from api.web.errors import BadRequest, PayloadTooLarge, error_body
 
 ASGIApp = Any
 Receive = Any
@@ -31,6 +39,35 @@ TRANSFER_CODING_MESSAGE = (
     "Transfer-Encoding '%s' is not supported: send the body as it is, with a Content-Length or"
     " chunked"
 )
+
+
+BODY_CAP = "flagsight.body_cap"
+"""The scope extension (``scope["extensions"]``) holding a chunked request's ``BodyCap``."""
+
+
+class BodyCap:
+    """The most a chunked request's body may hold, and whether its chunks announced more.
+
+    The worker makes one per chunked request with the largest limit any route takes and a
+    ``check`` to call when the limit drops; a route's reader lowers it with ``limit_to``."""
+
+    __slots__ = ("_check", "exceeded", "limit")
+
+    def __init__(self, limit: int, check: Any = None):
+        self.limit = limit
+        self.exceeded = False
+        self._check = check
+
+    def limit_to(self, limit: int) -> None:
+        if limit < self.limit:
+            self.limit = limit
+            if self._check is not None:
+                self._check()
+
+
+def body_cap(scope: dict) -> BodyCap | None:
+    extensions = scope.get("extensions")
+    return extensions.get(BODY_CAP) if extensions else None
 
 
 class IncompleteBody(BadRequest):
@@ -54,7 +91,7 @@ def guard_request_framing(app: ASGIApp) -> ASGIApp:
                 if name == b"transfer-encoding" and value.strip().lower() != b"chunked":
                     await _refuse(send, TRANSFER_CODING_MESSAGE % value.decode("latin-1")[:100])
                     return
-            receive = whole_body(receive)
+            receive = whole_body(receive, body_cap(scope))
         await app(scope, receive, send)
 
     return guarded
@@ -72,9 +109,10 @@ def replay(event: dict, receive: Receive) -> Receive:
     return replayed
 
 
-def whole_body(receive: Receive) -> Receive:
+def whole_body(receive: Receive, cap: BodyCap | None = None) -> Receive:
     """``receive``, raising ``IncompleteBody`` for an ``http.disconnect`` that comes after part
-    of the body but before its last part. Before any part, Falcon itself stops at the
+    of the body but before its last part, and ``PayloadTooLarge`` for one that ends a body
+    whose chunks announced more than ``cap`` allows. Before any part, Falcon itself stops at the
     disconnect without answering, and the worker answers for it (``api.server.http_worker``: 408 when
     the body wait ran out, 400 when the client closed first); after the last part, a
     disconnect is just the client leaving."""
@@ -88,6 +126,8 @@ def whole_body(receive: Receive) -> Receive:
             started = True
             finished = finished or not message.get("more_body", False)
         elif kind == "http.disconnect" and started and not finished:
+            if cap is not None and cap.exceeded:
+                raise PayloadTooLarge(cap.limit)
             raise IncompleteBody()
         return message
 

@@ -396,6 +396,32 @@ def test_a_chunked_body_is_still_served(slow_server: GunicornServer, slow_tenant
     assert answer.startswith(b"HTTP/1.1 200 "), answer
 
 
+@pytest.mark.parametrize(
+    ("path", "size", "limit"),
+    [
+        ("/v1/evaluate", 0x20000, 65_536),  # past the route's limit: the route refuses it
+        ("/v1/evaluate/bulk", 0xFFFFFFFF, 67_108_864),  # past every route's: the worker does
+        ("/v1/evaluate/bulk", 0x2000000, 16_777_216),  # 32 MiB: past bulk's 16 MiB only
+    ],
+    ids=["single", "past every route", "past bulk"],
+)
+def test_a_chunk_announced_past_the_limit_is_refused_at_once(
+    slow_server: GunicornServer, slow_tenant: Tenant, path: str, size: int, limit: int
+) -> None:
+    """413 as soon as the chunk's size line arrives, not 400 once the body stops coming (the
+    body timeout: 30 s here, which the socket's 20 s timeout would hit first)."""
+    before = usage(slow_server, slow_tenant)
+    head = _chunked_head(path, b"ApiKey " + slow_tenant.api_key.encode())
+    with socket.create_connection(("127.0.0.1", slow_server.port), timeout=20) as sock:
+        sock.sendall(head + b"%x\r\n" % size + b'{"flagKey":"f","userIdent')
+        answer = b"".join(iter(lambda: sock.recv(4096), b""))
+    status, _, body = answer.partition(b"\r\n\r\n")
+    assert status.startswith(b"HTTP/1.1 413 Payload Too Large"), answer
+    assert b"connection: close" in status.lower()
+    assert json.loads(body)["message"] == f"The request body is larger than {limit} bytes"
+    assert usage(slow_server, slow_tenant) == before
+
+
 def _chunked_head(path: str, authorization: bytes, method: bytes = b"POST") -> bytes:
     return (
         method + b" " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n"
