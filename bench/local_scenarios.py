@@ -192,8 +192,9 @@ def ingest_per_core(rows: int, batch: int) -> dict[str, float]:
     worker does per report besides HTTP (``api.web.public.local``), with a sealer process
     holding its lock as in a server, so the worker hands its segments off; then sealing them
     into Parquet as that sealer does, measured on its own (pyarrow already imported)."""
+    from api.backends import sink_factory
     from api.controlplane.model import Plan
-    from api.eventlog.sealer import Sealer, settings_sink
+    from api.eventlog.sealer import Sealer
     from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
     from api.observability.metrics import Metrics
     from api.server.wiring import build_services
@@ -234,7 +235,7 @@ def ingest_per_core(rows: int, batch: int) -> dict[str, float]:
             elapsed = time.perf_counter() - start
             cpu = time.process_time() - cpu_start
             services.event_log.close()  # hands the last segment off too
-            sealer = Sealer(settings.wal_dir, settings_sink(settings), metrics=Metrics(),
+            sealer = Sealer(settings.wal_dir, sink_factory(settings), metrics=Metrics(),
                             seal_interval_s=settings.seal_interval_s)  # fmt: skip
             import api.eventlog.sealing  # noqa: F401 (pyarrow's import, a process's once)
 

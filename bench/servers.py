@@ -118,7 +118,7 @@ class FlagsightServer(Server):
                 argv = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"api.eventlog.sealer_process" in argv and master in argv:
+            if b"api.server.sealer_process" in argv and master in argv:
                 found.append(int(proc.name))
         return found
 

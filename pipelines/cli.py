@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
+from api.infra.dagster_home import prepare_dagster_home
 from api.settings import Settings
 from pipelines.constants import JOB_NAME
 from pipelines.definitions import build_definitions
@@ -26,7 +27,7 @@ class PipelineRunFailed(RuntimeError):
 
 def run_pipeline_once(settings: Settings, echo: Callable[[str], None] = print) -> None:
     """Run the insights job in-process against the persistent instance; raise if it fails."""
-    settings.dagster_home.mkdir(parents=True, exist_ok=True)
+    prepare_dagster_home(settings.dagster_home, settings.database_url)  # the pipeline's start
     job = build_definitions(settings).resolve_job_def(JOB_NAME)
     started = time.monotonic()
     echo(f"insights pipeline: running {JOB_NAME} (DAGSTER_HOME={settings.dagster_home})")

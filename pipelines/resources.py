@@ -13,7 +13,7 @@ import duckdb
 from flagsight_core import first_split
 from pydantic import PrivateAttr
 
-from api.controlplane.backends import open_store
+from api.backends import store_for
 from api.controlplane.store import ControlPlaneStore
 from api.settings import S3Options
 from pipelines.lake import Lake, LakeFile, open_lake
@@ -150,7 +150,7 @@ class ControlPlaneResource(dg.ConfigurableResource):
         if not self.database_url and not Path(self.database_path).exists():
             yield None
             return
-        store = open_store(self.database_url, Path(self.database_path))
+        store = store_for(self.database_url, Path(self.database_path))
         try:
             yield store
         finally:

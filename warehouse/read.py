@@ -44,6 +44,10 @@ DAILY_COLUMNS = (
 )
 """``flag_environment_daily``'s figures, as ``daily_series`` returns them."""
 
+WarehouseUnreadable = duckdb.Error
+"""What a read raises when the file is there but cannot be read (damaged, half written, a
+newer format): the edge catches it without importing DuckDB itself."""
+
 
 def connect_readonly(warehouse_path: Path) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the published warehouse; the caller closes it.

@@ -19,17 +19,20 @@ GUNICORN_CONF = Path(__file__).parent.parent / "server" / "gunicorn_conf.py"
 def _open_store(settings: Settings):  # noqa: ANN202 - ControlPlaneStore
     """The control plane (SQLite, or PostgreSQL with FLAGSIGHT_DATABASE_URL), its schema
     created or migrated: ``init`` and ``serve`` (before any worker starts) both do this."""
-    from api.server.wiring import open_control_plane, prepare_data_dir
+    from api.backends import open_store
+    from api.server.wiring import prepare_data_dir
 
     prepare_data_dir(settings)
-    return open_control_plane(settings)
+    return open_store(settings)
 
 
 def cmd_init(settings: Settings, args: argparse.Namespace) -> int:
     from api.cli.demo_seed import seed_demo
+    from api.infra.dagster_home import prepare_dagster_home
     from api.web.admin.auth import ensure_admin_token
 
     store = _open_store(settings)
+    prepare_dagster_home(settings.dagster_home, settings.database_url)  # the pipeline's
     token = ensure_admin_token(store, settings)
     if token:
         print(f"Admin token (shown once, only its hash is kept): {token}")
@@ -81,7 +84,7 @@ def cmd_admin_token(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     """Prepare the data directory in the master, then hand over to gunicorn."""
-    from api.server.wiring import prepare_meter
+    from api.backends import prepare_meter
 
     _open_store(settings)  # creates and migrates the control plane before any worker starts
     prepare_meter(settings)

@@ -42,7 +42,6 @@ from api.eventlog.segments import (
 )
 from api.infra.objectstore import LakeUnavailable
 from api.observability.metrics import Metrics
-from api.settings import Settings
 
 if TYPE_CHECKING:
     from api.eventlog.sealing import SealedFile
@@ -111,17 +110,6 @@ def backlog(wal_dir: Path, now: float | None = None) -> Backlog:
         if stat.st_size:
             oldest = min(oldest, stat.st_mtime)
     return Backlog(count, size, max(0.0, now - oldest))
-
-
-def settings_sink(settings: Settings) -> Callable[[], Sink]:
-    """Builds the sink for ``settings`` on first use (which imports pyarrow)."""
-
-    def make() -> Sink:
-        from api.eventlog.sinks import open_sink
-
-        return open_sink(settings)
-
-    return make
 
 
 def location_sink(location: str) -> Callable[[], Sink]:

@@ -17,7 +17,7 @@ turns closed segments into files through a sink (``api.eventlog.sinks``: a folde
 storage); the ``SealerLock`` (``api.eventlog.sealer_lock``) says whether a sealer process
 does that for the whole server.
 
-Hand-off: given ``sealer_lock``, while a sealer process (``api.eventlog.sealer_process``)
+Hand-off: given ``sealer_lock``, while a sealer process (``api.server.sealer_process``)
 holds that lock this log does not seal: it fsyncs each closed segment and closes it, which
 makes it an orphan that the sealer seals within one of its ticks. Workers thus never load
 pyarrow (tens of MB each, and a pandas import on the first conversion). If the sealer is

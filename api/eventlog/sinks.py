@@ -23,9 +23,7 @@ import pyarrow.parquet as pq
 
 from api.eventlog.layout import partition_dir, type_dir
 from api.eventlog.segments import fsync_dir
-from api.infra.host_identity import host_id
-from api.infra.objectstore import LakeUnavailable, filesystem_for, is_object_store
-from api.settings import Settings
+from api.infra.objectstore import LakeUnavailable, filesystem_for
 
 ROW_GROUP_ROWS = 128 * 1024
 """One row group for a normal segment; very busy segments get several of this size."""
@@ -111,15 +109,6 @@ class ObjectStoreSink:
 def object_stem(host: str, segment_stem: str) -> str:
     """An object's name without its suffix: the host's id, then the segment's own name."""
     return f"{host}-{segment_stem}"
-
-
-def open_sink(settings: Settings) -> Sink:
-    """The sink for ``settings``' events location (``FLAGSIGHT_EVENTS_URI``)."""
-    location = settings.events_location
-    if is_object_store(location):
-        filesystem, base = filesystem_for(location, settings.s3)
-        return ObjectStoreSink(filesystem, base, host_id(settings.host_id_path))
-    return ParquetSink(location)
 
 
 def _fsync_file(path: str) -> None:

@@ -1,4 +1,5 @@
-"""The published warehouse, shared with every host through the event lake's bucket.
+"""The published warehouse, shared with every host through the event lake's bucket: this
+host's side (``warehouse.shared_snapshot`` holds the object's upload and download).
 
 In the embedded default the API reads the warehouse file the pipeline publishes on the same
 machine. With the lake in object storage, the pipeline host also uploads each published
@@ -14,62 +15,14 @@ flag environments and days, not on events, so the download stays small.
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from api.infra.objectstore import filesystem_for, is_remote
+from api.infra.objectstore import is_remote
 from api.infra.periodic import PeriodicJob
 from api.jobs.host_lock import HostLock
 from api.serving.services import Services
-from api.settings import S3Options
+from warehouse.shared_snapshot import download_if_newer
 
-SNAPSHOT_NAME = "_warehouse/warehouse.duckdb"
-"""Under the lake's root; the leading underscore keeps it out of Hive partition discovery."""
-_CHUNK = 1 << 20
 log = logging.getLogger("flagsight.warehouse")
-
-if TYPE_CHECKING:
-    import pyarrow.fs as pafs
-
-
-def _snapshot_object(events_location: str, s3: S3Options) -> tuple[pafs.FileSystem, str]:
-    filesystem, base = filesystem_for(events_location, s3)
-    return filesystem, f"{base.rstrip('/')}/{SNAPSHOT_NAME}"
-
-
-def upload_snapshot(local: Path, events_location: str, s3: S3Options) -> str:
-    """Put the published file into the bucket; the object's path."""
-    filesystem, path = _snapshot_object(events_location, s3)
-    with local.open("rb") as source, filesystem.open_output_stream(path) as target:
-        while chunk := source.read(_CHUNK):
-            target.write(chunk)
-    return path
-
-
-def download_if_newer(events_location: str, local: Path, s3: S3Options) -> bool:
-    """Replace ``local`` by the bucket's snapshot when that is newer; True when it did."""
-    import pyarrow.fs as pafs
-
-    filesystem, path = _snapshot_object(events_location, s3)
-    info = filesystem.get_file_info(path)
-    if info.type != pafs.FileType.File or info.mtime is None:
-        return False
-    remote_ns = info.mtime_ns
-    if local.exists() and local.stat().st_mtime_ns >= remote_ns:
-        return False
-    staging = local.with_name(f".{local.name}.download.{os.getpid()}")
-    try:
-        with filesystem.open_input_stream(path) as source, staging.open("wb") as target:
-            while chunk := source.read(_CHUNK):
-                target.write(chunk)
-            target.flush()
-            os.fsync(target.fileno())
-        os.utime(staging, ns=(remote_ns, remote_ns))
-        os.replace(staging, local)
-    finally:
-        staging.unlink(missing_ok=True)
-    return True
 
 
 class WarehouseFollower:

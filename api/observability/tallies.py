@@ -3,17 +3,15 @@
 With gunicorn, every Prometheus update is a write to a memory-mapped file shared across
 processes, which costs more than evaluating a flag. Requests and evaluation outcomes are
 therefore counted in plain dictionaries here, and the housekeeping thread moves the totals
-into the Prometheus counters (``flush``), so /metrics lags by at most a second.
+into the Prometheus counters (``flush``), so /metrics lags by at most a second. The HTTP
+edge feeds them (``api.web.request_tallies``); nothing here knows HTTP.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
-from typing import Any
 
-import falcon.asgi
 import numpy as np
 from flagsight_core.model import OUTCOMES
 from flagsight_core.registry import on_results_changed
@@ -111,45 +109,3 @@ class Tallies:
             m.request_seconds.labels(route).inc(total)
         for code, count in outcomes.items():
             m.evaluations.labels(_OUTCOME_LABELS[code]).inc(count)
-
-
-class TimedRequest(falcon.asgi.Request):
-    """A request that notes when it was made, for ``RequestTallyMiddleware``: cheaper than a
-    ``process_request`` step, which costs a coroutine per request."""
-
-    __slots__ = ("started",)
-
-    def __init__(
-        self,
-        scope: dict[str, Any],
-        receive: Any,
-        first_event: dict[str, Any] | None = None,
-        options: falcon.RequestOptions | None = None,
-    ) -> None:
-        self.started = time.perf_counter()
-        falcon.asgi.Request.__init__(self, scope, receive, first_event, options)
-
-
-class RequestTallyMiddleware:
-    """Counts every answer Falcon makes by route template and status, and the time it took
-    (``api.web.front`` counts the answers it makes itself in the same way). The app's requests
-    must be ``TimedRequest``s (``falcon.asgi.App(request_type=TimedRequest)``)."""
-
-    def __init__(self, tallies: Tallies):
-        self._tallies = tallies
-
-    async def process_response(
-        self,
-        req: TimedRequest,
-        resp: falcon.asgi.Response,
-        resource: Any,
-        req_succeeded: bool,
-    ) -> None:
-        tallies = self._tallies  # ``Tallies.count_request``, written out
-        pending = tallies._pending
-        pending.append(
-            (req.uri_template or "unmatched", resp.status_code, time.perf_counter() - req.started)
-        )
-        if len(pending) >= PENDING_MAX:
-            with tallies._lock:
-                tallies._fold()

@@ -7,7 +7,7 @@ hook and no access log: with any of them, every request would take gunicorn's sl
 project's 2-core machine with a minimal Falcon app (wrk, 64 keep-alive connections, 2 workers): asgi 32.4k requests/s
 with p99 5.8 ms against gthread's 16.3k and 18.9 ms. It keeps connections alive.
 
-The master also runs the event log's sealer process (``api.eventlog.sealer_process``) for
+The master also runs the event log's sealer process (``api.server.sealer_process``) for
 flagsight's app: started before the workers, stopped after them so that it seals what they
 handed off on the way out.
 """
@@ -82,7 +82,7 @@ def on_starting(server) -> None:  # noqa: ANN001 - gunicorn hook signature
     from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
 
     settings = _settings
-    argv = [sys.executable, "-m", "api.eventlog.sealer_process", str(os.getpid())]
+    argv = [sys.executable, "-m", "api.server.sealer_process", str(os.getpid())]
     _sealer_pid = _spawn_detached(argv)
     lock = SealerLock(sealer_lock_path(settings))
     deadline = time.monotonic() + SEALER_START_TIMEOUT_S

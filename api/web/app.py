@@ -5,7 +5,6 @@ from __future__ import annotations
 import falcon
 import falcon.asgi
 
-from api.observability.tallies import RequestTallyMiddleware, TimedRequest
 from api.serving.services import Services
 from api.web.admin.routes import add_admin_routes
 from api.web.dashboard.routes import add_dashboard_routes
@@ -19,6 +18,7 @@ from api.web.public.local import add_local_routes
 from api.web.public.ofrep import add_ofrep_routes
 from api.web.public.ruleset import RulesetResource, StreamResource
 from api.web.public.usage import UsageResource
+from api.web.request_tallies import RequestTallyMiddleware, TimedRequest
 
 
 def create_app(services: Services, evaluate: EvaluateResource | None = None) -> falcon.asgi.App:

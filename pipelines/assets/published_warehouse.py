@@ -6,7 +6,6 @@ import dagster as dg
 import duckdb
 
 from api.infra.objectstore import is_remote
-from api.jobs.warehouse_snapshot import upload_snapshot
 from pipelines.constants import (
     ATTRIBUTED_FEEDBACK,
     ENVIRONMENT_KEYS,
@@ -20,6 +19,7 @@ from pipelines.constants import (
 from pipelines.publishing import publish
 from pipelines.resources import EventLakeResource, WarehouseResource
 from warehouse.compaction import compact, is_full_inspection
+from warehouse.shared_snapshot import upload_snapshot
 
 
 # Kinds: s3 too when the lake is in a bucket, where the snapshot is uploaded (definitions.py).

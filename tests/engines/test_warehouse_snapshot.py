@@ -9,9 +9,9 @@ import duckdb
 import pytest
 
 from api.infra.objectstore import is_remote
-from api.jobs.warehouse_snapshot import download_if_newer, upload_snapshot
 from api.settings import S3Options, Settings
 from devtools.engines.seaweedfs import SeaweedFS
+from warehouse.shared_snapshot import download_if_newer, upload_snapshot
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from api.eventlog.schema import EVALUATION, FEEDBACK
 from api.eventlog.sealer import Backoff, Sealer
 from api.eventlog.sealing import seal_segment
 from api.eventlog.segments import SegmentNamer, create_segment
-from api.eventlog.sinks import ObjectStoreSink, open_sink
+from api.backends import sink_factory
+from api.eventlog.sinks import ObjectStoreSink
 from api.infra.host_identity import host_id
 from api.observability.metrics import Metrics
 from api.settings import Settings
@@ -129,7 +130,7 @@ def test_the_host_id_is_made_once_and_kept(tmp_path: Path) -> None:
 
 def test_the_s3_sink_takes_the_host_id_from_the_data_directory(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, events_uri="s3://bucket/some/prefix")
-    sink = open_sink(settings)
+    sink = sink_factory(settings)()
     assert isinstance(sink, ObjectStoreSink)
     assert sink.base == "bucket/some/prefix"
     assert sink.host == host_id(settings.host_id_path)

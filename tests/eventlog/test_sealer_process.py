@@ -13,7 +13,7 @@ from api.eventlog import SegmentedEventLog
 from api.eventlog.reading import read_events
 from api.eventlog.schema import EVALUATION
 from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
-from api.eventlog.sealer_process import run
+from api.server.sealer_process import run
 from api.settings import Settings
 from tests.eventlog.support import REPO, evaluation
 
@@ -77,7 +77,7 @@ def test_the_sealer_process_seals_within_the_interval_and_stops_on_sigterm(tmp_p
     settings = _settings(tmp_path)
     env = {**os.environ, "FLAGSIGHT_DATA_DIR": str(tmp_path), "FLAGSIGHT_SEAL_INTERVAL": "1"}
     sealer = subprocess.Popen(
-        [sys.executable, "-m", "api.eventlog.sealer_process", str(os.getpid())], cwd=REPO, env=env
+        [sys.executable, "-m", "api.server.sealer_process", str(os.getpid())], cwd=REPO, env=env
     )
     log = _log(settings)
     try:

@@ -47,6 +47,7 @@ def test_init_prints_the_admin_token_once_and_is_idempotent(tmp_path: Path) -> N
     assert "already set" in second.stdout and token not in second.stdout
     stored = (tmp_path / "controlplane.sqlite3").read_bytes()
     assert token.encode() not in stored and demo_key.encode() not in stored
+    assert (tmp_path / "dagster" / "dagster.yaml").is_file()  # init prepares Dagster's home
 
     rotated = flagsight(tmp_path, "init", "--rotate-demo-key")
     new_key = re.search(DEMO_KEY, rotated.stdout).group(1)

@@ -11,8 +11,8 @@ import pytest
 import requests
 from flagsight_core import StaticRule
 
+from api.backends import open_store
 from api.controlplane.changes import FlagBody
-from api.server.wiring import open_control_plane
 from api.settings import Settings
 from devtools.engines.ports import free_port
 from tests.support.admin import Admin, Tenant, requests_caller
@@ -88,7 +88,7 @@ def test_a_schedule_due_while_the_service_was_down_is_applied_at_start_up(
     tenant = server_admin.tenant()
     server_admin.flag(tenant.environment_id, "launch", [{"type": "STATIC"}], enabled=False)
     server.stop()
-    store = open_control_plane(
+    store = open_store(
         Settings(
             data_dir=server.data_dir, database_url=server.extra_env.get("FLAGSIGHT_DATABASE_URL")
         )

@@ -60,7 +60,7 @@ def test_a_fresh_data_directory_takes_no_more_than_the_docs_say(fresh_server) ->
     sealer = owners - {*map(str, workers), "spare0", "spare1"}  # and the master's two spares
     assert len(sealer) == 1, owners
     cmdline = Path(f"/proc/{next(iter(sealer))}/cmdline").read_bytes()
-    assert b"api.eventlog.sealer_process" in cmdline  # the third process with metrics files
+    assert b"api.server.sealer_process" in cmdline  # the third process with metrics files
 
     assert (run / "meter.bin").stat().st_size <= documented["meter"]
     sets: dict[str, int] = {}

@@ -75,3 +75,22 @@ def test_an_operators_own_dagster_yaml_is_left_alone(tmp_path: Path) -> None:
 @pytest.fixture(autouse=True)
 def _no_inherited_dagster_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+
+def test_an_api_worker_leaves_dagsters_home_to_init_and_the_pipeline(tmp_path: Path) -> None:
+    """A worker's services make no Dagster home (with PostgreSQL, preparing it may connect to
+    create Dagster's schema: the pipeline's set-up, not a worker's); ``flagsight init`` and the
+    pipeline's own start make it."""
+    from api.server.wiring import build_services
+    from api.settings import Settings
+    from pipelines.cli import run_pipeline_once
+
+    settings = Settings(data_dir=tmp_path / "data", admin_token="dagster-home-token-0123456789")
+    services = build_services(settings)
+    try:
+        assert not settings.dagster_home.exists()
+    finally:
+        services.event_log.close()
+        services.meter.close()
+    run_pipeline_once(settings, echo=lambda line: None)
+    assert (settings.dagster_home / "dagster.yaml").read_text().startswith(MARK)

@@ -98,11 +98,11 @@ class GunicornServer:
         over the live workers (multiprocess mode ``livemin``), so once it reaches the store's version,
         each worker has every change made so far.
         """
-        from api.server.wiring import open_control_plane
+        from api.backends import open_store
         from api.settings import Settings
 
         env = {**os.environ, "FLAGSIGHT_DATA_DIR": str(self.data_dir), **self.extra_env}
-        store = open_control_plane(Settings.from_env(env))
+        store = open_store(Settings.from_env(env))
         try:
             version = store.config_version()
         finally:

@@ -7,6 +7,7 @@ import falcon.asgi
 
 from api.controlplane.model import Organization
 from api.metering.meter import month_of
+from api.web import usage_answer
 from api.web.admin import fields, views
 from api.web.admin.auth import require_admin
 from api.web.admin.base import AdminResource
@@ -61,4 +62,4 @@ class UsageResource(AdminResource):
         organization = await existing_organization(self, org_id)
         month = month_of(self.services.clock())
         evaluations = await self.read(self.services.meter.usage, org_id, month)
-        write_json(resp, views.usage(organization, month, evaluations))
+        write_json(resp, usage_answer.usage(organization, month, evaluations))

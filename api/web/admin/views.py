@@ -9,8 +9,7 @@ from typing import Any
 
 from api.controlplane import documents
 from api.controlplane.changes import AuditRecord, CreatedWebhook, Schedule
-from api.controlplane.model import ApiKey, Organization, Segment
-from api.metering.meter import month_label
+from api.controlplane.model import ApiKey, Segment
 from api.web.admin.error_messages import schedule_error
 
 organization = documents.organization
@@ -59,17 +58,6 @@ def audit(record: AuditRecord) -> dict[str, Any]:
 def created_webhook(created: CreatedWebhook) -> dict[str, Any]:
     """``secret`` appears only in the answer that created the webhook."""
     return {**documents.webhook(created.record), "secret": created.secret}
-
-
-def usage(org: Organization, month: int, evaluations: int) -> dict[str, Any]:
-    return {
-        "month": month_label(month),
-        "evaluations": evaluations,
-        "limit": org.monthly_evaluation_limit,
-        "hardLimit": org.hard_limit,
-        "overage": evaluations > org.monthly_evaluation_limit,
-        "blocked": evaluations >= org.hard_limit,
-    }
 
 
 def camel(name: str) -> str:

@@ -15,9 +15,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import duckdb
-
-from warehouse.read import flag_activity
+from warehouse.read import WarehouseUnreadable, flag_activity
 
 log = logging.getLogger("flagsight.dashboard")
 
@@ -73,7 +71,7 @@ def read_activity(warehouse_path: Path, environment_id: str, today: date) -> Act
     """``flag_activity`` over the last ``ACTIVITY_DAYS`` dates; never raises for the file."""
     try:
         found = flag_activity(warehouse_path, environment_id, today - timedelta(ACTIVITY_DAYS - 1))
-    except duckdb.Error:
+    except WarehouseUnreadable:
         log.warning("warehouse unreadable for the flags list", exc_info=True,
                     extra={"path": str(warehouse_path)})  # fmt: skip
         return Activity("unavailable", today=today)

@@ -1,6 +1,6 @@
 """The Usage page: this month's evaluations against the plan's limit.
 
-The figures are the admin API's usage answer (``api.web.admin.views.usage`` over the shared
+The figures are the admin API's usage answer (``api.web.usage_answer.usage`` over the shared
 meter), so the page and ``GET /admin/v1/organizations/{id}/usage`` never disagree. States, as
 contract section 4 defines them: within the limit; overage (above the limit, still served, up
 to 110 %); blocked (at the hard threshold: every evaluation answers PLAN_LIMIT_EXCEEDED until
@@ -15,7 +15,7 @@ import falcon
 import falcon.asgi
 
 from api.metering.meter import month_of
-from api.web.admin import views
+from api.web import usage_answer
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 
 BAR_WIDTH = 600
@@ -49,7 +49,7 @@ class UsagePage(Page):
         organization = await self.organization(org_id)
         month = month_of(self.services.clock())
         evaluations = await self.read(self.services.meter.usage, org_id, month)
-        usage = views.usage(organization, month, evaluations)
+        usage = usage_answer.usage(organization, month, evaluations)
         self.render(
             req, resp, "usage.html", organization=organization, usage=usage,
             state=usage_state(usage), share=evaluations / usage["limit"] * 100, bar=bar(usage),

@@ -7,7 +7,7 @@ import falcon.asgi
 
 from api.metering.meter import month_of
 from api.serving.services import Services
-from api.web.admin import views
+from api.web import usage_answer
 from api.web.auth import authenticate_api_key
 from api.web.errors import Unauthorized
 from api.web.jsonio import write_json
@@ -28,4 +28,4 @@ class UsageResource:
             raise Unauthorized()
         month = month_of(self._services.clock())
         evaluations = self._services.meter.usage(organization.id, month)
-        write_json(resp, views.usage(organization, month, evaluations))
+        write_json(resp, usage_answer.usage(organization, month, evaluations))

@@ -22,7 +22,8 @@ import signal
 import sys
 import threading
 
-from api.eventlog.sealer import Backoff, Sealer, settings_sink
+from api.backends import sink_factory
+from api.eventlog.sealer import Backoff, Sealer
 from api.eventlog.sealer_lock import SealerLock, sealer_lock_path
 from api.eventlog.segmented import MAX_TICK_S, TICK_FRACTION
 from api.infra.processes import pid_alive
@@ -38,7 +39,7 @@ def run(settings: Settings, stop: threading.Event, master_pid: int | None = None
     is gone."""
     sealer = Sealer(
         settings.wal_dir,
-        settings_sink(settings),
+        sink_factory(settings),
         seal_interval_s=settings.seal_interval_s,
         metrics=Metrics(),
         backoff=Backoff(cap_s=settings.seal_retry_cap_s),
