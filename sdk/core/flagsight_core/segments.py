@@ -121,7 +121,8 @@ class SegmentMembership:
             index = (index + 1) & mask
 
     def _probe(self, wanted: int) -> bool:
-        """Whether ``wanted`` (a key, never 0) is in the table."""
+        """Whether ``wanted`` (a key, never 0) is in the table (``__contains__`` writes this
+        out: it runs on every evaluation of a segment rule, where a call costs)."""
         slots, mask = self._slots, self._mask
         index = wanted & mask
         while True:
