@@ -118,7 +118,7 @@ class FlagsightServer(Server):
                 argv = (proc / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"api.server.sealer_process" in argv and master in argv:
+            if SEALER_MODULES & set(argv) and master in argv:
                 found.append(int(proc.name))
         return found
 
@@ -127,6 +127,11 @@ class FlagsightServer(Server):
             return requests.get(f"{self.url}/readyz", timeout=1).status_code == 200
         except requests.RequestException:
             return False
+
+
+SEALER_MODULES = {b"api.server.sealer_process", b"api.eventlog.sealer_process"}
+"""The sealer process's module now, and before it moved (``bench.compare`` runs older
+revisions too: their sealer's CPU counts as well)."""
 
 
 class ReferenceServer(Server):
