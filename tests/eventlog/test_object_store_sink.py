@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from api.backends import sink_factory
 from api.eventlog.frames import TYPE_CODES, encode_frame
 from api.eventlog.schema import EVALUATION, FEEDBACK
 from api.eventlog.sealer import Backoff, Sealer
 from api.eventlog.sealing import seal_segment
 from api.eventlog.segments import SegmentNamer, create_segment
-from api.backends import sink_factory
 from api.eventlog.sinks import ObjectStoreSink
 from api.infra.host_identity import host_id
 from api.observability.metrics import Metrics
