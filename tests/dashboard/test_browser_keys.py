@@ -139,3 +139,28 @@ def test_keys_stay_whole_unless_they_must_wrap_and_no_page_is_wider_than_the_scr
     expect(
         page.get_by_role("row", name="production").get_by_role("button", name="Turn insights off")
     ).to_be_visible()
+
+
+@pytest.mark.parametrize("device", WIDTHS)
+def test_why_a_change_cannot_be_restored_stays_inside_the_audit_table(
+    browser: Browser, dashboard_server: GunicornServer, admin: Admin, tenant: Tenant, device: str
+) -> None:
+    """The reason wraps in its cell: at 1366 px it ran past the table, cut off at the page's
+    edge ("cannot be restored: API key 'key_…'" without "is already revoked")."""
+    key = admin.request(
+        "POST", f"/environments/{tenant.environment_id}/api-keys", {"name": "gone"}, expect=201
+    )
+    admin.request("DELETE", f"/api-keys/{key['id']}", expect=204)
+    page = open_page(browser, WIDTHS[device], [])
+    sign_in(page, dashboard_server)
+    page.goto(f"{dashboard_server.url}/dashboard/organizations/{tenant.organization_id}/audit")
+    no_horizontal_overflow(page, "audit")
+    reason = page.locator("[data-not-restorable]", has_text=key["id"])
+    expect(reason).to_contain_text("is already revoked")
+    overflow = reason.evaluate(
+        """el => {
+          const box = el.closest('.table-scroll') || el.closest('main');
+          return el.getBoundingClientRect().right - box.getBoundingClientRect().right;
+        }"""
+    )
+    assert overflow <= 0.5, overflow  # seen whole, without scrolling the table
