@@ -26,13 +26,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Container
 
 import falcon
 import falcon.asgi
 from falcon.asgi import SSEvent
-from flagsight_core.ruleset import Ruleset, ruleset_to_json
-from flagsight_core.segments import SALT_BYTES
+from flagsight_core.ruleset import Ruleset, named_segments, ruleset_to_json
+from flagsight_core.segments import SALT_BYTES, SaltedMembership, SegmentMembership, salted
 
 from api.controlplane.cache import EnvironmentConfig
 from api.infra.host_slots import Slot
@@ -52,6 +52,7 @@ FULL_RETRY_AFTER_S = 10
 SETTLE_MARGIN_S = 0.1
 """Beyond one poll interval, the wait before announcing a change (a reload's own time)."""
 _ENCODED_KEPT = 256
+_SALTED_KEPT = 4096
 
 
 def segment_salt(signing_key: bytes, environment_id: str) -> bytes:
@@ -78,6 +79,10 @@ class RulesetResource:
     def __init__(self, services: Services):
         self._services = services
         self._encoded: dict[tuple[str, int], bytes] = {}
+        self._pending: dict[tuple[str, int], asyncio.Future[bytes]] = {}
+        self._salted: dict[tuple[str, str], tuple[SegmentMembership, bytes, SaltedMembership]] = {}
+        """By (environment, segment key): the membership salted, the salt, the salted table."""
+        """Encodings under way, by (environment, version): their askers wait for the one."""
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         caller = authenticate_caller(req, self._services.config)
@@ -91,24 +96,57 @@ class RulesetResource:
             resp.status = falcon.HTTP_304
             return
         resp.content_type = falcon.MEDIA_JSON
-        body = self._encoded.get((environment.id, environment.version))
-        if body is None:  # salting a large segment takes a while: off the event loop
-            body = await asyncio.to_thread(self._body, environment)
+        key = (environment.id, environment.version)
+        body = self._encoded.get(key)
+        if body is None:
+            body = await self._encoding(key, environment)
         resp.data = body
 
+    def _encoding(self, key: tuple[str, int], environment: EnvironmentConfig) -> asyncio.Future:
+        """The ruleset's encoding, made once however many ask for it at once (every local
+        client fetches within a moment of a change), in a thread: salting a large segment
+        takes a while, and the event loop serves on meanwhile."""
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(asyncio.to_thread(self._body, environment))
+            self._pending[key] = pending
+            pending.add_done_callback(lambda _done: self._pending.pop(key, None))
+        return asyncio.shield(pending)
+
     def _body(self, environment: EnvironmentConfig) -> bytes:
+        salt = segment_salt(self._services.ids.signing_key, environment.id)
         ruleset = Ruleset(
             environment.id,
             environment.version,
             environment.flags,
-            environment.segments,
-            segment_salt(self._services.ids.signing_key, environment.id),
+            self._salted_segments(environment, salt),
+            salt,
         )
         body = encode(ruleset_to_json(ruleset))
         if len(self._encoded) >= _ENCODED_KEPT:
             self._encoded.clear()
         self._encoded[(environment.id, environment.version)] = body
         return body
+
+    def _salted_segments(
+        self, environment: EnvironmentConfig, salt: bytes
+    ) -> dict[str, Container[str]]:
+        """The segments the flags name, their tables salted once per segment version: a flag
+        change reuses them (the cache keeps the membership it salted, which the worker
+        replaces only when the segment changes)."""
+        segments: dict[str, Container[str]] = {}
+        for key in named_segments(environment.flags.values()):
+            members = environment.segments.get(key)
+            if not isinstance(members, SegmentMembership):
+                continue
+            kept = self._salted.get((environment.id, key))
+            if kept is None or kept[0] is not members or kept[1] != salt:
+                if len(self._salted) >= _SALTED_KEPT:
+                    self._salted.clear()
+                kept = (members, salt, salted(members, salt))
+                self._salted[(environment.id, key)] = kept
+            segments[key] = kept[2]
+        return segments
 
 
 class StreamResource:

@@ -60,9 +60,12 @@ def ruleset_to_json(ruleset: Ruleset) -> dict[str, Any]:
     segments = {}
     for key in sorted(named_segments(ruleset.flags.values())):
         members = ruleset.segments.get(key)
-        if isinstance(members, SegmentMembership):
-            shipped = salted(members, ruleset.segment_salt).to_bytes()
-            segments[key] = {"members": len(members), "table": base64.b64encode(shipped).decode()}
+        if not isinstance(members, SegmentMembership):
+            continue
+        if not isinstance(members, SaltedMembership):  # else salted by the caller, with its salt
+            members = salted(members, ruleset.segment_salt)
+        table = base64.b64encode(members.to_bytes()).decode("ascii")
+        segments[key] = {"members": len(members), "table": table}
     return {
         "format": FORMAT,
         "environmentId": ruleset.environment_id,
