@@ -1,4 +1,5 @@
-"""``flagsight flags|keys|rollout|status``: everyday admin work from a shell, over the admin API.
+"""``flagsight flags|keys|rollout|status|code-refs``: everyday admin work from a shell, over the
+admin API.
 
 Why these talk to a running service (through ``api.cli.admin_client``) while ``init`` opens the
 store: they change what a live service serves, so they go where every admin client goes (the
@@ -11,7 +12,8 @@ What a user sees: the answer as a table, or with ``--json`` the API's JSON as it
 so is a service that does not answer. What is refused before any call (a URL without a
 scheme, no token, an organization left to choose) exits 2, as argparse's own usage errors do.
 
-Flags, keys and rollouts live in an environment, which the admin API addresses by id:
+Flags, keys, rollouts and code references live in an environment, which the admin API
+addresses by id:
 ``--env`` takes the id (``env_...``) or the key (``production``), a key being looked up in
 ``--org`` (an id or an exact name), which may be left out while the service has a single
 organization.
@@ -27,11 +29,13 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flagsight_core.contract import MAX_NAME_LENGTH
 from flagsight_core.words import counted
 
+from api.cli import code_refs
 from api.cli.admin_client import (
     AdminApiError,
     AdminClient,
@@ -79,7 +83,8 @@ class Environment:
 
 
 def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``flags``, ``keys``, ``rollout`` and ``status`` on ``flagsight``'s subparsers."""
+    """Register ``flags``, ``keys``, ``rollout``, ``status`` and ``code-refs`` on
+    ``flagsight``'s subparsers."""
     service = _service_options()
     scoped = [service, _environment_options()]
 
@@ -131,6 +136,27 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     status.add_argument("--org", help="only this organization (id or exact name)")
     status.set_defaults(func=_runner(show_status))
+
+    refs = sub.add_parser(
+        "code-refs",
+        parents=scoped,
+        help="find the environment's flag keys in a source tree; --upload sends them",
+        description="Print each line of PATH's files (those git would not ignore) naming one"
+        " of the environment's flag keys as a whole token, as PATH:LINE KEY; with --upload,"
+        " send them to the service for the flags' lifecycle (contract section 14).",
+    )
+    refs.add_argument(
+        "path", metavar="PATH", nargs="?", default=".", help="the tree to scan (default: .)"
+    )
+    refs.add_argument(
+        "--upload", action="store_true", help="send the references to the service as well"
+    )
+    refs.add_argument(
+        "--repository",
+        help="the repository's name for --upload (default: the git remote origin's URL, else"
+        " PATH's directory name)",
+    )
+    refs.set_defaults(func=_runner(code_references))
 
 
 def _group(
@@ -548,6 +574,36 @@ def _evidence(name: str, evidence: dict[str, Any]) -> str:
     if evidence.get("usersNeeded") is not None:
         text += f"; about {counted(evidence['usersNeeded'], 'more user')} needed"
     return text
+
+
+# --- code references ----------------------------------------------------------------------
+
+
+def code_references(client: AdminClient, args: argparse.Namespace) -> int:
+    """Scan PATH for the environment's flag keys (``api.cli.code_refs`` says how); print them,
+    and with ``--upload`` send them for the flags' lifecycle (contract section 14)."""
+    root = Path(args.path)
+    if not root.is_dir():
+        raise UsageProblem(f"{args.path!r} is not a directory")
+    environment = _environment(client, args)
+    flags = client.get(f"/environments/{environment.id}/flags")["items"]
+    references = code_refs.scan(
+        root, [flag["key"] for flag in flags], progress=code_refs.Progress()
+    )
+    if not args.upload:
+        if args.json:
+            return _print_json(code_refs.references_json(references))
+        sys.stdout.write(code_refs.reference_lines(references))
+        return 0
+    repository = code_refs.repository_name(root, args.repository)
+    revision = code_refs.revision(root)
+    body = code_refs.upload_body(references, repository, revision)
+    answer = client.put(f"/environments/{environment.id}/code-refs", body)
+    if args.json:
+        return _print_json({**body, "answer": answer})
+    sys.stdout.write(code_refs.reference_lines(references))
+    print(code_refs.upload_summary(references, repository, revision))
+    return 0
 
 
 # --- status -------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The ``flagsight`` command: init, serve, pipeline run, demo traffic, admin token rotation,
-and the everyday admin commands (``flags``, ``keys``, ``rollout``, ``status``, in
-``api.cli.admin_commands``), which talk to a running service over its admin API."""
+and the everyday admin commands (``flags``, ``keys``, ``rollout``, ``status``, ``code-refs``,
+in ``api.cli.admin_commands``), which talk to a running service over its admin API."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="flagsight",
         description="flagsight: init, serve, pipeline run, demo traffic, admin token rotation;"
-        " flags, keys, rollout and status over a running service's admin API."
+        " flags, keys, rollout, status and code-refs over a running service's admin API."
         " Each command's --help says more; docs: README.md.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
