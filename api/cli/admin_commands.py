@@ -388,7 +388,8 @@ def _set_enabled(client: AdminClient, args: argparse.Namespace, enabled: bool) -
     if flag["enabled"] == enabled:
         said = f"Flag {args.flag!r} is already {word} in {environment}; nothing changed."
     else:
-        body = {"enabled": enabled, "archived": flag["archived"], "rules": flag["rules"]}
+        kept = ("archived", "rules", "kind", "owner", "expiresAt")
+        body = {"enabled": enabled, **{name: flag[name] for name in kept if name in flag}}
         flag = client.put(path, body)
         said = f"Flag {args.flag!r} {word} in {environment}."
     if args.json:
@@ -410,6 +411,9 @@ def _print_flag(flag: dict[str, Any], environment: Environment) -> None:
                 ("flag", flag["key"]),
                 ("environment", str(environment)),
                 ("state", _state(flag)),
+                ("kind", flag.get("kind", "temporary")),
+                ("owner", flag.get("owner") or "-"),
+                ("expires", flag.get("expiresAt") or "never"),
                 ("updated", flag["updatedAt"]),
                 ("rules", "none: every evaluation answers false" if not flag["rules"] else ""),
             ]

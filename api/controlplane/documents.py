@@ -29,7 +29,15 @@ from api.controlplane.changes import (
     Schedule,
     Webhook,
 )
-from api.controlplane.model import ApiKey, Environment, FlagRecord, Organization, Segment
+from api.controlplane.model import (
+    ApiKey,
+    Environment,
+    FlagKind,
+    FlagMeta,
+    FlagRecord,
+    Organization,
+    Segment,
+)
 from api.controlplane.webhook_targets import shown_url
 
 Document = dict[str, Any]
@@ -63,6 +71,9 @@ def flag(record: FlagRecord) -> Document:
         "archived": record.archived,
         "rules": [rule_to_json(rule) for rule in record.rules],
         "updatedAt": record.updated_at,
+        "kind": str(record.meta.kind),
+        "owner": record.meta.owner,
+        "expiresAt": record.meta.expires_at,
     }
 
 
@@ -75,6 +86,12 @@ def flag_record(environment_id: str, document: Document) -> FlagRecord:
         document["archived"],
         tuple(rule_from_json(rule) for rule in document["rules"]),
         document["updatedAt"],
+        # audit records written before migration 7 have no lifecycle metadata
+        FlagMeta(
+            FlagKind(document.get("kind", FlagKind.TEMPORARY)),
+            document.get("owner"),
+            document.get("expiresAt"),
+        ),
     )
 
 

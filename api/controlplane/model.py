@@ -66,6 +66,33 @@ class Segment:
     updated_at: str
 
 
+class FlagKind(StrEnum):
+    """Whether a flag is meant to be removed one day (contract 14); evaluation ignores it."""
+
+    TEMPORARY = "temporary"
+    PERMANENT = "permanent"
+
+
+OWNER_MAX = 128
+"""A flag's ``owner`` is free text of at most this many characters."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlagMeta:
+    """What a flag says about its own life: never read by evaluation, only by the lifecycle.
+
+    Kept apart from ``enabled``, ``archived`` and ``rules`` because the writes that change
+    those (a rollout's step, a schedule, the dashboard's switch) keep it as it was; only a
+    ``PUT`` of the flag (or a restore) sets it."""
+
+    kind: FlagKind = FlagKind.TEMPORARY
+    owner: str | None = None
+    expires_at: str | None = None  # RFC 3339 UTC, as ``documents.iso_time`` writes it
+
+
+DEFAULT_META = FlagMeta()
+
+
 @dataclass(frozen=True, slots=True)
 class FlagRecord:
     environment_id: str
@@ -74,6 +101,19 @@ class FlagRecord:
     archived: bool
     rules: tuple[Rule, ...]
     updated_at: str
+    meta: FlagMeta = DEFAULT_META
+
+    @property
+    def kind(self) -> FlagKind:
+        return self.meta.kind
+
+    @property
+    def owner(self) -> str | None:
+        return self.meta.owner
+
+    @property
+    def expires_at(self) -> str | None:
+        return self.meta.expires_at
 
 
 @dataclass(frozen=True, slots=True)

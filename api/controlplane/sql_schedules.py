@@ -25,7 +25,7 @@ from api.controlplane.errors import (
     RecordedError,
     Resource,
 )
-from api.controlplane.model import FlagRecord
+from api.controlplane.model import DEFAULT_META, FlagRecord
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
 
@@ -173,9 +173,10 @@ class SchedulesMixin:
 
     def _apply_schedule(self, conn: Connection, schedule: Schedule) -> Schedule:
         body = schedule.flag
+        current = self._flag_in(conn, schedule.environment_id, schedule.flag_key)
         flag = FlagRecord(
             schedule.environment_id, schedule.flag_key, body.enabled, body.archived, body.rules,
-            self._now(),
+            self._now(), current.meta if current else DEFAULT_META,
         )  # fmt: skip
         conn.execute("SAVEPOINT schedule")
         try:

@@ -32,8 +32,11 @@ from api.controlplane.errors import (
     Resource,
 )
 from api.controlplane.model import (
+    DEFAULT_META,
     ApiKey,
     Environment,
+    FlagKind,
+    FlagMeta,
     FlagRecord,
     KeyContext,
     Organization,
@@ -104,6 +107,7 @@ def _flag(row: Row) -> FlagRecord:
         bool(row["archived"]),
         _rules_from_text(row["rules"]),
         row["updated_at"],
+        FlagMeta(FlagKind(row["kind"]), row["owner"], row["expires_at"]),
     )
 
 
@@ -586,15 +590,19 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         archived: bool,
         rules: Sequence[Rule],
         *,
+        meta: FlagMeta | None = None,
         actor: str = Actor.SYSTEM,
     ) -> tuple[FlagRecord, bool]:
         if not KEY_PATTERN.fullmatch(key):
             raise InvalidError(ErrorCode.FLAG_KEY_MALFORMED, "key", value=key)
-        flag = FlagRecord(
-            environment_id, key, bool(enabled), bool(archived), tuple(rules), self._now()
-        )
         with self._transaction(write=True) as conn:
             before = self._flag_in(conn, environment_id, key)
+            if meta is None:
+                meta = before.meta if before else DEFAULT_META
+            flag = FlagRecord(
+                environment_id, key, bool(enabled), bool(archived), tuple(rules), self._now(),
+                meta,
+            )  # fmt: skip
             action = "flag.created" if before is None else "flag.updated"
             self._write_flag(conn, flag, actor=actor, action=action)
         return flag, before is None
@@ -623,12 +631,15 @@ class SqlControlPlaneStore(AuditMixin, RolloutsMixin, SchedulesMixin, WebhooksMi
         rules_text = msgspec.json.encode([rule_to_json(rule) for rule in flag.rules]).decode()
         version = self._bump(conn)
         conn.execute(
-            "INSERT INTO flags VALUES (?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO flags (environment_id, key, enabled, archived, rules, updated_at,"
+            " version, kind, owner, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (environment_id, key) DO UPDATE SET enabled = excluded.enabled,"
             " archived = excluded.archived, rules = excluded.rules,"
-            " updated_at = excluded.updated_at, version = excluded.version",
+            " updated_at = excluded.updated_at, version = excluded.version,"
+            " kind = excluded.kind, owner = excluded.owner, expires_at = excluded.expires_at",
             (flag.environment_id, flag.key, bool(flag.enabled), bool(flag.archived), rules_text,
-             flag.updated_at, version),
+             flag.updated_at, version, str(flag.meta.kind), flag.meta.owner,
+             flag.meta.expires_at),
         )  # fmt: skip
         conn.execute(
             "UPDATE environments SET version = ? WHERE id = ?", (version, flag.environment_id)

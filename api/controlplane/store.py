@@ -35,6 +35,7 @@ from api.controlplane.model import (
     PLAN_MONTHLY_LIMITS,
     ApiKey,
     Environment,
+    FlagMeta,
     FlagRecord,
     KeyContext,
     Organization,
@@ -218,9 +219,11 @@ class ControlPlaneStore(Protocol):
         archived: bool,
         rules: Sequence[Rule],
         *,
+        meta: FlagMeta | None = None,
         actor: str = Actor.SYSTEM,
     ) -> tuple[FlagRecord, bool]:
-        """Create or replace. Returns the flag and whether it was created."""
+        """Create or replace. Returns the flag and whether it was created. ``meta`` None keeps
+        the flag's lifecycle metadata as it is (the defaults for a new flag)."""
         ...
 
     def get_flag(self, environment_id: str, key: str) -> FlagRecord | None: ...

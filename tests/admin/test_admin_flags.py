@@ -27,6 +27,9 @@ def test_put_creates_then_replaces(admin_api, env) -> None:
             {"type": "PERCENTAGE", "percentage": 12.5, "value": True},
             {"type": "STATIC", "value": False},
         ],
+        "kind": "temporary",
+        "owner": None,
+        "expiresAt": None,
     }
     replaced = admin_api.put(flag_path(env), {"enabled": False, "archived": True, "rules": []})
     assert replaced.status == 200

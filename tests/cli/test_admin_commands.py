@@ -101,6 +101,7 @@ def test_flags_list_and_show_print_tables(where: list[str]) -> None:
 
     shown = ok(flagsight("flags", "show", "new-checkout", *where))
     assert "state        disabled" in shown
+    assert "kind         temporary" in shown and "expires      never" in shown
     assert shown.endswith("rules\n  1. SEGMENT beta -> true\n  2. PERCENTAGE 12.5% -> true\n")
 
 

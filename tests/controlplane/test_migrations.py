@@ -46,6 +46,7 @@ def test_reopening_a_store_keeps_its_data(tmp_path) -> None:
         (4, "rollout_waiting"),
         (5, "rollout_guard"),
         (6, "local_grants"),
+        (7, "flag_lifecycle"),
     ]
 
 

@@ -24,11 +24,12 @@ from api.controlplane.changes import (
     FlagBody,
     RolloutPlan,
 )
-from api.controlplane.model import Plan
+from api.controlplane.documents import iso_time
+from api.controlplane.model import OWNER_MAX, FlagKind, FlagMeta, Plan
 from api.controlplane.webhook_targets import ForbiddenTarget, check_url
 from api.web.errors import BadRequest
 from api.web.jsonio import optional_bool as optional_json_bool
-from api.web.jsonio import require_bool, require_list, require_str
+from api.web.jsonio import optional_str, require_bool, require_list, require_str
 
 _PLANS = ", ".join(plan.value for plan in Plan)
 
@@ -179,6 +180,17 @@ def flag_body(body: dict[str, Any], where: str = "") -> FlagBody:
         field_name, _, problem = str(exc).partition(" ")
         raise BadRequest(f"Field '{field_name}' {problem}") from None
     return FlagBody(enabled, archived, tuple(parsed))
+
+
+def flag_meta(body: dict[str, Any]) -> FlagMeta:
+    """``kind``, ``owner`` and ``expiresAt`` of a flag's ``PUT``; left out, each takes its
+    default (the ``PUT`` replaces the flag whole), ``expiresAt`` kept in UTC."""
+    kind = body.get("kind", FlagKind.TEMPORARY.value)
+    if not isinstance(kind, str) or kind not in FlagKind._value2member_map_:
+        raise BadRequest(f"Field 'kind' must be one of {', '.join(FlagKind)}")
+    owner = optional_str(body, "owner", max_len=OWNER_MAX)
+    expires = None if body.get("expiresAt") is None else iso_time(moment(body, "expiresAt"))
+    return FlagMeta(FlagKind(kind), owner, expires)
 
 
 def moment(body: dict[str, Any], name: str) -> float:

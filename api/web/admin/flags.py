@@ -46,10 +46,12 @@ class FlagResource(AdminResource):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
         fields.key_param(flag_key, "flagKey")
-        body = fields.flag_body(await self.body(req))
+        raw = await self.body(req)
+        body, meta = fields.flag_body(raw), fields.flag_meta(raw)
         flag, created = await self.write(
-            self.store.put_flag, env_id, flag_key, body.enabled, body.archived, body.rules
-        )
+            self.store.put_flag, env_id, flag_key, body.enabled, body.archived, body.rules,
+            meta=meta,
+        )  # fmt: skip
         write_json(resp, views.flag(flag), status=201 if created else 200)
 
     async def on_delete(

@@ -21,7 +21,7 @@ from flagsight_core.contract import (
     Decision,
 )
 
-from api.controlplane.model import PLAN_MONTHLY_LIMITS, Plan
+from api.controlplane.model import OWNER_MAX, PLAN_MONTHLY_LIMITS, FlagKind, Plan
 
 TIMESTAMP = {"type": "string", "format": "date-time"}
 
@@ -104,6 +104,23 @@ _LIMIT = {"type": "integer", "minimum": 1, "maximum": 10**15}
 _NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _VALUE = {"type": "boolean", "default": True}
+
+
+_FLAG_META: dict[str, Any] = {
+    "kind": {
+        "enum": [kind.value for kind in FlagKind],
+        "default": FlagKind.TEMPORARY.value,
+        "description": "Whether the flag is meant to be removed one day; never changes"
+        " evaluation. A PUT without it makes the flag temporary.",
+    },
+    "owner": {"type": ["string", "null"], "maxLength": OWNER_MAX},
+    "expiresAt": {
+        **TIMESTAMP,
+        "type": ["string", "null"],
+        "description": "When the flag should be gone (RFC 3339, with its offset); a temporary"
+        " flag past it is stale. Answered in UTC.",
+    },
+}
 
 
 def _list_of(schema: str) -> dict[str, Any]:
@@ -249,6 +266,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
             "archived": {"type": "boolean"},
             "rules": {"type": "array", "items": _ref("Rule")},
             "updatedAt": TIMESTAMP,
+            **_FLAG_META,
         },
     },
     "FlagPut": {
@@ -264,6 +282,7 @@ ADMIN_SCHEMAS: dict[str, Any] = {
                 "description": "Ordered; the first matching rule decides. A SEGMENT rule must"
                 " name a segment of the organization.",
             },
+            **_FLAG_META,
         },
     },
     "FlagList": _list_of("Flag"),
