@@ -88,6 +88,14 @@ class Settings:
     past it a new one is refused with 429 and ``Retry-After`` (contract 11)."""
     warehouse_poll_interval_s: float = 10.0
     """With the lake in a bucket: how often a host looks for a newer warehouse snapshot."""
+    lifecycle_launched_days: float = 14.0
+    """A flag serving one value (or whose guarded rollout completed) this long, with no change
+    of ``enabled`` or rules, is ``launched`` (contract 14, docs/lifecycle.md); fractions allowed."""
+    lifecycle_stale_days: float = 30.0
+    """A temporary flag launched this long, or not evaluated this long, is ``stale``; also the
+    window of its ``evaluations30d``, ``servedTruePercent30d`` and ``applications``."""
+    lifecycle_archived_evaluated_hours: float = 24.0
+    """An archived flag evaluated within this many hours is ``archivedButEvaluated``."""
 
     @property
     def control_plane_path(self) -> Path:
@@ -177,4 +185,9 @@ class Settings:
             webhook_allow_private=env.get("FLAGSIGHT_WEBHOOK_ALLOW_PRIVATE") == "1",
             warehouse_poll_interval_s=float(env.get("FLAGSIGHT_WAREHOUSE_POLL_INTERVAL", "10")),
             streams_per_key=int(env.get("FLAGSIGHT_STREAMS_PER_KEY", "500")),
+            lifecycle_launched_days=float(env.get("FLAGSIGHT_LIFECYCLE_LAUNCHED_DAYS", "14")),
+            lifecycle_stale_days=float(env.get("FLAGSIGHT_LIFECYCLE_STALE_DAYS", "30")),
+            lifecycle_archived_evaluated_hours=float(
+                env.get("FLAGSIGHT_LIFECYCLE_ARCHIVED_EVALUATED_HOURS", "24")
+            ),
         )

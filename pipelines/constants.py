@@ -17,6 +17,7 @@ FLAG_HEALTH = "flag_health"
 FLAG_ARM_WINDOWS = "flag_arm_windows"
 PUBLISHED_WAREHOUSE = "published_warehouse"
 ROLLOUT_DECISIONS = "rollout_decisions"
+FLAG_LIFECYCLE = "flag_lifecycle"
 
 SENSOR_NAME = "new_events_sensor"
 SENSOR_INTERVAL_S = 10

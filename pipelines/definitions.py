@@ -16,7 +16,12 @@ from api.settings import Settings
 from pipelines.assets import ASSETS
 from pipelines.checks import CHECKS
 from pipelines.constants import JOB_NAME
-from pipelines.resources import ControlPlaneResource, EventLakeResource, WarehouseResource
+from pipelines.resources import (
+    ControlPlaneResource,
+    EventLakeResource,
+    LifecycleResource,
+    WarehouseResource,
+)
 from pipelines.retention import run_retention_sensor
 from pipelines.rollout_sensor import rollout_step_sensor
 from pipelines.schedules import build_schedule
@@ -56,6 +61,11 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         ),
         "control_plane": ControlPlaneResource(
             database_path=str(settings.control_plane_path), database_url=settings.database_url
+        ),
+        "lifecycle": LifecycleResource(
+            launched_days=settings.lifecycle_launched_days,
+            stale_days=settings.lifecycle_stale_days,
+            archived_evaluated_hours=settings.lifecycle_archived_evaluated_hours,
         ),
     }
 

@@ -17,6 +17,7 @@ from api.backends import store_for
 from api.controlplane.store import ControlPlaneStore
 from api.settings import S3Options
 from pipelines.lake import Lake, LakeFile, open_lake
+from warehouse.lifecycle import LifecycleThresholds
 from warehouse.migrations import migrate
 
 
@@ -191,3 +192,18 @@ class ControlPlaneResource(dg.ConfigurableResource):
                 for organization in store.list_organizations()
                 for environment in store.list_environments(organization.id)
             ]
+
+
+class LifecycleResource(dg.ConfigurableResource):
+    """The flag lifecycle's thresholds (``FLAGSIGHT_LIFECYCLE_*``, docs/lifecycle.md)."""
+
+    launched_days: float = 14.0
+    stale_days: float = 30.0
+    archived_evaluated_hours: float = 24.0
+
+    def thresholds(self) -> LifecycleThresholds:
+        return LifecycleThresholds(
+            launched_days=self.launched_days,
+            stale_days=self.stale_days,
+            archived_evaluated_hours=self.archived_evaluated_hours,
+        )

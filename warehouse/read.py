@@ -145,6 +145,71 @@ def health_row(con: duckdb.DuckDBPyConnection, environment_id: str, flag_key: st
     return record
 
 
+LIFECYCLE_COLUMNS = (
+    "environment_id",
+    "flag_key",
+    "stage",
+    "reasons",
+    "last_evaluated_at",
+    "evaluations_30d",
+    "served_true_percent_30d",
+    "launched_at",
+    "launched_by",
+    "applications",
+    "archived_but_evaluated",
+    "computed_at",
+)
+"""``flag_lifecycle``'s columns, as the lifecycle helpers return them: times in unix seconds
+(floats, or None), lists as lists (``warehouse.lifecycle.LifecycleEvidence.from_row``)."""
+
+_LIFECYCLE_SELECT = (
+    "SELECT environment_id, flag_key, stage, reasons, epoch_us(last_evaluated_at), "
+    "evaluations_30d, served_true_percent_30d, epoch_us(launched_at), launched_by, "
+    "applications, archived_but_evaluated, epoch_us(computed_at) FROM flag_lifecycle"
+)
+
+
+def _lifecycle_row(row: tuple) -> dict:
+    record = dict(zip(LIFECYCLE_COLUMNS, row, strict=True))
+    for column in ("last_evaluated_at", "launched_at", "computed_at"):
+        if record[column] is not None:
+            record[column] = record[column] / 1e6
+    return record
+
+
+def flag_lifecycle(warehouse_path: Path, environment_id: str, flag_key: str) -> dict | None:
+    """The flag's ``flag_lifecycle`` row (``LIFECYCLE_COLUMNS``), or ``None``: no warehouse,
+    one published before the lifecycle existed, or no row (the flag is newer than the
+    pipeline's last run: ``warehouse.lifecycle.EMPTY_EVIDENCE``)."""
+    with _reading(warehouse_path) as con:
+        if con is None:
+            return None
+        try:
+            row = con.execute(
+                f"{_LIFECYCLE_SELECT} WHERE environment_id = ? AND flag_key = ?",
+                [environment_id, flag_key],
+            ).fetchone()
+        except duckdb.CatalogException:
+            return None
+    return None if row is None else _lifecycle_row(row)
+
+
+def environment_lifecycles(warehouse_path: Path, environment_id: str) -> dict[str, dict]:
+    """Flag key -> its ``flag_lifecycle`` row, for every flag of the environment the pipeline
+    computed; ``{}`` without a warehouse or before the lifecycle existed."""
+    with _reading(warehouse_path) as con:
+        if con is None:
+            return {}
+        try:
+            rows = con.execute(
+                f"{_LIFECYCLE_SELECT} WHERE environment_id = ? ORDER BY flag_key",
+                [environment_id],
+            ).fetchall()
+        except duckdb.CatalogException:
+            return {}
+    return {row[1]: _lifecycle_row(row) for row in rows}
+
+
 @dataclass(frozen=True)
 class RolloutArms:
     """A guarded rollout's arms step by step (``arm_totals`` of each of its percentages since

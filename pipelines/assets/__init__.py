@@ -6,6 +6,7 @@ from pipelines.assets.flag_arm_windows import flag_arm_windows
 from pipelines.assets.flag_environment_daily import flag_environment_daily
 from pipelines.assets.flag_environment_metrics import flag_environment_metrics
 from pipelines.assets.flag_health import flag_health
+from pipelines.assets.flag_lifecycle import flag_lifecycle
 from pipelines.assets.published_warehouse import published_warehouse
 from pipelines.assets.raw_evaluation_events import raw_evaluation_events
 from pipelines.assets.raw_feedback_events import raw_feedback_events
@@ -20,6 +21,7 @@ ASSETS = [
     flag_environment_daily,
     flag_health,
     rollout_decisions,
+    flag_lifecycle,
     flag_arm_windows,
     published_warehouse,
 ]

@@ -13,6 +13,7 @@ from pipelines.constants import (
     FLAG_ENVIRONMENT_DAILY,
     FLAG_ENVIRONMENT_METRICS,
     FLAG_HEALTH,
+    FLAG_LIFECYCLE,
     GROUP,
     PUBLISHED_WAREHOUSE,
 )
@@ -32,6 +33,7 @@ from warehouse.shared_snapshot import upload_snapshot
         FLAG_ENVIRONMENT_DAILY,
         FLAG_HEALTH,
         FLAG_ARM_WINDOWS,
+        FLAG_LIFECYCLE,
         ENVIRONMENT_KEYS,
         ATTRIBUTED_FEEDBACK,
     ],
@@ -39,12 +41,12 @@ from warehouse.shared_snapshot import upload_snapshot
 def published_warehouse(
     context: dg.AssetExecutionContext, lake: EventLakeResource, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    """`$FLAGSIGHT_DATA_DIR/warehouse.duckdb`: the metric tables, environments, pending feedback
-    and a load summary, written to a new file and swapped in by atomic rename. Readers open it
-    read-only at any time without lock errors; a reader keeps the snapshot it opened. Its size
-    (and publishing time) depends on flag environments and days, not on the number of events.
-    Tables are documented in warehouse/README.md. With the lake in a bucket, the snapshot is
-    also uploaded there for every API host. Once published, the working database's tables are
+    """`$FLAGSIGHT_DATA_DIR/warehouse.duckdb`: the metric tables, the flags' lifecycle,
+    environments, pending feedback and a load summary, written to a new file and swapped in by
+    atomic rename. Readers open it read-only at any time without lock errors; a reader keeps the
+    snapshot it opened. Its size (and publishing time) depends on flag environments and days,
+    not on the number of events. Tables are documented in warehouse/README.md. With the lake in
+    a bucket, the snapshot is also uploaded there for every API host. Once published, the working database's tables are
     compacted (warehouse/compaction.py: small trailing row groups merged, row groups with many
     deleted rows written again; metadata `rows_compacted`). A compaction that fails leaves its
     table as it was and only warns (metadata `compaction_error`): the snapshot is published."""

@@ -4,6 +4,8 @@ whose check fails is still materialized, and so is everything downstream of it."
 
 from pipelines.checks.coverage_at_most_100 import coverage_at_most_100
 from pipelines.checks.decisions_follow_the_rules import decisions_follow_the_rules
+from pipelines.checks.lifecycle_evidence_consistent import lifecycle_evidence_consistent
+from pipelines.checks.lifecycle_one_row_per_flag import lifecycle_one_row_per_flag
 from pipelines.checks.no_file_loaded_twice import (
     no_evaluation_file_loaded_twice,
     no_feedback_file_loaded_twice,
@@ -18,6 +20,8 @@ CHECKS = [
     coverage_at_most_100,
     success_plus_failure_is_100,
     decisions_follow_the_rules,
+    lifecycle_one_row_per_flag,
+    lifecycle_evidence_consistent,
 ]
 
 __all__ = ["CHECKS"]

@@ -42,6 +42,9 @@ def _as_before_the_upgrade(working: Path) -> None:
             "CREATE TABLE window_dirty (environment_id VARCHAR NOT NULL, flag_key VARCHAR NOT "
             "NULL, minute TIMESTAMPTZ NOT NULL, PRIMARY KEY (environment_id, flag_key, minute))"
         )
+        con.execute("DROP TABLE flag_sdk_daily")  # made by 0009
+        con.execute("DROP TABLE flag_lifecycle")  # made by 0009
+        con.execute("DELETE FROM fold_state WHERE name = 'lifecycle_folded'")
         con.execute("DELETE FROM schema_migrations WHERE version >= 4")
     finally:
         con.close()

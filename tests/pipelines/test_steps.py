@@ -20,6 +20,7 @@ from pipelines.constants import (
     ENVIRONMENT_KEYS,
     FLAG_ENVIRONMENT_METRICS,
     FLAG_HEALTH,
+    FLAG_LIFECYCLE,
     PUBLISHED_WAREHOUSE,
     RAW_EVALUATIONS,
     RAW_FEEDBACK,
@@ -40,6 +41,8 @@ ALL_CHECK_NAMES = {
     f"{RAW_EVALUATIONS}:no_file_loaded_twice",
     f"{RAW_FEEDBACK}:no_file_loaded_twice",
     f"{FLAG_HEALTH}:decisions_follow_the_rules",
+    f"{FLAG_LIFECYCLE}:lifecycle_one_row_per_flag",
+    f"{FLAG_LIFECYCLE}:lifecycle_evidence_consistent",
 }
 ASSET_NAMES = {asset.key.to_user_string() for asset in ASSETS}
 CHECK_STEPS = {check.node_def.name for check in CHECKS}

@@ -5,6 +5,8 @@ CREATE TABLE snapshot.flag_environment_metrics AS SELECT * FROM flag_environment
 CREATE TABLE snapshot.flag_environment_daily AS SELECT * FROM flag_environment_daily;
 CREATE TABLE snapshot.flag_health AS SELECT * FROM flag_health;
 CREATE TABLE snapshot.flag_arm_windows AS SELECT * FROM flag_arm_windows;
+CREATE TABLE snapshot.flag_lifecycle AS
+SELECT * FROM flag_lifecycle ORDER BY environment_id, flag_key;
 CREATE TABLE snapshot.environments AS
 SELECT environment_id, environment_key, refreshed_at FROM environment_keys ORDER BY environment_id;
 CREATE TABLE snapshot.pending_feedback AS
