@@ -22,7 +22,8 @@ from flagsight_core.ids import environment_id_to_bytes
 from flagsight_core.segments import SegmentMembership
 
 from api.controlplane.model import KeyContext, Organization
-from api.controlplane.store import ConfigSnapshot, ControlPlaneStore, SegmentId
+from api.controlplane.resources.snapshot import ConfigSnapshot, SegmentId
+from api.controlplane.store import ControlPlaneStore
 from api.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)

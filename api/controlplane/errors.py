@@ -1,7 +1,7 @@
 """The control-plane store's errors, in the store's own terms: a code and the values it concerns.
 
-An error says what went wrong as data: its ``code`` (an ``ErrorCode``), and in ``details`` the
-identifier the caller gave, the store's field at fault (as the store's methods name it, e.g.
+An error says what went wrong as data: its ``code``, and in ``details`` the identifier the
+caller gave, the store's field at fault (as the store's methods name it, e.g.
 ``monthly_evaluation_limit``) and any value the refusal depends on (a limit, a segment key).
 It carries no sentence for people, no HTTP and no driver's exception: the admin API and the
 dashboard word each code in one place (``api/web/admin/error_messages.py``), so the store can
@@ -11,11 +11,17 @@ between the places that show them. ``str(error)`` is a plain line for logs.
 The subclasses say how the caller should take it (the admin API maps them to 404, 409, 400
 and 503); ``NotFoundError.resource`` and ``ConflictError.reason`` are the coarse kinds a
 caller may branch on, the code the exact case.
+
+A code is a string, a member of the ``StrEnum`` of the slice that raises it (``FlagCode`` in
+``resources/flags.py``); a new slice brings its own. ``ErrorCode`` is every slice's codes
+gathered from the composed store (``store.ErrorCode``): ``ErrorCode.FLAG_NOT_FOUND`` is
+``FlagCode.FLAG_NOT_FOUND`` itself. The values never change: failed schedules keep them in the
+database, and the admin API words them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -23,74 +29,55 @@ Detail = str | int | float | None
 """A value an error carries: JSON-plain, so a failure can be kept in the database as it is."""
 
 
-class ErrorCode(StrEnum):
-    """Every case the store refuses, one member each: the edge words each one."""
-
-    # NotFoundError: details["identifier"] is the id or key the caller gave
-    ORGANIZATION_NOT_FOUND = "organization_not_found"
-    ENVIRONMENT_NOT_FOUND = "environment_not_found"
-    API_KEY_NOT_FOUND = "api_key_not_found"
-    LIVE_API_KEY_NOT_FOUND = "live_api_key_not_found"
-    """Revoking: no key of that id, or it is already revoked."""
-    SEGMENT_NOT_FOUND = "segment_not_found"
-    FLAG_NOT_FOUND = "flag_not_found"
-    SCHEDULE_NOT_FOUND = "schedule_not_found"
-    PENDING_SCHEDULE_NOT_FOUND = "pending_schedule_not_found"
-    """Cancelling: no pending schedule of that id for the flag (``flag``)."""
-    ROLLOUT_NOT_FOUND = "rollout_not_found"
-    """The flag (``identifier``) has no rollout."""
-    WEBHOOK_NOT_FOUND = "webhook_not_found"
-    AUDIT_RECORD_NOT_FOUND = "audit_record_not_found"
-
-    # ConflictError: the change is valid, but the records as they are now refuse it
-    ENVIRONMENT_KEY_TAKEN = "environment_key_taken"
-    SEGMENT_IN_USE = "segment_in_use"
-    """``segment`` is named by a rule of ``flag`` in ``environment`` (its key)."""
-    NO_PERCENTAGE_RULE = "no_percentage_rule"
-    # a restore refused (ConflictReason.NOT_RESTORABLE): the first five for the kind of the
-    # record's target (audit_id, action and target name the record), the last two because the
-    # schedule (``schedule``) has moved past the change
-    KIND_HAS_NO_RESTORE = "kind_has_no_restore"
-    ORGANIZATIONS_NEVER_DELETED = "organizations_never_deleted"
-    ENVIRONMENTS_NEVER_DELETED = "environments_never_deleted"
-    WEBHOOK_SECRET_NOT_KEPT = "webhook_secret_not_kept"
-    SEGMENT_MEMBERS_NOT_KEPT = "segment_members_not_kept"
-    SCHEDULE_APPLIED = "schedule_applied"
-    """The schedule was applied (at ``applied_at``): its flag change is what to restore."""
-    SCHEDULE_DUE_TIME_PASSED = "schedule_due_time_passed"
-    """The cancelled schedule's time (``due_at``, unix seconds) has passed."""
-    # a restore that would change nothing (ConflictReason.NOTHING_TO_RESTORE)
-    FLAG_STILL_ABSENT = "flag_still_absent"
-    SEGMENT_STILL_ABSENT = "segment_still_absent"
-    WEBHOOK_STILL_ABSENT = "webhook_still_absent"
-    ROLLOUT_STILL_ABSENT = "rollout_still_absent"
-    ROLLOUT_FLAG_GONE = "rollout_flag_gone"
-    """The rollout's flag was deleted since: the rollout cannot come back."""
-    API_KEY_ALREADY_REVOKED = "api_key_already_revoked"
-    API_KEY_NOT_REVOKED = "api_key_not_revoked"
-    SCHEDULE_FAILED = "schedule_failed"
-    SCHEDULE_ALREADY_CANCELLED = "schedule_already_cancelled"
-    SCHEDULE_NOT_CANCELLED = "schedule_not_cancelled"
-    """Making it pending again: the schedule is in ``state``, not cancelled."""
-
-    # InvalidError: details["field"] is the store's field at fault
-    MONTHLY_LIMIT_OUT_OF_RANGE = "monthly_limit_out_of_range"
-    MONTHLY_LIMIT_FIXED_BY_PLAN = "monthly_limit_fixed_by_plan"
-    """Only enterprise chooses its limit; ``plan``'s is ``plan_limit``."""
-    MONTHLY_LIMIT_REQUIRED = "monthly_limit_required"
-    ENVIRONMENT_KEY_MALFORMED = "environment_key_malformed"
-    FLAG_KEY_MALFORMED = "flag_key_malformed"
-    SEGMENT_KEY_MALFORMED = "segment_key_malformed"
-    SEGMENT_TOO_LARGE = "segment_too_large"
-    UNKNOWN_SEGMENT = "unknown_segment"
-    """The rule at ``index`` names ``segment``, which the organization does not have."""
+class StoreCode(StrEnum):
+    """The one code no slice owns: each slice of the store defines its own codes beside its
+    SQL (``api.controlplane.resources``), and ``ErrorCode`` gathers them all."""
 
     # UnavailableError
     UNAVAILABLE = "unavailable"
 
 
+class CodeCatalogue:
+    """Every error code of a composed store, each slice's ``StrEnum`` members side by side:
+    ``catalogue.FLAG_NOT_FOUND`` is the very member the flags slice raises, and iterating
+    gives each code once. Built from the slices' ``codes`` (``of``), so a slice that brings
+    codes adds them here without this module knowing it; two slices may not share a name or a
+    value (a code is kept in the database, and worded at the edge, by its value)."""
+
+    def __init__(self, *enums: type[StrEnum]):
+        self._by_name: dict[str, StrEnum] = {}
+        for enum in enums:
+            for member in enum:
+                if member.name in self._by_name or member in self._by_name.values():
+                    raise ValueError(f"error code {member.name} ({member}) defined twice")
+                self._by_name[member.name] = member
+
+    @classmethod
+    def of(cls, store: type) -> CodeCatalogue:
+        """``StoreCode`` and the ``codes`` of every class ``store`` is composed of, in its
+        method resolution order."""
+        found = [vars(klass)["codes"] for klass in store.__mro__ if "codes" in vars(klass)]
+        return cls(StoreCode, *found)
+
+    def __getattr__(self, name: str) -> StrEnum:
+        try:
+            return self.__dict__["_by_name"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __iter__(self) -> Iterator[StrEnum]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._by_name.values()
+
+
 class Resource(StrEnum):
-    """The kinds of record the store addresses (``NotFoundError.resource``)."""
+    """The kinds of record the store's slices address (``NotFoundError.resource``); a new
+    slice may name its own kind (``resource`` is a string)."""
 
     ORGANIZATION = "organization"
     ENVIRONMENT = "environment"
@@ -122,7 +109,7 @@ class ConflictReason(StrEnum):
 class ControlPlaneError(Exception):
     """Base of the store's errors: ``code`` says which case, ``details`` its values."""
 
-    def __init__(self, code: ErrorCode, **details: Detail):
+    def __init__(self, code: str, **details: Detail):
         super().__init__(code)
         self.code = code
         self.details: dict[str, Detail] = details
@@ -136,7 +123,7 @@ class NotFoundError(ControlPlaneError):
     """The addressed record does not exist: ``resource`` names its kind and ``identifier`` the
     id or key the caller gave (for a flag, its key within the environment addressed)."""
 
-    def __init__(self, code: ErrorCode, resource: Resource, identifier: str, **details: Detail):
+    def __init__(self, code: str, resource: str, identifier: str, **details: Detail):
         super().__init__(code, identifier=identifier, **details)
         self.resource = resource
         self.identifier = identifier
@@ -148,7 +135,7 @@ class ConflictError(ControlPlaneError):
 
     def __init__(
         self,
-        code: ErrorCode,
+        code: str,
         reason: ConflictReason,
         field_name: str | None = None,
         **details: Detail,
@@ -162,7 +149,7 @@ class ConflictError(ControlPlaneError):
 class InvalidError(ControlPlaneError):
     """A value is not acceptable; ``field`` names it as the store's method does."""
 
-    def __init__(self, code: ErrorCode, field_name: str, **details: Detail):
+    def __init__(self, code: str, field_name: str, **details: Detail):
         super().__init__(code, field=field_name, **details)
         self.field = field_name
 
@@ -175,7 +162,7 @@ class UnavailableError(ControlPlaneError):
     """
 
     def __init__(self, cause: str):
-        super().__init__(ErrorCode.UNAVAILABLE, cause=cause)
+        super().__init__(StoreCode.UNAVAILABLE, cause=cause)
         self.cause = cause
 
     def __str__(self) -> str:
@@ -187,9 +174,21 @@ class RecordedError:
     """An error kept in a record after it was raised (a schedule that could not be applied
     keeps why): its code and details, worded where it is shown, as the error would be."""
 
-    code: ErrorCode
+    code: str
     details: Mapping[str, Detail]
 
     @classmethod
     def of(cls, error: ControlPlaneError) -> RecordedError:
         return cls(error.code, dict(error.details))
+
+
+def __getattr__(name: str) -> CodeCatalogue:
+    """``ErrorCode``: every code of the store as composed (``store.ErrorCode``), for the
+    modules that word or list them all (the edge's ``error_messages``, the tests). Looked up
+    when first asked for, because the slices that define the codes import this module: a
+    slice raises its own codes and never imports ``ErrorCode``."""
+    if name == "ErrorCode":
+        from api.controlplane.store import ErrorCode
+
+        return ErrorCode
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

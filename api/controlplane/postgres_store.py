@@ -1,6 +1,6 @@
 """The PostgreSQL control plane: one database shared by every worker of every host.
 
-The store's SQL is ``sql_store``'s, unchanged; this backend runs it with psycopg 3:
+The store's SQL is its slices', unchanged; this backend runs it with psycopg 3:
 
 - Tables live in their own schema, ``controlplane`` (every connection's ``search_path``), next
   to the meter's and Dagster's in the same database.
@@ -36,7 +36,7 @@ import psycopg_pool
 from api.controlplane.errors import UnavailableError
 from api.controlplane.migrations import POSTGRES_MIGRATIONS, discover
 from api.controlplane.sql_backend import Params
-from api.controlplane.sql_store import SqlControlPlaneStore
+from api.controlplane.store import SqlControlPlaneStore
 
 SCHEMA = "controlplane"
 

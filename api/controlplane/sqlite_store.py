@@ -20,7 +20,7 @@ from pathlib import Path
 from api.controlplane.errors import UnavailableError
 from api.controlplane.migrations import SQLITE_MIGRATIONS, Migration, discover
 from api.controlplane.sql_backend import Params
-from api.controlplane.sql_store import SqlControlPlaneStore
+from api.controlplane.store import SqlControlPlaneStore
 
 
 @contextmanager

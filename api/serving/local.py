@@ -12,8 +12,8 @@ are neither reported as local evaluations nor given back.
 
 **Give-backs.** What an SDK did not spend goes back with ``refund`` (on ``close()``), once,
 and never more than the grant minus what was reported under it: the control plane's grant
-ledger (``api.controlplane.sql_grants``) records each grant's reports and its give-back, and
-the meter takes the quota back from the grant's month after the ledger recorded it. When
+ledger (``api.controlplane.resources.grants``) records each grant's reports and its
+give-back, and the meter takes the quota back from the grant's month after the ledger recorded it. When
 either cannot record it now the give-back is refused (503), never dropped: the SDK keeps it
 and tries again (contract 4).
 
@@ -42,7 +42,7 @@ from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT, NOT_EVALUATED, OUTC
 
 from api.controlplane.cache import Caller
 from api.controlplane.errors import UnavailableError
-from api.controlplane.sql_grants import GrantState, GrantTooOld, LocalGrant
+from api.controlplane.resources.grants import GrantState, GrantTooOld, LocalGrant
 from api.eventlog.schema import LocalReport
 from api.metering.leasing import sdk_grant_size
 from api.metering.meter import MeterUnavailable, month_of

@@ -1,14 +1,18 @@
-"""Webhooks and their outbox in SQL.
+"""The webhooks slice: its codes, its part of the store, its SQL and its restore: webhooks
+and their outbox.
 
 Events are queued by the transaction that made the change (``sql_history.emit``); the one
 deliverer of the server (``api.jobs.webhooks``) takes due rows, posts them and records each
 attempt. A row leaves the queue delivered (a 2xx) or failed (24 hours of attempts, or its
-webhook deleted); until then it stays, so a restart loses none.
+webhook deleted); until then it stays, so a restart loses none. A webhook's creation is
+restored by deleting it; its deletion cannot be (its secret is not kept in the log).
 """
 
 from __future__ import annotations
 
 import secrets
+from enum import StrEnum
+from typing import Protocol
 
 import msgspec
 
@@ -21,11 +25,22 @@ from api.controlplane.changes import (
     EventType,
     Webhook,
 )
-from api.controlplane.errors import ErrorCode, NotFoundError, Resource
+from api.controlplane.errors import ConflictError, ConflictReason, NotFoundError, Resource
+from api.controlplane.resources.audit import Restore, not_restorable, restores
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
+from api.controlplane.sql_slice import SqlSlice
 
 SECRET_PREFIX = "whsec_"
+
+
+class WebhookCode(StrEnum):
+    WEBHOOK_NOT_FOUND = "webhook_not_found"
+    """``NotFoundError``: details["identifier"] is the id the caller gave."""
+    WEBHOOK_SECRET_NOT_KEPT = "webhook_secret_not_kept"
+    """A restore of a webhook's deletion refused (``ConflictReason.NOT_RESTORABLE``)."""
+    WEBHOOK_STILL_ABSENT = "webhook_still_absent"
+    """A restore that would change nothing (``ConflictReason.NOTHING_TO_RESTORE``)."""
 
 
 def _webhook(row: Row) -> Webhook:
@@ -35,8 +50,38 @@ def _webhook(row: Row) -> Webhook:
     )  # fmt: skip
 
 
-class WebhooksMixin:
-    """The webhook half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
+class WebhookStore(Protocol):
+    def create_webhook(
+        self, organization_id: str, url: str, events: list[str], *, actor: str = Actor.SYSTEM
+    ) -> CreatedWebhook: ...
+
+    def list_webhooks(self, organization_id: str) -> list[Webhook]: ...
+
+    def delete_webhook(self, webhook_id: str, *, actor: str = Actor.SYSTEM) -> None: ...
+
+    def due_deliveries(
+        self, now: float, limit: int = 100, *, claim_for_s: float | None = None
+    ) -> list[Delivery]: ...
+
+    def release_deliveries(self, seqs: list[int], now: float) -> None: ...
+
+    def pending_deliveries(self) -> int: ...
+
+    def record_delivery(
+        self, seq: int, now: float, *, error: str | None, retry_at: float | None
+    ) -> None: ...
+
+    def record_usage_threshold(
+        self, organization_id: str, month: str, percent: int, evaluations: int, limit: int
+    ) -> bool:
+        """Queue ``usage.threshold`` unless already announced for that month; True if new."""
+        ...
+
+
+class WebhookSql(SqlSlice):
+    """Webhooks and their outbox in SQL (see ``WebhookStore``)."""
+
+    codes = WebhookCode
 
     def create_webhook(
         self, organization_id: str, url: str, events: list[str], *, actor: str = Actor.SYSTEM
@@ -70,7 +115,7 @@ class WebhooksMixin:
         with self._transaction(write=True) as conn:
             hook = self._webhook_in(conn, webhook_id)
             if hook is None:
-                raise NotFoundError(ErrorCode.WEBHOOK_NOT_FOUND, Resource.WEBHOOK, webhook_id)
+                raise NotFoundError(WebhookCode.WEBHOOK_NOT_FOUND, Resource.WEBHOOK, webhook_id)
             self._delete_webhook(conn, hook, actor=actor, action="webhook.deleted")
 
     @staticmethod
@@ -91,7 +136,7 @@ class WebhooksMixin:
         restored_from: str | None = None,
     ) -> AuditRecord:
         """``delete_webhook`` inside the caller's write transaction: deleting and restoring its
-        creation (``sql_audit``) both come here."""
+        creation both come here."""
         conn.execute("UPDATE webhooks SET deleted_at = ? WHERE id = ?", (self._now(), hook.id))
         conn.execute(
             "UPDATE webhook_outbox SET failed_at = ?, last_error = 'webhook deleted'"
@@ -102,6 +147,22 @@ class WebhooksMixin:
             conn, hook.organization_id, actor, action, f"webhook:{hook.id}",
             documents.webhook(hook), None, restored_from,
         )  # fmt: skip
+
+    @restores("webhook")
+    def _restore_webhook(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
+        """A creation is undone by deleting the webhook; a deletion cannot be undone (its
+        secret is not kept in the log)."""
+        if record.before is not None:
+            raise not_restorable(record, WebhookCode.WEBHOOK_SECRET_NOT_KEPT)
+        hook = self._webhook_in(conn, ident)
+        if hook is None:
+            raise ConflictError(
+                WebhookCode.WEBHOOK_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE,
+                webhook=ident,
+            )  # fmt: skip
+        return lambda actor: self._delete_webhook(
+            conn, hook, actor=actor, action="restore", restored_from=record.id
+        )
 
     def due_deliveries(
         self, now: float, limit: int = 100, *, claim_for_s: float | None = None

@@ -1,4 +1,5 @@
-"""Guarded rollouts in SQL: the plan, its state, and the guardian's decisions.
+"""The guarded rollouts slice: its codes, its part of the store, its SQL and its restore:
+the plan, its state, and the guardian's decisions.
 
 A decision is applied in one transaction with everything it implies: the flag's first
 percentage rule moved (through ``_write_flag``, so it is audited, announced and served by every
@@ -10,7 +11,8 @@ changes nothing.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from enum import StrEnum
+from typing import Any, Protocol
 
 import msgspec
 from flagsight_core import PercentageRule, first_split
@@ -19,6 +21,7 @@ from api.controlplane import documents
 from api.controlplane.changes import (
     ROLLOUT_EVENTS,
     Actor,
+    AuditRecord,
     JsonDocument,
     Rollout,
     RolloutAction,
@@ -27,15 +30,24 @@ from api.controlplane.changes import (
     RolloutState,
     RolloutWait,
 )
-from api.controlplane.errors import (
-    ConflictError,
-    ConflictReason,
-    ErrorCode,
-    NotFoundError,
-    Resource,
-)
+from api.controlplane.errors import ConflictError, ConflictReason, NotFoundError, Resource
 from api.controlplane.model import FlagRecord
+from api.controlplane.resources.audit import Restore, restores
+from api.controlplane.resources.flags import FlagCode
 from api.controlplane.sql_backend import Connection, Row
+from api.controlplane.sql_slice import SqlSlice
+
+
+class RolloutCode(StrEnum):
+    ROLLOUT_NOT_FOUND = "rollout_not_found"
+    """``NotFoundError``: the flag (``identifier``) has no rollout."""
+    NO_PERCENTAGE_RULE = "no_percentage_rule"
+    """``ConflictError``: a rollout moves the flag's first percentage rule (``flag``)."""
+    # a restore that would change nothing (ConflictReason.NOTHING_TO_RESTORE): ``flag``
+    ROLLOUT_STILL_ABSENT = "rollout_still_absent"
+    ROLLOUT_FLAG_GONE = "rollout_flag_gone"
+    """The rollout's flag was deleted since: the rollout cannot come back."""
+
 
 _NEXT_STATE = {
     RolloutAction.ADVANCED: RolloutState.RUNNING,
@@ -60,7 +72,7 @@ def split_index(flag: FlagRecord) -> int:
     if index >= 0:
         return index
     raise ConflictError(
-        ErrorCode.NO_PERCENTAGE_RULE, ConflictReason.NO_PERCENTAGE_RULE, flag=flag.key
+        RolloutCode.NO_PERCENTAGE_RULE, ConflictReason.NO_PERCENTAGE_RULE, flag=flag.key
     )
 
 
@@ -80,8 +92,59 @@ def _json_or_null(document: JsonDocument | None) -> str | None:
     return None if document is None else msgspec.json.encode(document).decode()
 
 
-class RolloutsMixin:
-    """The rollout half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
+class RolloutStore(Protocol):
+    def start_rollout(
+        self, environment_id: str, flag_key: str, plan: RolloutPlan, *, actor: str = Actor.SYSTEM
+    ) -> Rollout:
+        """Replace any rollout of the flag; its first percentage rule goes to the first step
+        (``ConflictError`` without one)."""
+        ...
+
+    def get_rollout(self, environment_id: str, flag_key: str) -> Rollout | None: ...
+
+    def running_rollouts(self) -> list[Rollout]: ...
+
+    def stop_rollout(
+        self, environment_id: str, flag_key: str, *, actor: str = Actor.SYSTEM
+    ) -> None:
+        """Forget the rollout; the flag stays at its percentage."""
+        ...
+
+    def note_rollout(
+        self,
+        environment_id: str,
+        flag_key: str,
+        step: int,
+        guard: JsonDocument | None,
+        waiting_reason: str | None,
+    ) -> bool:
+        """Record the guardian's latest evidence on ``step`` (``guard``) and, when the step's
+        time has passed without a decision, that it waits and why (the first wait's time is
+        kept); False when the rollout is no longer running at that step. Not audited: nothing
+        in the control plane changes."""
+        ...
+
+    def decide_rollout(
+        self,
+        environment_id: str,
+        flag_key: str,
+        step: int,
+        action: RolloutAction,
+        reason: str,
+        statistics: JsonDocument | None,
+        *,
+        guard: JsonDocument | None = None,
+    ) -> Rollout | None:
+        """Apply the guardian's decision on ``step``, keeping ``guard`` (its evidence) as the
+        rollout's latest; None (nothing changed) when the rollout is no longer running at that
+        step."""
+        ...
+
+
+class RolloutSql(SqlSlice):
+    """Guarded rollouts in SQL (see ``RolloutStore``)."""
+
+    codes = RolloutCode
 
     def start_rollout(
         self, environment_id: str, flag_key: str, plan: RolloutPlan, *, actor: str = Actor.SYSTEM
@@ -90,7 +153,7 @@ class RolloutsMixin:
             self._require_environment(conn, environment_id)
             flag = self._flag_in(conn, environment_id, flag_key)
             if flag is None:
-                raise NotFoundError(ErrorCode.FLAG_NOT_FOUND, Resource.FLAG, flag_key)
+                raise NotFoundError(FlagCode.FLAG_NOT_FOUND, Resource.FLAG, flag_key)
             moved = with_split_at(flag, plan.steps[0], self._now())
             self._put_rollout(
                 conn,
@@ -256,7 +319,7 @@ class RolloutsMixin:
         if row is None:
             if missing_ok:
                 return None
-            raise NotFoundError(ErrorCode.ROLLOUT_NOT_FOUND, Resource.ROLLOUT, flag_key)
+            raise NotFoundError(RolloutCode.ROLLOUT_NOT_FOUND, Resource.ROLLOUT, flag_key)
         decisions = conn.execute(
             "SELECT * FROM rollout_decisions WHERE environment_id = ? AND flag_key = ?"
             " ORDER BY seq",
@@ -277,3 +340,42 @@ class RolloutsMixin:
             row["step_started_at"], row["created_at"], tuple(map(_decision, decisions)), waiting,
             None if row["guard"] is None else msgspec.json.decode(row["guard"]),
         )  # fmt: skip
+
+    @restores("rollout")
+    def _restore_rollout(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
+        """Put the flag's rollout back as it was before that change, its decisions included:
+        a stopped rollout comes back, a held one runs again at its step. The flag itself is
+        left as it is (the rollout's moves of it are flag records, restored as such); when the
+        rollout runs, its next decision moves it. A restore that brought a rollout back is
+        undone by stopping it."""
+        environment_id, _, flag_key = ident.partition("/")
+        environment = self._require_environment(conn, environment_id)
+        flag = self._flag_in(conn, environment_id, flag_key)
+        if flag is None:
+            raise ConflictError(
+                RolloutCode.ROLLOUT_FLAG_GONE, ConflictReason.NOTHING_TO_RESTORE, flag=flag_key
+            )
+        current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
+        if record.before is None and current is None:
+            raise ConflictError(
+                RolloutCode.ROLLOUT_STILL_ABSENT, ConflictReason.NOTHING_TO_RESTORE, flag=flag_key
+            )
+        if record.before is not None:
+            split_index(flag)  # what the rollout moves must still be there
+
+        def write(actor: str) -> AuditRecord:
+            if record.before is None:
+                self._delete_rollout(conn, environment_id, flag_key)
+                restored = None
+            else:
+                made = current.created_at if current is not None else self._now()
+                self._put_rollout(
+                    conn, documents.rollout_record(environment_id, flag_key, record.before, made)
+                )
+                restored = documents.rollout(self._rollout_in(conn, environment_id, flag_key))
+            return self._audit(
+                conn, environment.organization_id, actor, "restore", record.target,
+                None if current is None else documents.rollout(current), restored, record.id,
+            )  # fmt: skip
+
+        return write

@@ -1,4 +1,5 @@
-"""Scheduled flag changes in SQL: created, listed, cancelled, and applied when due.
+"""The scheduled changes slice: its codes, its part of the store, its SQL and its restore.
+A schedule is a flag change created for later, listed, cancelled, and applied when due.
 
 Every worker calls ``apply_due_schedules`` a few times a second (``api.jobs.schedules``); the write
 lock makes exactly one of them apply each due schedule (the others find it applied), and the
@@ -10,6 +11,8 @@ with the reason instead of blocking the ones behind it.
 from __future__ import annotations
 
 import dataclasses
+from enum import StrEnum
+from typing import Protocol
 
 import msgspec
 from flagsight_core import rule_from_json, rule_to_json
@@ -18,16 +21,38 @@ from flagsight_core.contract import KEY_PATTERN
 from api.controlplane import documents
 from api.controlplane.changes import Actor, AuditRecord, FlagBody, Schedule, ScheduleState
 from api.controlplane.errors import (
+    ConflictError,
+    ConflictReason,
     ControlPlaneError,
-    ErrorCode,
     InvalidError,
     NotFoundError,
     RecordedError,
     Resource,
 )
 from api.controlplane.model import DEFAULT_META, FlagRecord
+from api.controlplane.resources.audit import Restore, restores
+from api.controlplane.resources.flags import FlagCode
 from api.controlplane.sql_backend import Connection, Row
 from api.controlplane.sql_history import new_id
+from api.controlplane.sql_slice import SqlSlice
+
+
+class ScheduleCode(StrEnum):
+    # NotFoundError: details["identifier"] is the id the caller gave
+    SCHEDULE_NOT_FOUND = "schedule_not_found"
+    PENDING_SCHEDULE_NOT_FOUND = "pending_schedule_not_found"
+    """Cancelling: no pending schedule of that id for the flag (``flag``)."""
+    # a restore refused (ConflictReason.NOT_RESTORABLE): the schedule (``schedule``) has moved
+    # past the change
+    SCHEDULE_APPLIED = "schedule_applied"
+    """The schedule was applied (at ``applied_at``): its flag change is what to restore."""
+    SCHEDULE_DUE_TIME_PASSED = "schedule_due_time_passed"
+    """The cancelled schedule's time (``due_at``, unix seconds) has passed."""
+    # a restore that would change nothing (ConflictReason.NOTHING_TO_RESTORE): ``schedule``
+    SCHEDULE_FAILED = "schedule_failed"
+    SCHEDULE_ALREADY_CANCELLED = "schedule_already_cancelled"
+    SCHEDULE_NOT_CANCELLED = "schedule_not_cancelled"
+    """Making it pending again: the schedule is in ``state``, not cancelled."""
 
 
 def _body_text(body: FlagBody) -> str:
@@ -62,8 +87,29 @@ def _error(text: str | None) -> RecordedError | str | None:
         return text
 
 
-class SchedulesMixin:
-    """The schedule half of ``SqlControlPlaneStore`` (see ``ControlPlaneStore``)."""
+class ScheduleStore(Protocol):
+    def create_schedule(
+        self, environment_id: str, flag_key: str, at: float, body: FlagBody, *,
+        actor: str = Actor.SYSTEM,
+    ) -> Schedule: ...  # fmt: skip
+
+    def list_schedules(self, environment_id: str, flag_key: str) -> list[Schedule]: ...
+
+    def cancel_schedule(
+        self, environment_id: str, flag_key: str, schedule_id: str, *, actor: str = Actor.SYSTEM
+    ) -> None:
+        """Only a pending schedule can be cancelled (else ``NotFoundError``)."""
+        ...
+
+    def apply_due_schedules(self, now: float) -> list[Schedule]:
+        """Apply the pending schedules due at ``now`` (unix seconds); safe from every worker."""
+        ...
+
+
+class ScheduleSql(SqlSlice):
+    """Scheduled changes in SQL (see ``ScheduleStore``)."""
+
+    codes = ScheduleCode
 
     def create_schedule(
         self,
@@ -75,7 +121,7 @@ class SchedulesMixin:
         actor: str = Actor.SYSTEM,
     ) -> Schedule:
         if not KEY_PATTERN.fullmatch(flag_key):
-            raise InvalidError(ErrorCode.FLAG_KEY_MALFORMED, "flag_key", value=flag_key)
+            raise InvalidError(FlagCode.FLAG_KEY_MALFORMED, "flag_key", value=flag_key)
         made = Schedule(
             new_id("sch_"), environment_id, flag_key, at, body, ScheduleState.PENDING, self._now()
         )
@@ -113,7 +159,7 @@ class SchedulesMixin:
             ).fetchone()
             if row is None:
                 raise NotFoundError(
-                    ErrorCode.PENDING_SCHEDULE_NOT_FOUND, Resource.SCHEDULE, schedule_id,
+                    ScheduleCode.PENDING_SCHEDULE_NOT_FOUND, Resource.SCHEDULE, schedule_id,
                     flag=flag_key,
                 )  # fmt: skip
             self._set_schedule_state(
@@ -139,7 +185,7 @@ class SchedulesMixin:
     ) -> AuditRecord:
         """Cancel ``schedule``, or make it pending again, inside the caller's write transaction,
         and audit it. No version bump: every worker's applier reads the pending schedules each
-        tick. Cancelling and restoring (``sql_audit``) both come here."""
+        tick. Cancelling and restoring both come here."""
         environment = self._require_environment(conn, schedule.environment_id)
         conn.execute("UPDATE schedules SET state = ? WHERE id = ?", (str(state), schedule.id))
         after = dataclasses.replace(schedule, state=state)
@@ -194,4 +240,52 @@ class SchedulesMixin:
         return Schedule(
             schedule.id, schedule.environment_id, schedule.flag_key, schedule.at, body, state,
             schedule.created_at, applied_at, error,
+        )  # fmt: skip
+
+    @restores("schedule")
+    def _restore_schedule(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
+        """A cancellation is undone by making the schedule pending again, while its time is
+        still ahead; a creation by cancelling it, while it is pending."""
+        schedule = self._schedule_in(conn, ident)
+        if schedule is None:
+            raise NotFoundError(ScheduleCode.SCHEDULE_NOT_FOUND, Resource.SCHEDULE, ident)
+        pending = record.before is not None and record.before["state"] == ScheduleState.PENDING
+        if pending:
+            check_can_be_pending_again(schedule, self._clock())
+        else:
+            check_can_be_cancelled(schedule)
+        state = ScheduleState.PENDING if pending else ScheduleState.CANCELLED
+        return lambda actor: self._set_schedule_state(
+            conn, schedule, state, actor=actor, action="restore", restored_from=record.id
+        )
+
+
+def check_can_be_cancelled(schedule: Schedule) -> None:
+    """Only a pending schedule can be cancelled by a restore."""
+    if schedule.state is ScheduleState.PENDING:
+        return
+    if schedule.state is ScheduleState.APPLIED:
+        raise ConflictError(
+            ScheduleCode.SCHEDULE_APPLIED, ConflictReason.NOT_RESTORABLE, schedule=schedule.id,
+            applied_at=schedule.applied_at,
+        )  # fmt: skip
+    failed = schedule.state is ScheduleState.FAILED
+    raise ConflictError(
+        ScheduleCode.SCHEDULE_FAILED if failed else ScheduleCode.SCHEDULE_ALREADY_CANCELLED,
+        ConflictReason.NOTHING_TO_RESTORE,
+        schedule=schedule.id,
+    )
+
+
+def check_can_be_pending_again(schedule: Schedule, now: float) -> None:
+    """Only a cancelled schedule whose time is still ahead can be pending again."""
+    if schedule.state is not ScheduleState.CANCELLED:
+        raise ConflictError(
+            ScheduleCode.SCHEDULE_NOT_CANCELLED, ConflictReason.NOTHING_TO_RESTORE,
+            schedule=schedule.id, state=str(schedule.state),
+        )  # fmt: skip
+    if schedule.at <= now:
+        raise ConflictError(
+            ScheduleCode.SCHEDULE_DUE_TIME_PASSED, ConflictReason.NOT_RESTORABLE,
+            schedule=schedule.id, due_at=schedule.at,
         )  # fmt: skip
