@@ -8,9 +8,11 @@ on an injected violation (``violations``)."""
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -257,7 +259,7 @@ def test_api_keeps_at_most_eight_modules_at_its_root() -> None:
 
 def test_the_sdk_and_the_core_import_nothing_of_the_service() -> None:
     """They ship to applications: the core with the service's own dependencies only where
-    deciding needs them (mmh3, numpy), never Falcon, gunicorn, Dagster, DuckDB or pyarrow;
+    deciding needs them (the next test), never Falcon, gunicorn, Dagster, DuckDB or pyarrow;
     the core not even ``api.settings``, which the layer table puts below it."""
     service = r"(api|pipelines|warehouse|falcon|gunicorn|dagster|duckdb|pyarrow)"
     for path in [*(REPO / "sdk" / "python").rglob("*.py"), *(REPO / "sdk" / "core").rglob("*.py")]:
@@ -266,6 +268,37 @@ def test_the_sdk_and_the_core_import_nothing_of_the_service() -> None:
         name = module_name(path, path.parents[len(path.relative_to(REPO / "sdk").parts) - 2])
         assert not any(t.split(".")[0] in ("api", "pipelines", "warehouse")
                        for t, _ in all_imports(text, name)), path  # fmt: skip
+
+
+def _distribution(requirement: str) -> str:
+    """A requirement's distribution name, normalized (``google_re2>=1.1`` -> ``google-re2``)."""
+    name = re.match(r"[A-Za-z0-9._-]+", requirement)
+    assert name, requirement
+    return re.sub(r"[-_.]+", "-", name[0]).lower()
+
+
+def test_the_core_imports_only_what_its_distribution_declares() -> None:
+    """The core ships alone: each module it imports is of the standard library, of the core, or
+    of a distribution ``sdk/core/pyproject.toml`` depends on (google-re2 provides ``re2``), so
+    that installing it, or the SDK's ``local`` extra (equal to it), brings what it imports."""
+    core = REPO / "sdk" / "core"
+    declared = {
+        _distribution(r)
+        for r in tomllib.loads((core / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    providers = importlib.metadata.packages_distributions()
+    wrong = []
+    for path in sorted((core / "flagsight_core").rglob("*.py")):
+        for target, _ in all_imports(path.read_text(), module_name(path, core)):
+            top = target.split(".")[0]
+            if top in sys.stdlib_module_names or top == "flagsight_core":
+                continue
+            found = {_distribution(d) for d in providers.get(top, [])}
+            if not found & declared:
+                wrong.append(
+                    f"{module_name(path, core)} imports {top} ({found or 'not installed'})"
+                )
+    assert wrong == [], f"the core's pyproject declares {sorted(declared)}"
 
 
 def test_the_pipelines_code_location_loads_no_http_framework() -> None:

@@ -52,6 +52,30 @@ MAX_RULES = 100
 MAX_NAME_LENGTH = 200
 """Names of organizations, environments and API keys."""
 
+# --- attributes and conditions (contract section 12) ------------------------------------------
+
+ATTRIBUTE_NAME_MAX = 64
+"""An attribute's name: 1 to this many of the key's characters."""
+ATTRIBUTE_NAME_SPEC = f"[{KEY_CHARACTERS}]{{1,{ATTRIBUTE_NAME_MAX}}}"
+"""The attribute name pattern as the contract and the messages write it."""
+ATTRIBUTE_NAME_PATTERN = re.compile(ATTRIBUTE_NAME_SPEC)
+"""The attribute name pattern; use ``fullmatch``. Names are case-sensitive."""
+ATTRIBUTES_MAX = 50
+"""Attributes of one user."""
+ATTRIBUTE_STRING_MAX = 1024
+"""Characters of an attribute's string value, and of each string of an array value."""
+ATTRIBUTE_ARRAY_MAX = 100
+"""Strings of an attribute's array value."""
+USER_IDENTIFIER_ATTRIBUTE = "userIdentifier"
+"""The reserved attribute name: in a condition it is the user's identifier; a request may not
+send an attribute of that name."""
+CONDITIONS_MAX = 20
+"""Conditions of one segment."""
+CONDITION_VALUES_MAX = 100
+"""Values of one condition."""
+CONDITION_PATTERN_MAX = 256
+"""Characters of a ``MATCHES`` condition's regular expression."""
+
 # --- codes ------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,603 @@
+"""Contract 12's conditions: what a segment asks of a user's attributes, each operator once.
+
+A condition is ``{"attribute": NAME, "operator": OP, "values": [...]}``. ``condition_from_json``
+checks one as a rule is checked (``RuleError``, its message starting with the field:
+``conditions[2].values[0] must be ...``) and prepares its operands once (sets of strings, a
+compiled expression, parsed versions, instants as Unix seconds), so that ``holds`` only
+compares. ``OPERATORS`` is the catalogue: for each operator, what its values must be, how many
+it takes, whether it is a negation, and its words for people. ``in_segment`` combines a
+segment's lists and conditions. Pure: no I/O, clock or logging.
+
+The type rules, the same in every implementation (``tests/cases/conditions.json``):
+
+- The attribute ``userIdentifier`` is the user's identifier (an attribute of that name is never
+  read); any other is read from the attributes.
+- A missing attribute, or one of a shape contract 12 does not take (null, an object, a number
+  that is not finite, an array holding anything but strings), never holds, whatever the
+  operator: ``EXISTS`` and the negations included.
+- An attribute of a type the operator does not take never holds either, negations included: a
+  string is never read as a number, a boolean is not a number, ``NOT_IN`` on a number is false.
+- An array of strings: a positive operator holds when it holds for some element; ``NOT_EQUALS``
+  and ``NOT_IN`` hold when no element is equal or in (so they, and ``EXISTS``, hold for an empty
+  array, and nothing else does).
+- Several values: a positive operator holds when it holds against some value
+  (``LESS_THAN [10, 20]`` is ``< 20``); ``NOT_EQUALS`` and ``NOT_IN`` when the attribute equals
+  none. ``MATCHES`` takes exactly one expression, ``EXISTS`` no values, the others 1 to 100.
+- ``EQUALS`` compares a string with the string values, a boolean with the boolean values and a
+  number with the number values, numerically (``1`` equals ``1.0``, never ``"1"`` nor ``true``).
+  Numbers compare as IEEE doubles, as JSON's numbers are in every implementation.
+- ``CONTAINS``, ``STARTS_WITH``, ``ENDS_WITH``: case-sensitive, on code points.
+- ``MATCHES`` searches the string (anchor with ``^`` and ``$`` to match all of it), RE2 syntax.
+- ``SEMVER_*``: Semantic Versioning 2.0.0 precedence (a pre-release is below its release,
+  numeric identifiers compare numerically, build metadata is ignored: ``1.0.0+a`` equals
+  ``1.0.0+b``); an attribute that is not a valid version does not hold.
+- ``BEFORE``, ``AFTER``: the attribute is an RFC 3339 instant with its offset (``Z`` or
+  ``+HH:MM``; a date alone or a time without offset is no instant) or Unix seconds, compared with
+  the values' instants as Unix seconds, IEEE doubles (a second of 60, a leap second, counts as
+  the next minute's first; years 0001 to 9999).
+
+Dependencies. The core ships alone to applications (``sdk/core/pyproject.toml``; the SDK's
+``local`` extra repeats them), so each is small, maintained and needed:
+
+- ``google-re2``, Google's own bindings of RE2 (prebuilt wheels, no dependencies): ``MATCHES``
+  runs in time linear in the attribute's length whatever the expression, so no segment can
+  stall a worker; Python's ``re`` backtracks (``(a+)+$`` against thirty ``a`` and a ``b`` takes
+  over a minute, and each further ``a`` doubles it). Expressions are compiled as UTF-8 bytes and strings matched as UTF-8 bytes encoded
+  with ``surrogatepass``, so an identifier holding a lone surrogate (JSON allows one) is matched
+  and never raises; RE2's error log is off (the core writes nothing).
+- ``semver`` (python-semver, pure Python, no dependencies): SemVer 2.0.0 parsing and precedence,
+  from 3.1.2, whose parser is ASCII-only and anchored at the very end; the tests check it against
+  the specification's examples. ``packaging.version`` is PEP 440, not SemVer: it refuses
+  ``1.0.0-alpha.beta`` and takes ``1.0`` and ``v1.0.0``.
+
+Our own fixed patterns (an instant's) use Python's ``re``: they cannot backtrack much.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator as op
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import InitVar, dataclass, field
+from datetime import date
+from enum import StrEnum
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import re2
+import semver
+
+from flagsight_core.contract import (
+    ATTRIBUTE_NAME_PATTERN,
+    ATTRIBUTE_NAME_SPEC,
+    CONDITION_PATTERN_MAX,
+    CONDITION_VALUES_MAX,
+    CONDITIONS_MAX,
+    USER_IDENTIFIER_ATTRIBUTE,
+)
+from flagsight_core.registry import RuleError
+from flagsight_core.words import counted
+
+AttributeValue = str | int | float | bool | tuple[str, ...] | list[str]
+"""An attribute's value as contract 12 takes it: a string, a finite number, a boolean, or an
+array of strings (a list is read as a tuple). Anything else found in a mapping never holds."""
+
+Attributes = Mapping[str, AttributeValue]
+"""A user's attributes by name."""
+
+ConditionValue = str | int | float | bool
+"""One of a condition's values, as its JSON holds it (``values`` echoes them)."""
+
+Scalar = str | int | float | bool
+"""One element of an attribute: the value itself, or one string of an array."""
+
+
+class Operator(StrEnum):
+    """Contract 12's operators, named exactly."""
+
+    EQUALS = "EQUALS"
+    NOT_EQUALS = "NOT_EQUALS"
+    IN = "IN"
+    NOT_IN = "NOT_IN"
+    CONTAINS = "CONTAINS"
+    STARTS_WITH = "STARTS_WITH"
+    ENDS_WITH = "ENDS_WITH"
+    MATCHES = "MATCHES"
+    LESS_THAN = "LESS_THAN"
+    LESS_OR_EQUAL = "LESS_OR_EQUAL"
+    GREATER_THAN = "GREATER_THAN"
+    GREATER_OR_EQUAL = "GREATER_OR_EQUAL"
+    SEMVER_EQUALS = "SEMVER_EQUALS"
+    SEMVER_LESS_THAN = "SEMVER_LESS_THAN"
+    SEMVER_GREATER_THAN = "SEMVER_GREATER_THAN"
+    BEFORE = "BEFORE"
+    AFTER = "AFTER"
+    EXISTS = "EXISTS"
+
+
+# --- reading attributes -----------------------------------------------------------------------
+
+
+def _finite(number: int | float) -> bool:
+    """Whether a number is one a double holds finitely (an int too large for one is not)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
+def _is_number(item: object) -> bool:
+    return isinstance(item, int | float) and not isinstance(item, bool)
+
+
+def _items(value: object) -> tuple[Scalar, ...] | None:
+    """The elements of an attribute's value (the value itself, or each string of an array), or
+    None for a value of a shape contract 12 does not take (it never holds)."""
+    if isinstance(value, str | bool):
+        return (value,)
+    if isinstance(value, int | float):
+        return (value,) if _finite(value) else None
+    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        return tuple(value)
+    return None
+
+
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:[Zz]|([+-])(\d\d):(\d\d))",
+    re.ASCII,
+)
+
+
+@lru_cache(maxsize=1024)
+def _instant(text: str) -> float | None:
+    """Unix seconds of an RFC 3339 instant with its offset, or None when ``text`` is not one.
+
+    Rounded once to the nearest double (the fraction is exact until then)."""
+    found = _RFC3339.fullmatch(text)
+    if found is None:
+        return None
+    year, month, day, hour, minute, second = (int(found[i]) for i in range(1, 7))
+    if hour > 23 or minute > 59 or second > 60:
+        return None
+    try:
+        days = date(year, month, day).toordinal() - _EPOCH_DAY
+    except ValueError:
+        return None
+    offset = 0
+    if found[8]:
+        hours, minutes = int(found[9]), int(found[10])
+        if hours > 23 or minutes > 59:
+            return None
+        offset = (hours * 60 + minutes) * 60 * (1 if found[8] == "+" else -1)
+    whole = days * 86_400 + hour * 3_600 + minute * 60 + second - offset
+    digits = (found[7] or "").rstrip("0")
+    if not digits:
+        return float(whole)
+    return float(whole + Fraction(int(digits), 10 ** len(digits)))
+
+
+def _instant_of(item: Scalar) -> float | None:
+    """An attribute's instant: an RFC 3339 string's, or a number of Unix seconds."""
+    if isinstance(item, str):
+        return _instant(item)
+    return float(item) if _is_number(item) else None
+
+
+@lru_cache(maxsize=1024)
+def _version(text: str) -> semver.Version | None:
+    """The Semantic Versioning 2.0.0 version ``text`` is, or None."""
+    try:
+        return semver.Version.parse(text)
+    except (TypeError, ValueError):
+        return None
+
+
+# --- the values a condition takes ---------------------------------------------------------------
+
+
+class _Invalid(ValueError):
+    """A value a condition does not take; its message, if any, says why."""
+
+
+class ValueKind(NamedTuple):
+    """What an operator's values must be: in words, and how one becomes its operand."""
+
+    what: str
+    """The end of the message ``<field> must be <what>``."""
+    operand: Callable[[Any], Any]
+    """The operand of one valid value; ``_Invalid`` for any other."""
+
+
+def _string(raw: object) -> str:
+    if not isinstance(raw, str):
+        raise _Invalid
+    return raw
+
+
+def _scalar(raw: object) -> ConditionValue:
+    if isinstance(raw, str | bool) or (_is_number(raw) and _finite(raw)):  # type: ignore[arg-type]
+        return raw  # type: ignore[return-value]
+    raise _Invalid
+
+
+def _number(raw: object) -> float:
+    if not _is_number(raw) or not _finite(raw):  # type: ignore[arg-type]
+        raise _Invalid
+    return float(raw)  # type: ignore[arg-type]
+
+
+def _semver(raw: object) -> semver.Version:
+    found = _version(raw) if isinstance(raw, str) else None
+    if found is None:
+        raise _Invalid
+    return found
+
+
+def _when(raw: object) -> float:
+    found = _instant(raw) if isinstance(raw, str) else None
+    if found is None and _is_number(raw) and _finite(raw):  # type: ignore[arg-type]
+        found = float(raw)  # type: ignore[arg-type]
+    if found is None:
+        raise _Invalid
+    return found
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.never_capture = True  # only whether it matches is wanted
+_RE2_OPTIONS.log_errors = False  # an invalid expression is our error to word, not RE2's to log
+
+
+def _expression(raw: object) -> Any:
+    if not isinstance(raw, str) or len(raw) > CONDITION_PATTERN_MAX:
+        raise _Invalid
+    try:
+        return re2.compile(raw.encode("utf-8"), _RE2_OPTIONS)
+    except UnicodeEncodeError:
+        raise _Invalid("it is not valid Unicode") from None
+    except re2.error as error:
+        detail = error.args[0] if error.args else ""
+        raise _Invalid(
+            detail.decode("utf-8", "replace") if isinstance(detail, bytes) else detail
+        ) from None
+
+
+STRING = ValueKind("a string", _string)
+SCALAR = ValueKind("a string, a finite number or a boolean", _scalar)
+NUMBER = ValueKind("a finite number", _number)
+VERSION = ValueKind("a Semantic Versioning 2.0.0 version (such as 1.4.0 or 2.0.0-rc.1)", _semver)
+INSTANT = ValueKind(
+    "an RFC 3339 instant with its offset (such as 2025-06-01T00:00:00Z) or Unix seconds", _when
+)
+EXPRESSION = ValueKind(
+    f"an RE2 regular expression of at most {CONDITION_PATTERN_MAX} characters", _expression
+)
+NO_VALUE = ValueKind("nothing", _string)  # EXISTS: never asked, as it takes no values
+
+
+# --- how each operator decides one element ------------------------------------------------------
+
+Test = Callable[[Scalar], bool]
+"""Whether an operator's positive comparison holds for one element (false for an element of a
+type it does not take); a negation is decided from its positive comparison."""
+
+
+def _equals(operands: tuple[ConditionValue, ...]) -> Test:
+    strings = frozenset(v for v in operands if isinstance(v, str))
+    flags = frozenset(v for v in operands if isinstance(v, bool))
+    numbers = frozenset(float(v) for v in operands if _is_number(v))
+
+    def test(item: Scalar) -> bool:
+        if isinstance(item, str):
+            return item in strings
+        if isinstance(item, bool):
+            return item in flags
+        return float(item) in numbers
+
+    return test
+
+
+def _one_of(operands: tuple[str, ...]) -> Test:
+    strings = frozenset(operands)
+    return lambda item: isinstance(item, str) and item in strings
+
+
+def _contains(operands: tuple[str, ...]) -> Test:
+    return lambda item: isinstance(item, str) and any(part in item for part in operands)
+
+
+def _starts_with(operands: tuple[str, ...]) -> Test:
+    return lambda item: isinstance(item, str) and item.startswith(operands)
+
+
+def _ends_with(operands: tuple[str, ...]) -> Test:
+    return lambda item: isinstance(item, str) and item.endswith(operands)
+
+
+def _matches(operands: tuple[Any, ...]) -> Test:
+    search = operands[0].search
+    return lambda item: (
+        isinstance(item, str) and search(item.encode("utf-8", "surrogatepass")) is not None
+    )
+
+
+def _numbers(compare: Callable[[float, float], bool], pick: Callable[..., float]) -> Callable:
+    """Compared with some value: with the largest for ``<``, the smallest for ``>``."""
+
+    def build(operands: tuple[float, ...]) -> Test:
+        bound = pick(operands)
+        return lambda item: _is_number(item) and compare(float(item), bound)
+
+    return build
+
+
+def _versions(want: Callable[[int], bool], pick: Callable[..., Any] | None) -> Callable:
+    """``want`` of ``compare``'s sign against some value (``pick``'s one when it says)."""
+
+    def build(operands: tuple[semver.Version, ...]) -> Test:
+        against = (pick(operands),) if pick else operands
+
+        def test(item: Scalar) -> bool:
+            found = _version(item) if isinstance(item, str) else None
+            return found is not None and any(want(found.compare(o)) for o in against)
+
+        return test
+
+    return build
+
+
+def _instants(compare: Callable[[float, float], bool], pick: Callable[..., float]) -> Callable:
+    def build(operands: tuple[float, ...]) -> Test:
+        bound = pick(operands)
+
+        def test(item: Scalar) -> bool:
+            found = _instant_of(item)
+            return found is not None and compare(found, bound)
+
+        return test
+
+    return build
+
+
+def _exists(operands: tuple[()]) -> Test:
+    """Never asked: ``EXISTS`` holds for any value of a shape the contract takes (``_decider``),
+    an empty array too, which has no element to test."""
+    return lambda item: True
+
+
+# --- the catalogue ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One operator: everything about it, as data the other layers read."""
+
+    operator: Operator
+    values: ValueKind
+    """What each of its values must be."""
+    build: Callable[[tuple[Any, ...]], Test]
+    """Its comparison of one element, from its operands."""
+    words: tuple[str, str]
+    """How people read it, with one value and with several (``is``, ``is one of``)."""
+    negated: bool = False
+    """``NOT_EQUALS``, ``NOT_IN``: holds when its positive comparison holds for no element."""
+    least: int = 1
+    most: int = CONDITION_VALUES_MAX
+    """How many values it takes."""
+
+
+OPERATORS: dict[Operator, Comparison] = {
+    c.operator: c
+    for c in (
+        Comparison(Operator.EQUALS, SCALAR, _equals, ("is", "is one of")),
+        Comparison(Operator.NOT_EQUALS, STRING, _one_of, ("is not", "is not one of"), True),
+        Comparison(Operator.IN, STRING, _one_of, ("is one of", "is one of")),
+        Comparison(Operator.NOT_IN, STRING, _one_of, ("is not one of", "is not one of"), True),
+        Comparison(Operator.CONTAINS, STRING, _contains, ("contains", "contains one of")),
+        Comparison(
+            Operator.STARTS_WITH, STRING, _starts_with, ("starts with", "starts with one of")
+        ),
+        Comparison(Operator.ENDS_WITH, STRING, _ends_with, ("ends with", "ends with one of")),
+        Comparison(Operator.MATCHES, EXPRESSION, _matches, ("matches", "matches"), most=1),
+        Comparison(
+            Operator.LESS_THAN,
+            NUMBER,
+            _numbers(op.lt, max),
+            ("is less than", "is less than one of"),
+        ),
+        Comparison(
+            Operator.LESS_OR_EQUAL,
+            NUMBER,
+            _numbers(op.le, max),
+            ("is at most", "is at most one of"),
+        ),
+        Comparison(
+            Operator.GREATER_THAN,
+            NUMBER,
+            _numbers(op.gt, min),
+            ("is greater than", "is greater than one of"),
+        ),
+        Comparison(
+            Operator.GREATER_OR_EQUAL,
+            NUMBER,
+            _numbers(op.ge, min),
+            ("is at least", "is at least one of"),
+        ),
+        Comparison(
+            Operator.SEMVER_EQUALS,
+            VERSION,
+            _versions(lambda sign: sign == 0, None),
+            ("is version", "is one of versions"),
+        ),
+        Comparison(
+            Operator.SEMVER_LESS_THAN,
+            VERSION,
+            _versions(lambda sign: sign < 0, max),
+            ("is a version below", "is a version below one of"),
+        ),
+        Comparison(
+            Operator.SEMVER_GREATER_THAN,
+            VERSION,
+            _versions(lambda sign: sign > 0, min),
+            ("is a version above", "is a version above one of"),
+        ),
+        Comparison(
+            Operator.BEFORE, INSTANT, _instants(op.lt, max), ("is before", "is before one of")
+        ),
+        Comparison(Operator.AFTER, INSTANT, _instants(op.gt, min), ("is after", "is after one of")),
+        Comparison(
+            Operator.EXISTS, NO_VALUE, _exists, ("is present", "is present"), least=0, most=0
+        ),
+    )
+}
+"""Every operator's ``Comparison``, in the contract's order."""
+
+
+# --- conditions ---------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One condition on a user's attributes. Constructing one checks it (``RuleError`` naming
+    the field; ``where`` is the condition's place, e.g. ``conditions[2]``)."""
+
+    attribute: str
+    operator: Operator
+    values: tuple[ConditionValue, ...] = ()
+    where: InitVar[str] = "condition"
+    _decide: Callable[[tuple[Scalar, ...]], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self, where: str) -> None:
+        if not isinstance(self.attribute, str) or not ATTRIBUTE_NAME_PATTERN.fullmatch(
+            self.attribute
+        ):
+            raise RuleError(f"{where}.attribute must be an attribute name ({ATTRIBUTE_NAME_SPEC})")
+        if not isinstance(self.operator, str) or self.operator not in OPERATORS:
+            raise RuleError(f"{where}.operator must be one of {', '.join(OPERATORS)}")
+        comparison = OPERATORS[Operator(self.operator)]
+        object.__setattr__(self, "operator", comparison.operator)
+        object.__setattr__(self, "values", tuple(self.values))
+        operands = _operands(comparison, self.values, where)
+        object.__setattr__(self, "_decide", _decider(comparison, comparison.build(operands)))
+
+    def holds(self, attributes: Attributes, user_identifier: str) -> bool:
+        """Whether the user's attributes satisfy this condition (contract 12's type rules, in
+        the module's docstring). Never raises."""
+        if self.attribute == USER_IDENTIFIER_ATTRIBUTE:
+            value: object = user_identifier
+        else:
+            value = attributes.get(self.attribute, _MISSING)
+        items = _items(value)
+        return items is not None and self._decide(items)
+
+    def to_json(self) -> dict[str, Any]:
+        """The condition's JSON, its values as given (``condition_from_json`` reads it back)."""
+        return {
+            "attribute": self.attribute,
+            "operator": str(self.operator),
+            "values": [*self.values],
+        }
+
+    def in_words(self) -> str:
+        """The condition for people: ``country is one of "DE", "AT"``."""
+        one, several = OPERATORS[self.operator].words
+        shown = ", ".join(json.dumps(value, ensure_ascii=False) for value in self.values)
+        phrase = one if len(self.values) < 2 else several
+        return f"{self.attribute} {phrase} {shown}".rstrip()
+
+
+def _operands(comparison: Comparison, values: tuple[Any, ...], where: str) -> tuple[Any, ...]:
+    """Each value's operand; ``RuleError`` naming the first value (or the count) not taken."""
+    least, most = comparison.least, comparison.most
+    if not least <= len(values) <= most:
+        if most == 0:
+            wanted = "no values"
+        elif least == most:
+            wanted = f"exactly {counted(most, 'value')}"
+        else:
+            wanted = f"{least} to {counted(most, 'value')}"
+        raise RuleError(f"{where}.values must hold {wanted} for {comparison.operator}")
+    operands = []
+    for index, raw in enumerate(values):
+        try:
+            operands.append(comparison.values.operand(raw))
+        except _Invalid as invalid:
+            why = f": {invalid}" if str(invalid) else ""
+            raise RuleError(
+                f"{where}.values[{index}] must be {comparison.values.what}{why}"
+            ) from None
+    return tuple(operands)
+
+
+def _decider(comparison: Comparison, test: Test) -> Callable[[tuple[Scalar, ...]], bool]:
+    """How a condition decides an attribute's elements: some element for a positive operator;
+    for a negation, every element a string and none passing the positive comparison."""
+    if comparison.operator is Operator.EXISTS:
+        return lambda items: True  # any value of a shape the contract takes, an empty array too
+    if comparison.negated:
+        return lambda items: all(isinstance(i, str) for i in items) and not any(map(test, items))
+    return lambda items: any(map(test, items))
+
+
+def condition_from_json(raw: Any, where: str = "condition") -> Condition:
+    """One condition of the contract's JSON shape; ``RuleError`` naming the field. ``values``
+    may be left out (only ``EXISTS`` takes none); other fields are ignored."""
+    if not isinstance(raw, dict):
+        raise RuleError(f"{where} must be an object")
+    values = raw.get("values", [])
+    if not isinstance(values, list):
+        raise RuleError(f"{where}.values must be an array")
+    return Condition(raw.get("attribute"), raw.get("operator"), tuple(values), where)  # type: ignore[arg-type]
+
+
+def conditions_from_json(raw: Any, where: str = "conditions") -> tuple[Condition, ...]:
+    """A segment's conditions (at most ``CONDITIONS_MAX``); ``RuleError`` naming the field."""
+    if not isinstance(raw, list):
+        raise RuleError(f"{where} must be an array")
+    if len(raw) > CONDITIONS_MAX:
+        raise RuleError(f"{where} must hold at most {counted(CONDITIONS_MAX, 'condition')}")
+    return tuple(condition_from_json(item, f"{where}[{i}]") for i, item in enumerate(raw))
+
+
+def held(
+    conditions: Iterable[Condition], attributes: Attributes, user_identifier: str
+) -> tuple[bool, ...]:
+    """Whether each condition holds, in order (explain)."""
+    return tuple(c.holds(attributes, user_identifier) for c in conditions)
+
+
+def explain(
+    conditions: Iterable[Condition], attributes: Attributes, user_identifier: str
+) -> list[dict[str, Any]]:
+    """Each condition as explain shows it: ``{"attribute", "operator", "held"}`` (contract 12)."""
+    return [
+        {
+            "attribute": c.attribute,
+            "operator": str(c.operator),
+            "held": c.holds(attributes, user_identifier),
+        }
+        for c in conditions
+    ]
+
+
+def in_segment(
+    listed: bool,
+    excluded: bool,
+    conditions: tuple[Condition, ...],
+    attributes: Attributes,
+    user_identifier: str,
+) -> bool:
+    """Membership of a segment by its definition (contract 12): a user listed in
+    ``userIdentifiers`` is in; otherwise one listed in ``excludedUserIdentifiers`` is out;
+    otherwise the user is in when there are conditions and every one holds.
+    (``flagsight_core.segments`` answers the two lists.)"""
+    if listed:
+        return True
+    if excluded:
+        return False
+    return bool(conditions) and all(c.holds(attributes, user_identifier) for c in conditions)
