@@ -22,6 +22,7 @@ from typing import Protocol
 from api.controlplane.errors import CodeCatalogue
 from api.controlplane.resources.api_keys import ApiKeySql, ApiKeyStore
 from api.controlplane.resources.audit import AuditSql, AuditStore
+from api.controlplane.resources.code_references import CodeReferenceSql, CodeReferenceStore
 from api.controlplane.resources.deployment import DeploymentSql, DeploymentStore
 from api.controlplane.resources.environments import EnvironmentSql, EnvironmentStore
 from api.controlplane.resources.flags import FlagSql, FlagStore
@@ -54,6 +55,7 @@ class ControlPlaneStore(
     GrantStore,
     SnapshotStore,
     DeploymentStore,
+    CodeReferenceStore,
     Protocol,
 ):
     """Organizations, environments, API keys, segments and flags, with a change counter; and
@@ -81,6 +83,7 @@ class SqlControlPlaneStore(
     GrantSql,
     SnapshotSql,
     DeploymentSql,
+    CodeReferenceSql,
     SqlSlice,
 ):
     """``ControlPlaneStore`` on a SQL ``backend`` (``sql_backend``), whose schema it brings up

@@ -47,6 +47,7 @@ def test_reopening_a_store_keeps_its_data(tmp_path) -> None:
         (5, "rollout_guard"),
         (6, "local_grants"),
         (7, "flag_lifecycle"),
+        (8, "code_references"),
     ]
 
 
