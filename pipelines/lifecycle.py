@@ -5,9 +5,10 @@ with the stage decided by ``warehouse.lifecycle.lifecycle_stage``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
+from typing import Any
 
 import duckdb
 
@@ -15,12 +16,12 @@ from api.controlplane.changes import AuditRecord, Rollout, RolloutAction, Rollou
 from api.controlplane.store import ControlPlaneStore
 from api.eventlog.schema import EVALUATION
 from warehouse.lifecycle import (
-    NEW,
     R_ONE_VALUE,
     R_ROLLOUT_COMPLETED,
     STALE,
     LifecycleEvidence,
     LifecycleThresholds,
+    lifecycle_document,
     lifecycle_stage,
     parse_time,
 )
@@ -62,11 +63,11 @@ class LifecycleFlag:
 
 @dataclass(frozen=True)
 class LifecycleRun:
-    """What one computation found: every flag's stage now and before (a flag without a row
-    before had none), and how many load batches it folded."""
+    """What one computation found: every flag's stage, the ``lifecycle`` document of each flag
+    stale now (what ``flag.stale`` says of it), and the load batches it folded."""
 
-    previous: dict[FlagKey, str]
     current: dict[FlagKey, str]
+    stale: dict[FlagKey, dict[str, Any]]
     folded_batches: tuple[int, int]
 
 
@@ -171,16 +172,6 @@ def window_start(now: float, thresholds: LifecycleThresholds) -> date:
     return datetime.fromtimestamp(now - thresholds.stale_s, UTC).date()
 
 
-def newly_stale(previous: Mapping[FlagKey, str], current: Mapping[FlagKey, str]) -> list[FlagKey]:
-    """The flags that became ``stale`` with this run, sorted: stale now, and not in the row
-    before (a flag without a row before was ``new``, as every flag is before its first
-    aggregation). Each transition is seen once: the next run finds the row stale already.
-    The ``flag.stale`` webhook event goes out once for each."""
-    return sorted(
-        key for key, stage in current.items() if stage == STALE and previous.get(key, NEW) != STALE
-    )
-
-
 def compute_lifecycle(
     con: duckdb.DuckDBPyConnection,
     flags: Sequence[LifecycleFlag],
@@ -194,12 +185,6 @@ def compute_lifecycle(
         hi = max(lo, _latest_batch(con))
         run_script(con, "flag_sdk_daily", {"lo": lo, "hi": hi})
         _set_watermark(con, hi)
-        previous = {
-            (env, key): stage
-            for env, key, stage in con.execute(
-                "SELECT environment_id, flag_key, stage FROM flag_lifecycle"
-            ).fetchall()
-        }
         by_key = {(f.environment_id, f.flag_key): f for f in flags}
         con.execute(
             "CREATE OR REPLACE TEMP TABLE lifecycle_flags AS SELECT "
@@ -210,6 +195,7 @@ def compute_lifecycle(
         run_script(con, "flag_lifecycle_evidence", {"window_start": window_start(now, thresholds)})
         rows = []
         current = {}
+        stale = {}
         for env, key, last_us, evaluations, percent, since, applications in con.execute(
             "SELECT environment_id, flag_key, last_evaluated_us, evaluations_30d, "
             "served_true_percent_30d, one_value_since, applications FROM lifecycle_evidence "
@@ -238,9 +224,11 @@ def compute_lifecycle(
                 thresholds=thresholds,
             )
             current[(env, key)] = stage
+            if stage == STALE:
+                stale[(env, key)] = lifecycle_document(stage, reasons, evidence)
             rows.append(_row(env, key, stage, reasons, evidence))
         _replace_rows(con, rows, now)
-    return LifecycleRun(previous, current, (lo, hi))
+    return LifecycleRun(current, stale, (lo, hi))
 
 
 def _row(

@@ -74,6 +74,7 @@ class EventType(StrEnum):
     ROLLOUT_ROLLED_BACK = "rollout.rolledBack"
     ROLLOUT_HELD = "rollout.held"
     USAGE_THRESHOLD = "usage.threshold"
+    FLAG_STALE = "flag.stale"
 
 
 ROLLOUT_EVENTS = {

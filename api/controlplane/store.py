@@ -36,6 +36,7 @@ from api.controlplane.resources.rollouts import RolloutSql, RolloutStore
 from api.controlplane.resources.schedules import ScheduleSql, ScheduleStore
 from api.controlplane.resources.segments import SegmentSql, SegmentStore
 from api.controlplane.resources.snapshot import SnapshotSql, SnapshotStore
+from api.controlplane.resources.stale_flags import StaleFlagSql, StaleFlagStore
 from api.controlplane.resources.webhooks import WebhookSql, WebhookStore
 from api.controlplane.sql_slice import SqlSlice
 
@@ -56,6 +57,7 @@ class ControlPlaneStore(
     SnapshotStore,
     DeploymentStore,
     CodeReferenceStore,
+    StaleFlagStore,
     Protocol,
 ):
     """Organizations, environments, API keys, segments and flags, with a change counter; and
@@ -84,6 +86,7 @@ class SqlControlPlaneStore(
     SnapshotSql,
     DeploymentSql,
     CodeReferenceSql,
+    StaleFlagSql,
     SqlSlice,
 ):
     """``ControlPlaneStore`` on a SQL ``backend`` (``sql_backend``), whose schema it brings up

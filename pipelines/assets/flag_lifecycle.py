@@ -1,9 +1,12 @@
 """Every flag's lifecycle stage and its evidence (contract section 14, docs/lifecycle.md)."""
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
 
+from api.controlplane.store import ControlPlaneStore
 from pipelines.constants import (
     ATTRIBUTED_FEEDBACK,
     FLAG_LIFECYCLE,
@@ -11,7 +14,7 @@ from pipelines.constants import (
     RAW_EVALUATIONS,
     ROLLOUT_DECISIONS,
 )
-from pipelines.lifecycle import compute_lifecycle, newly_stale, read_flags
+from pipelines.lifecycle import FlagKey, compute_lifecycle, read_flags
 from pipelines.resources import ControlPlaneResource, LifecycleResource, WarehouseResource
 from warehouse.lifecycle import STAGES
 
@@ -41,15 +44,16 @@ def flag_lifecycle(
     events again: new evaluations are folded into `flag_sdk_daily` once); the stage is
     `warehouse.lifecycle.lifecycle_stage`, the one the admin API uses. Thresholds are the
     `FLAGSIGHT_LIFECYCLE_*` settings (docs/lifecycle.md). Metadata: flags per stage, and the
-    flags that became stale with this run (`newlyStale`)."""
+    flags announced stale by this run (`newlyStale`: the `flag.stale` webhook events it
+    queued)."""
     now = time.time()
     with control_plane.store() as store:
         flags = read_flags(store) if store is not None else []
-    with warehouse.connect() as con:
-        run = compute_lifecycle(con, flags, now, lifecycle.thresholds())
-    # Each (environment id, flag key) here turned stale with this run, once: the `flag.stale`
-    # webhook event (contract section 14) is one per transition.
-    transitions = newly_stale(run.previous, run.current)
+        with warehouse.connect() as con:
+            run = compute_lifecycle(con, flags, now, lifecycle.thresholds())
+        # `flag.stale` (contract section 14), once per flag and transition: the store keeps
+        # which flags it announced, so a run repeated or failed halfway announces none twice.
+        transitions = store.announce_stale_flags(with_references(store, run.stale)) if store else []
     for environment_id, flag_key in transitions[:NEWLY_STALE_LISTED]:
         context.log.info(f"{flag_key} in {environment_id} is stale")
     stages = list(run.current.values())
@@ -67,3 +71,15 @@ def flag_lifecycle(
             "dagster/row_count": len(stages),
         }
     )
+
+
+def with_references(
+    store: ControlPlaneStore, stale: Mapping[FlagKey, dict[str, Any]]
+) -> dict[FlagKey, dict[str, Any]]:
+    """The stale flags' documents with their code references (the control plane's, which the
+    pipeline's evidence does not hold): what ``flag.stale`` tells its receiver."""
+    summaries = {env: store.code_reference_summaries(env) for env, _ in stale}
+    return {
+        (env, key): {**doc, "codeReferences": summaries[env].get(key, doc["codeReferences"])}
+        for (env, key), doc in stale.items()
+    }

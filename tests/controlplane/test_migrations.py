@@ -48,6 +48,7 @@ def test_reopening_a_store_keeps_its_data(tmp_path) -> None:
         (6, "local_grants"),
         (7, "flag_lifecycle"),
         (8, "code_references"),
+        (9, "stale_flags"),
     ]
 
 

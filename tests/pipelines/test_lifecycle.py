@@ -11,12 +11,12 @@ expected here is computed from the events this test wrote, not from the warehous
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -29,10 +29,6 @@ from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.eventlog.layout import type_dir
 from api.eventlog.schema import EVALUATION, EVALUATION_SCHEMA
 from api.settings import Settings
-from pipelines.assets import ASSETS
-from pipelines.checks import CHECKS
-from pipelines.definitions import build_resources
-from pipelines.lifecycle import newly_stale
 from tests.pipelines.support import materialize_all
 from warehouse import read
 from warehouse.lifecycle import LifecycleEvidence, lifecycle_document
@@ -296,7 +292,13 @@ def test_later_runs_fold_new_events_drop_deleted_flags_and_see_each_transition_o
     world,
 ) -> None:
     settings, store, clock, lake, env, now = world
+    organization = store.get_environment(env).organization_id
+    store.create_webhook(organization, "https://hooks.example/stale", ["flag.stale"])
     run(settings)
+    first = stale_events(store)
+    assert sorted(event["data"]["flagKey"] for event in first) == [
+        "expired", "expired-never", "forgotten", "launched-long",
+    ]  # fmt: skip
 
     store.delete_flag(env, "doomed")
     lake.evaluate("fresh", time.time(), [True, False, True])
@@ -319,75 +321,27 @@ def test_later_runs_fold_new_events_drop_deleted_flags_and_see_each_transition_o
     assert third["newlyStale"] == 1
     assert third["newly_stale_flags"] == [{"environment_id": env, "flag_key": "mixed"}]
     assert stages(settings, env)["mixed"] == ("stale", ["expired"])
+    [event] = stale_events(store)
+    assert event["type"] == "flag.stale"
+    assert event["data"]["flagKey"] == "mixed" and event["data"]["environmentId"] == env
+    assert event["data"]["lifecycle"]["stage"] == "stale"
+    assert event["data"]["lifecycle"]["reasons"] == ["expired"]
+    assert event["data"]["lifecycle"]["applications"] == ["go/2.1", "python/1.0", "swift/3.0"]
     assert run(settings)["newlyStale"] == 0  # once per transition
+    assert stale_events(store) == []
+
+    # no longer stale, then stale again: announced again
+    store.put_flag(env, "mixed", flag.enabled, flag.archived, list(flag.rules), meta=FlagMeta())
+    assert run(settings)["newlyStale"] == 0
+    store.put_flag(env, "mixed", flag.enabled, flag.archived, list(flag.rules),
+                   meta=FlagMeta(expires_at=iso_time(time.time() - 1)))  # fmt: skip
+    assert run(settings)["newlyStale"] == 1
+    assert [event["data"]["flagKey"] for event in stale_events(store)] == ["mixed"]
 
 
-def test_newly_stale_is_each_flag_that_turns_stale() -> None:
-    previous = {("e", "a"): "active", ("e", "b"): "stale", ("e", "c"): "launched"}
-    current = {("e", "a"): "stale", ("e", "b"): "stale", ("e", "c"): "active", ("e", "d"): "stale"}
-    assert newly_stale(previous, current) == [("e", "a"), ("e", "d")]
-
-
-def test_without_a_warehouse_the_helpers_answer_nothing(tmp_path: Path) -> None:
-    assert read.flag_lifecycle(tmp_path / "none.duckdb", "env", "flag") is None
-    assert read.environment_lifecycles(tmp_path / "none.duckdb", "env") == {}
-
-
-def test_thousands_of_flags_take_one_row_each(tmp_path: Path) -> None:
-    """The evidence is one query for every flag, not one per flag: 2,000 flags in two
-    environments, a few evaluated, all in one run."""
-    now = time.time()
-    settings = Settings(data_dir=tmp_path / "data")
-    store = SqliteControlPlaneStore(settings.control_plane_path)
-    organization = store.create_organization("Many", Plan.PRO)
-    environments = [store.create_environment(organization.id, key).id for key in ("a", "b")]
-    for env in environments:
-        for i in range(1000):
-            store.put_flag(env, f"flag-{i:04d}", True, False, [])
-    lake = Lake(settings, organization.id, environments[0])
-    for i in range(0, 1000, 100):
-        lake.evaluate(f"flag-{i:04d}", now - 60, [True, False])
-    lake.seal("many")
-    store.close()
-
-    metadata = run(settings)
-    assert metadata["dagster/row_count"] == 2000
-    assert metadata["new"] == 1990 and metadata["active"] == 10
-    evaluated = read.environment_lifecycles(settings.warehouse_path, environments[0])
-    assert len(evaluated) == 1000
-    assert evaluated["flag-0100"]["evaluations_30d"] == 2
-    assert len(read.environment_lifecycles(settings.warehouse_path, environments[1])) == 1000
-
-
-def test_the_checks_find_a_row_too_many_a_missing_one_and_inconsistent_evidence(world) -> None:
-    settings, store, clock, lake, env, now = world
-    run(settings)
-    resources = build_resources(settings)
-    with resources["warehouse"].connect() as con:
-        con.execute("DELETE FROM flag_lifecycle WHERE flag_key = 'fresh'")
-        con.execute(
-            "INSERT INTO flag_lifecycle SELECT * REPLACE ('ghost' AS flag_key) "
-            "FROM flag_lifecycle WHERE flag_key = 'mixed'"
-        )
-        con.execute(
-            "UPDATE flag_lifecycle SET archived_but_evaluated = true, "
-            "served_true_percent_30d = 120 WHERE flag_key = 'mixed'"
-        )
-    checks = dg.AssetSelection.checks_for_assets(dg.AssetKey("flag_lifecycle"))
-    result = dg.materialize(
-        [*ASSETS, *CHECKS],
-        selection=checks,
-        resources=resources,
-        instance=dg.DagsterInstance.ephemeral(),
-    )
-    found = {c.check_name: c for c in result.get_asset_check_evaluations()}
-    one_row = found["lifecycle_one_row_per_flag"]
-    assert not one_row.passed
-    assert one_row.metadata["sample"].value == [
-        [env, "fresh", "no row"],
-        [env, "ghost", "no such flag"],
-    ]
-    consistent = found["lifecycle_evidence_consistent"]
-    assert not consistent.passed and consistent.metadata["violations"].value == 1
-    ((*_, violation),) = consistent.metadata["sample"].value
-    assert violation == "served true outside [0, 100]"  # the first rule it breaks
+def stale_events(store) -> list[dict]:
+    """The ``flag.stale`` events queued since the last call (each taken off the queue)."""
+    due = store.due_deliveries(time.time() + 3600, limit=1000)
+    for delivery in due:
+        store.record_delivery(delivery.seq, time.time(), error=None, retry_at=None)
+    return [json.loads(delivery.body) for delivery in due]
