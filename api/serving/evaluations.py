@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import calendar
 import logging
+from collections.abc import Mapping
 from typing import NamedTuple
 
-from flagsight_core import NOT_EVALUATED, RESULT_CODES, RESULTS, Result, decide, decide_one
+from flagsight_core import (
+    NOT_EVALUATED,
+    RESULT_CODES,
+    RESULTS,
+    Attributes,
+    Result,
+    decide,
+    decide_one,
+)
 from flagsight_core.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED
 from flagsight_core.ids import bulk_ids
 from flagsight_core.model import Flag
@@ -72,14 +81,16 @@ class EvaluationServer:
         *,
         sdk: str | None,
         source: str,
+        attributes: Mapping[str, Attributes] | None = None,
     ) -> Served:
-        """``users`` must be distinct. Entries past the plan's hard threshold are refused."""
+        """``users`` must be distinct; ``attributes`` holds, by identifier, the attributes of
+        those that have any. Entries past the plan's hard threshold are refused."""
         s = self._services
         now = s.clock()
         granted = self._meter(key.organization_id, now, len(users))
         flag = environment.flags.get(flag_key)
         answered = users if granted == len(users) else users[:granted]
-        outcomes, rules = decide(flag, answered, environment.segments)
+        outcomes, rules = decide(flag, answered, environment.segments, attributes, at=now)
         if granted < len(users):
             outcomes += _PLAN_LIMIT_CODE * (len(users) - granted)
             rules += _NOT_EVALUATED * (len(users) - granted)
@@ -100,11 +111,13 @@ class EvaluationServer:
         *,
         sdk: str | None,
         source: str,
+        attributes: Attributes | None = None,
     ) -> tuple[int, str]:
         """``serve`` for one user (a single evaluate): its result code and evaluation id
         prefix, with the same metering, event and tallies, in fewer steps: one native call
         (``api.native``) decides, signs and encodes when the module is built and knows every
-        rule type of the flag (``Flag.plan`` is None otherwise)."""
+        rule type of the flag (``Flag.plan`` is None otherwise) and the request carries no
+        attributes (the native code reads none: the Python path serves those)."""
         s = self._services
         now = s.clock()
         key = caller.key
@@ -121,7 +134,7 @@ class EvaluationServer:
             plan = _PLAN_LIMIT_PLAN
             s.metrics.plan_limit_refusals.inc(1)
         at_us = int(now * 1_000_000)
-        if fastpath is not None and plan is not None:
+        if fastpath is not None and plan is not None and not attributes:
             try:
                 code, rule, prefix, frame = fastpath.serve_one(
                     plan,
@@ -153,7 +166,7 @@ class EvaluationServer:
         if isinstance(plan, int):  # the plan's limit, a missing, archived or disabled flag
             outcome, rule_byte = BYTES[plan], _NOT_EVALUATED
         else:
-            outcome, rule_byte = decide_one(flag, user, environment.segments)
+            outcome, rule_byte = decide_one(flag, user, environment.segments, attributes, at=now)
         prefix = s.ids.issue_prefix(environment.id, 1)
         self._record(
             prefix, at_us, key, environment, flag_key, flag, sdk, source, [user], outcome,

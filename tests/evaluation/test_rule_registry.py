@@ -16,6 +16,7 @@ import pytest
 from flagsight_core import (
     RESULTS,
     RULE_TYPES,
+    EvaluationContext,
     Flag,
     Result,
     Rule,
@@ -65,8 +66,8 @@ class PrefixRule(Rule):
         ),
     )
 
-    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
-        return user.startswith(self.prefix)
+    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
+        return ctx.user.startswith(self.prefix)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "PREFIX", "prefix": self.prefix, "value": self.value}

@@ -1,9 +1,17 @@
-"""The pure evaluation core: flag configuration and a user in, a result with its reason out.
+"""The pure evaluation core: flag configuration and a user (its evaluation context: identifier,
+attributes, time) in, a result with its reason out.
 
 No I/O, clock, logging or environment in here. Callers (the HTTP resources, OFREP, tests,
 any other implementation checked against ``tests/cases``) supply everything.
 """
 
+from flagsight_core.context import (
+    NO_ATTRIBUTES,
+    Attributes,
+    AttributeValue,
+    EvaluationContext,
+    EvaluationContexts,
+)
 from flagsight_core.engine import (
     Decisions,
     decide,
@@ -41,10 +49,15 @@ from flagsight_core.registry import (
 
 __all__ = [
     "ERROR_MESSAGES",
+    "NO_ATTRIBUTES",
     "NOT_EVALUATED",
     "NO_RULE",
     "RULE_TYPES",
+    "AttributeValue",
+    "Attributes",
     "Decisions",
+    "EvaluationContext",
+    "EvaluationContexts",
     "decide",
     "decide_one",
     "RESULTS",

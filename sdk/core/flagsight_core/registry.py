@@ -1,12 +1,14 @@
 """The rule-type registry and the table of results it extends.
 
 A rule type is one ``Rule`` subclass that owns everything about it, as plain data the other
-layers read: its matching (one user and many), its validation of the rule's JSON
-(``from_json``, raising ``RuleError`` that names the field), the JSON Schema of its fields
-(``RuleField.schema``, for the OpenAPI document), how the dashboard's editor shows its fields
-(``RuleField``'s label, prompt and input), its OFREP reason, and its kind in the native fast
-path (``native_kind``, None to be served by the Python path). ``register_rule_type`` makes
-it known to the whole service; the built-in types are registered in ``flagsight_core.rules``.
+layers read: its matching (one user and many, each given as its evaluation context: the
+identifier, the attributes and the time, ``flagsight_core.context``), its validation of the
+rule's JSON (``from_json``, raising ``RuleError`` that names the field), the JSON Schema of
+its fields (``RuleField.schema``, for the OpenAPI document), how the dashboard's editor shows
+its fields (``RuleField``'s label, prompt and input), its OFREP reason, and its kind in the
+native fast path (``native_kind``, None to be served by the Python path).
+``register_rule_type`` makes it known to the whole service; the built-in types are
+registered in ``flagsight_core.rules``.
 
 Every result an evaluation can have is a *result code*, an index into ``RESULTS``: bulk
 answers and the event log carry one byte per user. Registering a rule type appends its two
@@ -17,12 +19,13 @@ from ``RESULTS`` in other layers follow it through ``on_results_changed``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
+from flagsight_core.context import EvaluationContext, EvaluationContexts
 from flagsight_core.contract import ErrorType
 
 Segments = Mapping[str, Container[str]]
@@ -78,13 +81,20 @@ class Rule:
 
     value: bool
 
-    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
+    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
+        """Whether the rule matches the user of ``ctx`` (its identifier ``ctx.user``, its
+        ``ctx.attributes``, the evaluation's time ``ctx.at``) for the flag ``flag_key``."""
         raise NotImplementedError
 
-    def matches_many(self, flag_key: str, users: Sequence[str], segments: Segments) -> np.ndarray:
-        """``matches`` for each user, as a numpy bool array (override to do it in one call)."""
+    def matches_many(
+        self, flag_key: str, contexts: EvaluationContexts, segments: Segments
+    ) -> np.ndarray:
+        """``matches`` for each user, as a numpy bool array. Override to do it in one call:
+        ``contexts.users`` are the identifiers as given, with no object made per user."""
         return np.fromiter(
-            (self.matches(flag_key, user, segments) for user in users), dtype=bool, count=len(users)
+            (self.matches(flag_key, ctx, segments) for ctx in contexts),
+            dtype=bool,
+            count=len(contexts),
         )
 
     def native_parameter(self) -> object:

@@ -1,6 +1,8 @@
 """The rule types: each one class that owns how it matches (one user and many), validates its
 JSON, is described in the OpenAPI document, is edited in the dashboard and is encoded for the
-native fast path (``flagsight_core.registry`` says what each attribute is for).
+native fast path (``flagsight_core.registry`` says what each attribute is for). A rule
+decides from the user's evaluation context (``flagsight_core.context``: identifier,
+attributes, time), so a rule that reads an attribute or the clock is one class too.
 
 A new rule type is a class here, registered at the end of this module after the others (its
 result codes follow theirs: the event log stores them). Nothing else in ``api`` changes: the
@@ -10,13 +12,13 @@ registry. Flags that use a type without a ``native_kind`` are served by the Pyth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
 import numpy as np
 
+from flagsight_core.context import EvaluationContext, EvaluationContexts
 from flagsight_core.contract import (
     KEY_PATTERN,
     KEY_SCHEMA_PATTERN,
@@ -57,11 +59,13 @@ class StaticRule(Rule):
     description: ClassVar[str] = "matches every user"
     native_kind: ClassVar[int | None] = 0
 
-    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
+    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
         return True
 
-    def matches_many(self, flag_key: str, users: Sequence[str], segments: Segments) -> np.ndarray:
-        return np.ones(len(users), dtype=bool)
+    def matches_many(
+        self, flag_key: str, contexts: EvaluationContexts, segments: Segments
+    ) -> np.ndarray:
+        return np.ones(len(contexts), dtype=bool)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "STATIC", "value": self.value}
@@ -87,11 +91,14 @@ class SegmentRule(Rule):
     )
     native_kind: ClassVar[int | None] = 1
 
-    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
-        return user in segments.get(self.segment, _EMPTY)
+    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
+        return ctx.user in segments.get(self.segment, _EMPTY)
 
-    def matches_many(self, flag_key: str, users: Sequence[str], segments: Segments) -> np.ndarray:
+    def matches_many(
+        self, flag_key: str, contexts: EvaluationContexts, segments: Segments
+    ) -> np.ndarray:
         """One call where the members offer it (``SegmentMembership.contains_many``)."""
+        users = contexts.users
         members = segments.get(self.segment, _EMPTY)
         contains_many = getattr(members, "contains_many", None)
         if contains_many is not None:
@@ -147,11 +154,13 @@ class PercentageRule(Rule):
     def __post_init__(self) -> None:
         object.__setattr__(self, "threshold", threshold(self.percentage))
 
-    def matches(self, flag_key: str, user: str, segments: Segments) -> bool:
-        return bucket(flag_key, user) < self.threshold
+    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
+        return bucket(flag_key, ctx.user) < self.threshold
 
-    def matches_many(self, flag_key: str, users: Sequence[str], segments: Segments) -> np.ndarray:
-        return buckets(flag_key, users) < self.threshold
+    def matches_many(
+        self, flag_key: str, contexts: EvaluationContexts, segments: Segments
+    ) -> np.ndarray:
+        return buckets(flag_key, contexts.users) < self.threshold
 
     def native_parameter(self) -> object:
         return self.threshold

@@ -1,0 +1,100 @@
+"""The evaluation context: what a rule may know of the user it decides for (contract 12).
+
+Every rule receives one ``EvaluationContext``: the user's identifier, the attributes the
+application sent for it (none by default), and the evaluation's time when the caller gave it.
+A rule that needs any of them reads it there, so a new kind of rule changes no signature.
+
+The core reads no clock (it is pure): the time is the caller's, which already holds it (the
+service's request clock, the SDK's report time), so passing it costs nothing. A rule that
+needs the time and finds none does not match, as a condition on a missing attribute does not
+hold.
+
+Many users of one flag (a bulk request) are one ``EvaluationContexts``: the identifiers as the
+caller holds them, and the attributes by identifier for the users that have any. Rules that
+need only the identifiers work on ``users`` directly (one array operation, no object per
+user); iterating it makes each user's ``EvaluationContext`` on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
+
+AttributeValue = str | int | float | bool | tuple[str, ...]
+"""An attribute's value: a string, a finite number, a boolean, or an array of strings (a
+tuple, so that a context's values cannot change under a rule)."""
+
+Attributes = Mapping[str, AttributeValue]
+"""A user's attributes by name."""
+
+NO_ATTRIBUTES: Attributes = MappingProxyType({})
+"""The attributes of a user the caller sent none for."""
+
+NO_USER_ATTRIBUTES: Mapping[str, Attributes] = MappingProxyType({})
+"""The attributes by user of a batch whose users have none."""
+
+
+class EvaluationContext(NamedTuple):
+    """One user as the rules see it. Immutable.
+
+    A named tuple rather than a frozen dataclass: the engine makes one per evaluation, and a
+    tuple is made in C (about 0.1 µs against 0.4 µs for a frozen dataclass's ``__init__`` on
+    this project's machine, a third of a single evaluation in Python); reading a field costs
+    the same as a slot.
+    """
+
+    user: str
+    """The user's identifier (``userIdentifier``, OFREP's ``targetingKey``)."""
+    attributes: Attributes = NO_ATTRIBUTES
+    """What the application sent of the user, by attribute name."""
+    at: float | None = None
+    """The evaluation's time in Unix seconds, or None when the caller gave none (a rule that
+    reads the time then does not match)."""
+
+
+_new_context = tuple.__new__
+"""``_new_context(EvaluationContext, (user, attributes, at))`` makes a context in C, without
+the named tuple's Python ``__new__``."""
+
+
+def context_of(
+    user: str, attributes: Attributes | None = None, at: float | None = None
+) -> EvaluationContext:
+    """One user's context (``None`` attributes: none)."""
+    return _new_context(EvaluationContext, (user, attributes or NO_ATTRIBUTES, at))
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationContexts:
+    """Many users of one evaluation, in order (repeats allowed, answered alike)."""
+
+    users: Sequence[str]
+    """Their identifiers."""
+    attributes: Mapping[str, Attributes] = field(default_factory=lambda: NO_USER_ATTRIBUTES)
+    """The attributes of each user that has any, by identifier; a user absent has none."""
+    at: float | None = None
+    """The evaluation's time in Unix seconds, as ``EvaluationContext.at``."""
+
+    def __len__(self) -> int:
+        return len(self.users)
+
+    def __iter__(self) -> Iterator[EvaluationContext]:
+        """Each user's context, made as it is reached."""
+        attributes, at = self.attributes, self.at
+        if not attributes:
+            for user in self.users:
+                yield _new_context(EvaluationContext, (user, NO_ATTRIBUTES, at))
+            return
+        for user in self.users:
+            found = attributes.get(user) or NO_ATTRIBUTES
+            yield _new_context(EvaluationContext, (user, found, at))
+
+    def attributes_of(self, user: str) -> Attributes:
+        """``user``'s attributes (none when absent)."""
+        return self.attributes.get(user) or NO_ATTRIBUTES
+
+    def among(self, users: Sequence[str]) -> EvaluationContexts:
+        """The same evaluation for ``users`` (some of these users): attributes and time kept."""
+        return EvaluationContexts(users, self.attributes, self.at)
