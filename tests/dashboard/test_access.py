@@ -32,6 +32,7 @@ FORM_FIELDS: dict[str, dict[str, str]] = {
         "confirm_percentage_change": "yes",
     },
     "/environments/{env_id}/flags/{flag_key}/toggle": {"enabled": "false"},
+    "/environments/{env_id}/flags/{flag_key}/archive": {},
     "/environments/{env_id}/flags/{flag_key}/rollout": {"steps": "1, 100", "step_minutes": "1"},
     "/environments/{env_id}/flags/{flag_key}/rollout/stop": {},
     "/organizations/{org_id}/audit/{audit_id}/restore": {},

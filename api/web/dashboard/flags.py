@@ -1,5 +1,6 @@
 """Flags of an environment: the list (enabled and archived state, evaluations over the last
-30 days and the last one, toggle, create) and the editor of a flag's state and ordered rules.
+30 days and the last one, lifecycle stage, toggle, create) and the editor of a flag's state,
+ordered rules and lifecycle fields (kind, owner, expiry), with its stage and the reasons.
 
 Toggling sends the wanted state, not "flip", so a double submission cannot undo itself. The
 editor validates every rule before writing anything and shows each problem next to its field.
@@ -25,6 +26,8 @@ from api.controlplane.model import Environment, FlagRecord, Organization
 from api.web.admin.error_messages import message
 from api.web.dashboard.activity import ACTIVITY_DAYS, read_activity
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
+from api.web.dashboard.flag_meta_form import MetaDraft, checked
+from api.web.dashboard.lifecycle_view import read_lifecycles, window
 from api.web.dashboard.rollout_view import SplitChange, running, split_change
 from api.web.dashboard.rule_editor import (
     RuleRow,
@@ -34,6 +37,7 @@ from api.web.dashboard.rule_editor import (
     rows_from_form,
     rows_from_rules,
 )
+from warehouse.lifecycle import thresholds_from
 
 
 def flags_path(environment_id: str) -> str:
@@ -86,10 +90,11 @@ class FlagsPage(Page):
         activity = await self.read(read_activity, warehouse, env_id, today)
         uses = {flag.key: activity.of(flag.key) for flag in flags}
         rollouts = await self.read(self.store.running_rollouts)
+        lifecycles = await self.read(read_lifecycles, self.services, env_id, flags)
         self.render(
             req, resp, "flags.html", status=status, environment=environment,
             organization=organization, flags=flags, errors=errors or {}, new_key=key,
-            activity=activity, uses=uses, activity_days=ACTIVITY_DAYS,
+            activity=activity, uses=uses, activity_days=ACTIVITY_DAYS, lifecycles=lifecycles,
             rollouts={r.flag_key: r for r in rollouts if r.environment_id == env_id},
             stale=sum(1 for use in uses.values() if use and use.stale),
             section="flags", crumbs=[*environment_crumbs(environment, organization),
@@ -131,9 +136,11 @@ class FlagToggleAction(FlagPage):
 
 @falcon.before(signed_in)
 class FlagEditorPage(FlagPage):
-    """``/dashboard/environments/{env_id}/flags/{flag_key}``: state and ordered rules.
+    """``/dashboard/environments/{env_id}/flags/{flag_key}``: state, ordered rules and the
+    lifecycle fields.
 
-    ``POST`` carries the whole draft and an ``op``; see ``rule_editor``.
+    ``POST`` carries the whole draft and an ``op``; see ``rule_editor``. The lifecycle fields
+    are saved with the rest (``flag_meta_form``); a form without them keeps the flag's.
     """
 
     async def on_get(
@@ -142,7 +149,8 @@ class FlagEditorPage(FlagPage):
         flag, _environment, _organization = await self.flag(env_id, flag_key)
         await self._show(
             req, resp, env_id, flag_key, enabled=flag.enabled, archived=flag.archived,
-            rows=rows_from_rules(flag.rules), saved=req.get_param("saved") == "1",
+            rows=rows_from_rules(flag.rules), meta=MetaDraft.of(flag.meta),
+            saved=req.get_param("saved") == "1",
         )  # fmt: skip
 
     async def on_post(
@@ -152,30 +160,35 @@ class FlagEditorPage(FlagPage):
         form = await self.form(req)
         enabled, archived = form.get("enabled") == "on", form.get("archived") == "on"
         rows, op = rows_from_form(form), form.get("op", "save")
+        draft_meta = MetaDraft.from_form(form, MetaDraft.of(flag.meta))
+        state = {"enabled": enabled, "archived": archived, "rows": rows, "meta": draft_meta}
         if op != "save":
             draft = apply_op(rows, op)
-            await self._show(req, resp, env_id, flag_key, enabled=enabled, archived=archived,
-                             rows=rows if draft is None else draft, draft=True)  # fmt: skip
+            state["rows"] = rows if draft is None else draft
+            await self._show(req, resp, env_id, flag_key, **state, draft=True)
             return
         segments = await self.read(self.store.list_segments, environment.organization_id)
         rules = parse_rows(rows, {segment.key for segment in segments})
+        meta, meta_errors = checked(draft_meta)
         problem = None
-        if rules is not None and form.get(CONFIRM_SPLIT_CHANGE) != "yes":
+        if rules is not None and meta is not None and form.get(CONFIRM_SPLIT_CHANGE) != "yes":
             rollout = running(await self.read(self.store.get_rollout, env_id, flag_key))
             change = split_change(flag.rules, rules) if rollout else None
             if change is not None:
-                await self._show(req, resp, env_id, flag_key, enabled=enabled, archived=archived,
-                                 rows=rows, status=409, draft=True, split_change=change)  # fmt: skip
+                await self._show(req, resp, env_id, flag_key, **state, status=409, draft=True,
+                                 split_change=change)  # fmt: skip
                 return
-        if rules is not None:
+        if rules is not None and meta is not None:
             try:
-                await self.write(self.store.put_flag, env_id, flag.key, enabled, archived, rules)
+                await self.write(
+                    self.store.put_flag, env_id, flag.key, enabled, archived, rules, meta=meta
+                )
             except InvalidError as exc:
                 problem = message(exc)
             else:
                 raise falcon.HTTPSeeOther(f"{flag_path(env_id, flag_key)}?saved=1")
-        await self._show(req, resp, env_id, flag_key, enabled=enabled, archived=archived,
-                         rows=rows, status=400, draft=True, problem=problem)  # fmt: skip
+        await self._show(req, resp, env_id, flag_key, **state, status=400, draft=True,
+                         problem=problem, meta_errors=meta_errors)  # fmt: skip
 
     async def _show(
         self,
@@ -187,6 +200,8 @@ class FlagEditorPage(FlagPage):
         enabled: bool,
         archived: bool,
         rows: list[RuleRow],
+        meta: MetaDraft,
+        meta_errors: dict[str, str] | None = None,
         status: int = 200,
         saved: bool = False,
         draft: bool = False,
@@ -200,10 +215,13 @@ class FlagEditorPage(FlagPage):
         schedules = await self.read(self.store.list_schedules, env_id, flag_key)
         pending = sum(1 for s in schedules if s.state == ScheduleState.PENDING)
         rollout = running(await self.read(self.store.get_rollout, env_id, flag_key))
-        has_errors = any(row.errors for row in rows)
+        lifecycle = (await self.read(read_lifecycles, self.services, env_id, [flag]))[flag.key]
+        has_errors = any(row.errors for row in rows) or bool(meta_errors)
         self.render(
             req, resp, "flag_editor.html", status=status, flag=flag, environment=environment,
             organization=organization, enabled=enabled, archived=archived, rows=rows,
+            meta=meta, meta_errors=meta_errors or {}, lifecycle=lifecycle,
+            window=window(thresholds_from(self.services.settings)),
             pending_schedules=pending, rollout=rollout, split_change=split_change,
             confirm_field=CONFIRM_SPLIT_CHANGE,
             rule_types=RULE_TYPES, columns=columns(), segments=segments, saved=saved, draft=draft,

@@ -15,6 +15,7 @@ import falcon.asgi
 import jinja2
 from flagsight_core.contract import KEY_MAX, USER_IDENTIFIER_MAX
 
+from api.controlplane.model import OWNER_MAX
 from api.web.dashboard.format import FILTERS
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
@@ -51,7 +52,7 @@ def build_environment() -> jinja2.Environment:
     )
     env.filters.update(FILTERS)
     env.globals.update(
-        KEY_MAX=KEY_MAX, USER_IDENTIFIER_MAX=USER_IDENTIFIER_MAX
+        KEY_MAX=KEY_MAX, USER_IDENTIFIER_MAX=USER_IDENTIFIER_MAX, OWNER_MAX=OWNER_MAX
     )  # inputs' maxlength
     return env
 
