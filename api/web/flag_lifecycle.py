@@ -10,8 +10,8 @@ unless its kind, archive or expiry say otherwise).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from api.controlplane.model import FlagRecord
@@ -38,6 +38,10 @@ def lifecycle_of(
 ) -> Document:
     """The ``lifecycle`` object of ``flag`` from its warehouse row (None: not aggregated yet)."""
     evidence = EMPTY_EVIDENCE if row is None else LifecycleEvidence.from_row(row)
+    last = evidence.last_evaluated_at
+    # archived now, not when the pipeline ran: a flag archived or restored since is judged so
+    still_evaluated = last is not None and now - last <= thresholds.archived_evaluated_s
+    evidence = replace(evidence, archived_but_evaluated=flag.archived and still_evaluated)
     stage, reasons = lifecycle_stage(
         kind=str(flag.kind),
         archived=flag.archived,
@@ -59,9 +63,18 @@ def environment_lifecycle(
     except WarehouseUnreadable:
         rows = {}
     references = services.store.code_reference_summaries(environment_id)
+    scans = services.store.code_scans(environment_id)
+    # a flag no scan found still says which scan looked for it: the newest
+    nowhere = (
+        {"count": 0, "scannedAt": scans[0].scanned_at, "repository": scans[0].repository}
+        if scans
+        else None
+    )
     thresholds = thresholds_from(services.settings)
-    now = time.time()
+    now = services.clock()
     return {
-        flag.key: lifecycle_of(flag, rows.get(flag.key), references.get(flag.key), thresholds, now)
+        flag.key: lifecycle_of(
+            flag, rows.get(flag.key), references.get(flag.key, nowhere), thresholds, now
+        )
         for flag in flags
     }
