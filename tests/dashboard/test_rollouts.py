@@ -21,7 +21,7 @@ from api.controlplane.changes import (
     RolloutPlan,
 )
 from api.serving.services import Services
-from api.web.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
+from api.web.admin.rollouts import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from api.web.dashboard.forms import Form
 from api.web.dashboard.rollouts import plan_body
 from tests.dashboard.conftest import DashClient

@@ -36,7 +36,7 @@ from scipy.special import betaln
 from scipy.stats import lognorm
 
 from api.controlplane.changes import DEFAULT_TOLERANCES, GUARDRAILS
-from api.web.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
+from api.web.admin.rollouts import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from pipelines.guardian import MAX_WAIT_SECONDS
 from pipelines.health import LATENCY_QUANTILE
 from warehouse.statistics.boundaries import tuning_constant

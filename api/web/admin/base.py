@@ -1,4 +1,5 @@
-"""What every admin resource shares: its dependencies, body reading, and store calls.
+"""What every admin resource shares: its dependencies, reading its body and query string
+into their declared types (``bodies``), and store calls.
 
 Store calls are blocking (SQLite), so they run in a worker thread: a large segment upload
 must not stall the evaluations this worker's event loop is serving. After a write the same
@@ -17,10 +18,12 @@ import falcon.asgi
 from api.controlplane.changes import Actor
 from api.controlplane.store import ControlPlaneStore
 from api.serving.services import Services
+from api.web.admin import bodies
 from api.web.admin.auth import AdminAuth
-from api.web.jsonio import read_json, require_object
+from api.web.jsonio import read_body
 
 T = TypeVar("T")
+B = TypeVar("B", bound=bodies.Body)
 
 
 class AdminResource:
@@ -51,12 +54,20 @@ class AdminResource:
 
         return await asyncio.to_thread(write_and_refresh)
 
-    async def body(self, req: falcon.asgi.Request) -> dict[str, Any]:
-        """The JSON object body: 415, 413 and 400 as the contract says."""
-        return require_object(await read_json(req, self.services.settings.body_limits.admin))
+    async def body(self, req: falcon.asgi.Request, body_type: type[B], **context: Any) -> B:
+        """The body as ``body_type``: 415, 413 and 400 as the contract says, the 400 naming the
+        field (``context``: what the body type's checks need to know of the request)."""
+        raw = await read_body(req, self.services.settings.body_limits.admin)
+        return bodies.decode(body_type, raw, context)
 
-    async def optional_body(self, req: falcon.asgi.Request) -> dict[str, Any]:
-        """Like ``body``, but a request with no body at all (and no content type) means ``{}``."""
+    async def optional_body(
+        self, req: falcon.asgi.Request, body_type: type[B], **context: Any
+    ) -> B:
+        """Like ``body``, but a request with no body at all (and no content type) is ``{}``."""
         if not req.content_type and not req.content_length:
-            return {}
-        return await self.body(req)
+            return bodies.convert(body_type, {}, context)
+        return await self.body(req, body_type, **context)
+
+    def query(self, req: falcon.asgi.Request, query_type: type[B]) -> B:
+        """The query string as ``query_type``; 400 naming the parameter."""
+        return bodies.read_query(query_type, req.get_param)

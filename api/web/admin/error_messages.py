@@ -3,6 +3,8 @@
 The store reports a code and its values (``api.controlplane.errors``); this module words each
 code exactly as the admin API's messages read (other programs match them), and the dashboard
 shows the same words on its pages and forms, as the CLI prints them from the API's answers.
+The codes of the resources that existed when codes were introduced are worded here; a
+resource added since words its own in its slice module (``word``).
 Field names here are the API's (``monthlyEvaluationLimit``), which the store does not know.
 """
 
@@ -65,7 +67,9 @@ def _refused(why: str) -> Callable[[Details], str]:
     )
 
 
-MESSAGES: Mapping[ErrorCode, Callable[[Details], str]] = {
+Wording = Callable[[Details], str]
+
+MESSAGES: dict[str, Wording] = {
     ErrorCode.ORGANIZATION_NOT_FOUND: lambda d: f"Organization '{d['identifier']}' does not exist",
     ErrorCode.ENVIRONMENT_NOT_FOUND: lambda d: f"Environment '{d['identifier']}' does not exist",
     ErrorCode.API_KEY_NOT_FOUND: lambda d: f"API key '{d['identifier']}' does not exist",
@@ -157,7 +161,19 @@ MESSAGES: Mapping[ErrorCode, Callable[[Details], str]] = {
     ErrorCode.UNAVAILABLE: lambda d: UNAVAILABLE_MESSAGE,
 }
 """Each code's words, from its details; ``tests/admin/test_error_messages.py`` checks that
-every code has them."""
+every code has them. A new resource words its own codes in its edge slice (``word``)."""
+
+
+def word(codes: Mapping[str, Wording]) -> Mapping[str, Wording]:
+    """Add the words of codes a resource brought (its control-plane slice's ``StrEnum``),
+    from that resource's edge slice module, where they are read with its routes:
+    ``word({NoteCode.NOTE_NOT_FOUND: lambda d: f"Note '{d['identifier']}' does not exist"})``.
+    A code worded twice is an error: each has one wording."""
+    twice = sorted(str(code) for code in codes if code in MESSAGES)
+    if twice:
+        raise ValueError(f"codes already worded: {', '.join(twice)}")
+    MESSAGES.update(codes)
+    return codes
 
 
 def message(error: Coded) -> str:

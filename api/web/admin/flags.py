@@ -2,19 +2,190 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import falcon
 import falcon.asgi
+import msgspec
+from flagsight_core import Rule, RuleError, rule_from_json
+from flagsight_core.contract import KEY_SCHEMA_PATTERN, MAX_RULES
+from msgspec import Meta
 
-from api.web.admin import fields, views
+from api.controlplane import documents
+from api.controlplane.changes import FlagBody
+from api.controlplane.documents import iso_time
+from api.controlplane.model import OWNER_MAX, FlagKind, FlagMeta, FlagRecord
 from api.web.admin.auth import require_admin
 from api.web.admin.base import AdminResource
+from api.web.admin.bodies import Body, Place, Timestamp, convert, one_of, words
 from api.web.admin.environments import existing_environment
-from api.web.admin.warehouse_rows import WarehouseRowResource
-from api.web.errors import NotFound
+from api.web.admin.slices import Answer, Operation, Parameter, Route, Slice, key_param, ref
+from api.web.admin.warehouse_rows import WarehouseRowResource, camel_row
+from api.web.errors import BadRequest, NotFound
 from api.web.jsonio import write_json
+
+MAX_MOMENT = 253_402_300_800  # 10000-01-01T00:00:00Z
+MAX_TIME_LENGTH = 64
+
+Rules = Annotated[
+    list[Any],
+    Meta(max_length=MAX_RULES, extra_json_schema={"items": ref("Rule")},
+         description="Ordered; the first matching rule decides. A SEGMENT rule must name a"
+                     " segment of the organization."),
+]  # fmt: skip
+"""Each rule is checked by the rule registry (``flagsight_core.rule_from_json``), whose
+schemas the document carries (``Rule``)."""
+Kind = Annotated[
+    one_of(FlagKind),
+    Meta(description="Whether the flag is meant to be removed one day; never changes"
+                     " evaluation. A PUT without it makes the flag temporary."),
+]  # fmt: skip
+EXPIRES_AT = ("When the flag should be gone (RFC 3339, with its offset); a temporary flag past"
+              " it is stale. Answered in UTC.")  # fmt: skip
+Time = Annotated[
+    str,
+    Meta(min_length=1, max_length=MAX_TIME_LENGTH,
+         extra_json_schema={"format": "date-time", "pattern": "^(19[7-9][0-9]|[2-9][0-9]{3})-"}),
+]  # fmt: skip
+"""A time a body gives, with its offset from UTC, from 1970 to 9999 (``moment`` reads it: the
+pattern and the format only describe what it checks)."""
+
+
+def moment(text: str, label: str) -> float:
+    """An ISO-8601 time with its offset (``Z`` or ``+hh:mm``), as unix seconds; 400 naming
+    ``label`` unless it is one, from 1970 to 9999."""
+    try:
+        parsed = datetime.fromisoformat(text)
+        seconds = parsed.timestamp()
+    except (ValueError, OverflowError):
+        raise BadRequest(
+            f"Field '{label}' must be an ISO-8601 time, e.g. 2026-01-31T09:00:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        raise BadRequest(f"Field '{label}' must give its offset from UTC (e.g. a final Z)")
+    if not 0 <= seconds < MAX_MOMENT:
+        raise BadRequest(f"Field '{label}' must be between 1970 and 9999")
+    return seconds
+
+
+def parsed_rules(rules: Sequence[Any], label: str) -> tuple[Rule, ...]:
+    """The rules through the registry; 400 naming the rule's field (``rules[1].percentage``)."""
+    try:
+        return tuple(rule_from_json(rule, f"{label}[{index}]") for index, rule in enumerate(rules))
+    except RuleError as exc:
+        field_name, _, problem = str(exc).partition(" ")
+        raise BadRequest(f"Field '{field_name}' {problem}") from None
+
+
+def _check_rules(rules: list[Any], place: Place) -> None:
+    parsed_rules(rules, place.label("rules"))
+
+
+class ScheduledFlag(Body, kw_only=True):
+    """A flag as a schedule applies it: its switch, archived state and rules (a schedule
+    keeps the flag's kind, owner and expiry as they are)."""
+
+    enabled: bool
+    archived: bool | None = False
+    rules: Rules
+
+    checks = {"rules": _check_rules}
+
+    def flag_body(self) -> FlagBody:
+        return FlagBody(self.enabled, bool(self.archived), parsed_rules(self.rules, "rules"))
+
+
+Owner = (
+    Annotated[str, Meta(max_length=OWNER_MAX,
+                        extra=words(type="Field '{label}' must be a string or null"))]
+    | None
+)  # fmt: skip
+ExpiresAt = Annotated[Time, Meta(description=EXPIRES_AT)] | None
+
+
+def _check_expires_at(text: str | None, place: Place) -> None:
+    if text is not None:
+        moment(text, place.label("expiresAt"))
+
+
+def _meta(kind: str, owner: str | None, expires_at: str | None) -> FlagMeta:
+    """``expiresAt`` kept in UTC."""
+    expires = None if expires_at is None else iso_time(moment(expires_at, "expiresAt"))
+    return FlagMeta(FlagKind(kind), owner, expires)
+
+
+class FlagPut(ScheduledFlag, kw_only=True):
+    """Kind, owner and expiry left out each take their default: the PUT replaces the flag
+    whole."""
+
+    kind: Kind = FlagKind.TEMPORARY.value
+    owner: Owner = None
+    expiresAt: ExpiresAt = None
+
+    checks = {**ScheduledFlag.checks, "expiresAt": _check_expires_at}
+
+    def flag_meta(self) -> FlagMeta:
+        return _meta(self.kind, self.owner, self.expiresAt)
+
+
+class FlagMetaFields(Body, kw_only=True):
+    """A flag's lifecycle fields alone, as ``FlagPut`` takes them (the dashboard's editor
+    checks them apart from the rules)."""
+
+    kind: Kind = FlagKind.TEMPORARY.value
+    owner: Owner = None
+    expiresAt: ExpiresAt = None
+
+    checks = {"expiresAt": _check_expires_at}
+
+
+def flag_meta(body: Any) -> FlagMeta:
+    """A flag's kind, owner and expiry from plain JSON values (each absent one at its
+    default): 400 in the API's words, naming the field."""
+    fields = convert(FlagMetaFields, body)
+    return _meta(fields.kind, fields.owner, fields.expiresAt)
+
+
+class Flag(msgspec.Struct):
+    key: Annotated[str, Meta(pattern=KEY_SCHEMA_PATTERN)]
+    enabled: bool
+    archived: bool
+    rules: Annotated[list[Any], Meta(extra_json_schema={"items": ref("Rule")})]
+    updatedAt: Timestamp
+    kind: Kind
+    owner: Annotated[str, Meta(max_length=OWNER_MAX)] | None
+    expiresAt: Annotated[Timestamp, Meta(description=EXPIRES_AT)] | None
+
+
+class FlagList(msgspec.Struct):
+    items: list[Flag]
+
+
+class FlagMetrics(msgspec.Struct):
+    """The warehouse's flag_environment_metrics row, camelCase. Rates are percentages 0..100;
+    a rate with a zero denominator is null."""
+
+    organizationId: str
+    environmentId: str
+    environmentKey: str
+    flagKey: str
+    evaluations: Annotated[int, Meta(ge=0)]
+    feedbackCount: Annotated[int, Meta(ge=0)]
+    feedbackCoverage: float | None
+    successCount: Annotated[int, Meta(ge=0)]
+    failureCount: Annotated[int, Meta(ge=0)]
+    successRate: float | None
+    failureRate: float | None
+    avgLatencyMs: float | None
+    computedAt: Timestamp
+
+
+def flag(record: FlagRecord) -> Flag:
+    """A flag's answer: its document, as the audit log keeps it too."""
+    return Flag(**documents.flag(record))
 
 
 @falcon.before(require_admin)
@@ -26,7 +197,7 @@ class FlagsResource(AdminResource):
     ) -> None:
         await existing_environment(self, env_id)
         flags = await self.read(self.store.list_flags, env_id)
-        write_json(resp, views.items(map(views.flag, flags)))
+        write_json(resp, FlagList([flag(record) for record in flags]))
 
 
 @falcon.before(require_admin)
@@ -37,22 +208,22 @@ class FlagResource(AdminResource):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
         await existing_environment(self, env_id)
-        flag = await self.read(self.store.get_flag, env_id, flag_key)
-        if flag is None:
+        record = await self.read(self.store.get_flag, env_id, flag_key)
+        if record is None:
             raise NotFound(f"Flag '{flag_key}' does not exist in environment '{env_id}'")
-        write_json(resp, views.flag(flag))
+        write_json(resp, flag(record))
 
     async def on_put(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
-        fields.key_param(flag_key, "flagKey")
-        raw = await self.body(req)
-        body, meta = fields.flag_body(raw), fields.flag_meta(raw)
-        flag, created = await self.write(
+        key_param(flag_key, "flagKey")
+        put = await self.body(req, FlagPut)
+        body = put.flag_body()
+        record, created = await self.write(
             self.store.put_flag, env_id, flag_key, body.enabled, body.archived, body.rules,
-            meta=meta,
+            meta=put.flag_meta(),
         )  # fmt: skip
-        write_json(resp, views.flag(flag), status=201 if created else 200)
+        write_json(resp, flag(record), status=201 if created else 200)
 
     async def on_delete(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
@@ -82,4 +253,27 @@ class FlagMetricsResource(WarehouseRowResource):
         return read_flag_metrics(warehouse_path, environment_id, flag_key)
 
     def answer(self, row: Any) -> Any:
-        return views.flag_metrics(row)
+        return FlagMetrics(**camel_row(row))
+
+
+EVALUATED_FLAG_KEY = Parameter("flagKey", "Flag key as evaluated (1 to 128 characters)")
+"""The flag key of a warehouse row: any key an application asked for, not only a valid one."""
+NOT_AGGREGATED = "No such environment, or not aggregated yet"
+
+SLICE = Slice(
+    Route("/environments/{env_id}/flags", FlagsResource, {
+        "get": Operation("List an environment's flags", {200: Answer("Flags", FlagList)}),
+    }),
+    Route("/environments/{env_id}/flags/{flag_key}", FlagResource, {
+        "get": Operation("Read a flag", {200: Answer("The flag", Flag)}),
+        "put": Operation("Create or replace a flag",
+                         {200: Answer("Replaced", Flag), 201: Answer("Created", Flag)},
+                         body=FlagPut),
+        "delete": Operation("Delete a flag", {204: Answer("Done; no body")}),
+    }),
+    Route("/environments/{env_id}/flags/{flag_key}/metrics", FlagMetricsResource, {
+        "get": Operation("The flag environment's latest aggregated metrics",
+                         {200: Answer("The warehouse row", FlagMetrics)},
+                         errors={400: None, 404: NOT_AGGREGATED}),
+    }, parameters={"flag_key": EVALUATED_FLAG_KEY}),
+)  # fmt: skip

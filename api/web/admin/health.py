@@ -4,13 +4,69 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import falcon
+import msgspec
+from flagsight_core.contract import Decision
+from msgspec import Meta
 
 from api.controlplane.health_document import health_answer
 from api.web.admin.auth import require_admin
+from api.web.admin.bodies import Timestamp, one_of
+from api.web.admin.flags import EVALUATED_FLAG_KEY, NOT_AGGREGATED
+from api.web.admin.slices import Answer, Operation, Route, Slice
 from api.web.admin.warehouse_rows import WarehouseRowResource
+
+Count = Annotated[int, Meta(ge=0)]
+DecisionName = one_of(Decision)
+
+
+class HealthArm(msgspec.Struct):
+    """One arm, counted in users: coverage = usersWithFeedback / users x 100; failureRate =
+    users with any failed feedback / usersWithFeedback x 100; latency percentiles over the
+    users that reported one, each weighing once (its mean)."""
+
+    users: Count
+    usersWithFeedback: Count
+    coverage: float | None
+    failureRate: float | None
+    latencyP50Ms: float | None
+    latencyP95Ms: float | None
+    latencyP99Ms: float | None
+
+
+class HealthArms(msgspec.Struct):
+    treatment: HealthArm
+    control: HealthArm
+
+
+class HealthComparison(msgspec.Struct):
+    """Treatment minus control in the metric's unit, with an always-valid confidence sequence
+    (docs/statistics.md)."""
+
+    difference: float | None
+    ci: Annotated[list[float], Meta(min_length=2, max_length=2)] | None
+    confidence: float
+    decision: DecisionName
+
+
+class SampleRatio(msgspec.Struct):
+    expected: float | None
+    observed: float | None
+    pValue: float | None
+    mismatch: bool
+
+
+class FlagHealth(msgspec.Struct):
+    computedAt: Timestamp
+    percentage: float | None
+    arms: HealthArms | None
+    sampleRatio: SampleRatio
+    failureRate: HealthComparison
+    latencyP95Ms: HealthComparison
+    coverage: HealthComparison
+    withheldReason: str | None
 
 
 def read_flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -> Any:
@@ -30,4 +86,14 @@ class FlagHealthResource(WarehouseRowResource):
         return read_flag_health(warehouse_path, environment_id, flag_key)
 
     def answer(self, row: Any) -> Any:
-        return health_answer(row)
+        return FlagHealth(**health_answer(row))
+
+
+SLICE = Slice(
+    Route("/environments/{env_id}/flags/{flag_key}/health", FlagHealthResource, {
+        "get": Operation("The flag environment's release health (contract section 9)",
+                         {200: Answer("Arms, sample ratio and always-valid comparisons",
+                                      FlagHealth)},
+                         errors={400: None, 404: NOT_AGGREGATED}),
+    }, parameters={"flag_key": EVALUATED_FLAG_KEY}),
+)  # fmt: skip

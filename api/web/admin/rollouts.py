@@ -1,18 +1,240 @@
-"""``.../flags/{flag_key}/rollout``: start (PUT), watch (GET) and stop (DELETE) a guarded
-rollout of the flag's first percentage rule (contract section 10). The guardian that judges
-it runs in the insights pipeline (``pipelines/assets/rollout_decisions.py``)."""
+"""``.../flags/{flag_key}/rollout``: a guarded rollout of the flag's first percentage rule
+(contract section 10): start, read, stop. The guardian (``pipelines/guardian.py``) moves it."""
 
 from __future__ import annotations
 
+from typing import Annotated, Any, Literal
+
 import falcon
 import falcon.asgi
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
-from api.web.admin import fields, views
+from api.controlplane import documents
+from api.controlplane.changes import (
+    GUARDRAIL_UNITS,
+    GUARDRAILS,
+    RolloutAction,
+    RolloutPlan,
+    RolloutState,
+)
+from api.controlplane.changes import Rollout as RolloutRecord
 from api.web.admin.auth import require_admin
 from api.web.admin.base import AdminResource
+from api.web.admin.bodies import Body, Place, Timestamp, convert, one_of, words
 from api.web.admin.environments import existing_environment
-from api.web.errors import NotFound
+from api.web.admin.slices import Answer, Operation, Route, Slice, key_param
+from api.web.errors import BadRequest, NotFound
 from api.web.jsonio import write_json
+
+DEFAULT_STEPS = (10.0, 25.0, 50.0, 100.0)
+DEFAULT_STEP_MINUTES = 10.0
+MAX_STEPS = 20
+MAX_STEP_MINUTES = 7 * 24 * 60
+MAX_TOLERANCE = {"pp": 100.0, "ms": 3_600_000.0}
+"""A tolerance above these could never be exceeded (percentage points) or means nothing (an
+hour of p95 latency)."""
+STEP_WORDS = "Field '{label}' must be a number above 0 and at most 100, with at most two decimals"
+GUARDRAIL_WORDS = f"Field 'guardrails' must be an array of {', '.join(GUARDRAILS)}"
+
+Step = Annotated[
+    float, Meta(gt=0, le=100, extra=words(every=STEP_WORDS), extra_json_schema={"multipleOf": 0.01})
+]
+"""A percentage of the flag's split: two decimals at most (checked in ``_check_steps``, where
+the float's two decimals are judged as they always were)."""
+GuardrailName = one_of(GUARDRAILS)
+Guardrail = Annotated[GuardrailName, Meta(extra=words(every=GUARDRAIL_WORDS))]
+StateName = one_of(RolloutState)
+ActionName = one_of(a for a in RolloutAction if a is not RolloutAction.WAIT)
+"""What a decision did: a wait is never recorded."""
+
+
+def _not_watched(name: str, watched: tuple[str, ...]) -> str:
+    return (
+        f"Field 'tolerances' names {name!r}, which is not one of the rollout's guardrails"
+        f" ({', '.join(watched) or 'none'})"
+    )
+
+
+def _tolerance(guardrail: str) -> Any:
+    unit = GUARDRAIL_UNITS[guardrail]
+    top = MAX_TOLERANCE[unit]
+    said = f"Field 'tolerances' must give {guardrail} a number above 0 and at most {top:g} ({unit})"
+    return Annotated[float, Meta(gt=0, le=top, extra=words(every=said))] | UnsetType
+
+
+RolloutTolerances = msgspec.defstruct(
+    "RolloutTolerances",
+    [(guardrail, _tolerance(guardrail), UNSET) for guardrail in GUARDRAILS],
+    bases=(Body,),
+    forbid_unknown_fields=True,
+    module=__name__,
+)
+RolloutTolerances.__doc__ = (
+    "The largest regression accepted per watched guardrail: percentage points for failureRate"
+    " and coverage, milliseconds for latencyP95Ms. A step advances only once each regression"
+    " is shown below its tolerance (contract section 10); a guardrail left out takes its"
+    " default."
+)
+RolloutTolerances.unknown_field = staticmethod(  # type: ignore[attr-defined]
+    lambda name, place: _not_watched(name, place.parent.fields["guardrails"])
+)
+
+
+def _check_steps(steps: tuple[float, ...], place: Place) -> None:
+    for index, step in enumerate(steps):
+        if round(step * 100) != step * 100:
+            raise BadRequest(STEP_WORDS.format(label=f"steps[{index}]"))
+        if index and step <= steps[index - 1]:
+            raise BadRequest(f"Field 'steps[{index}]' must be greater than the step before it")
+    if steps[-1] != 100:
+        raise BadRequest("Field 'steps' must end at 100")
+
+
+def _check_guardrails(guardrails: tuple[str, ...], place: Place) -> None:
+    if len(set(guardrails)) != len(guardrails):
+        raise BadRequest("Field 'guardrails' names a guardrail twice")
+
+
+def _check_tolerances(tolerances: Any, place: Place) -> None:
+    for name in GUARDRAILS:
+        if getattr(tolerances, name) is not UNSET and name not in place.fields["guardrails"]:
+            raise BadRequest(_not_watched(name, place.fields["guardrails"]))
+
+
+class RolloutPut(Body):
+    """Every field is optional: the defaults are the plan docs/admin-api.md describes. Steps
+    increase and end at 100, with at most two decimals; each tolerance names a guardrail the
+    rollout watches."""
+
+    steps: Annotated[
+        tuple[Step, ...],
+        Meta(min_length=1, max_length=MAX_STEPS,
+             description="Increasing percentages of the first PERCENTAGE rule, last 100",
+             extra_json_schema={"uniqueItems": True},
+             extra=words(every=f"Field '{{label}}' must be an array of 1 to {MAX_STEPS} percentages")),
+    ] = DEFAULT_STEPS  # fmt: skip
+    stepMinutes: Annotated[float, Meta(gt=0, le=MAX_STEP_MINUTES)] = DEFAULT_STEP_MINUTES
+    guardrails: Annotated[
+        tuple[Guardrail, ...],
+        Meta(extra=words(every=GUARDRAIL_WORDS), extra_json_schema={"uniqueItems": True}),
+    ] = GUARDRAILS
+    tolerances: Annotated[
+        RolloutTolerances,  # type: ignore[valid-type]
+        Meta(extra=words(type="Field 'tolerances' must be an object of guardrail names to"
+                              " numbers")),
+    ] = msgspec.field(default_factory=RolloutTolerances)  # fmt: skip
+
+    checks = {"steps": _check_steps, "guardrails": _check_guardrails,
+              "tolerances": _check_tolerances}  # fmt: skip
+
+    def plan(self) -> RolloutPlan:
+        named = msgspec.structs.asdict(self.tolerances)
+        overrides = tuple(sorted((k, float(v)) for k, v in named.items() if v is not UNSET))
+        return RolloutPlan(
+            tuple(float(s) for s in self.steps), float(self.stepMinutes), tuple(self.guardrails),
+            overrides,
+        )  # fmt: skip
+
+
+def rollout_plan(body: Any) -> RolloutPlan:
+    """A rollout's plan from plain JSON values (the dashboard's form): 400 as the API says."""
+    return convert(RolloutPut, body).plan()
+
+
+Count = Annotated[int, Meta(ge=0)]
+
+
+class GuardConfidence(msgspec.Struct):
+    rollback: Annotated[float, Meta(description="Of a regression's end")]
+    safety: Annotated[float, Meta(description="Of the tolerance's end")]
+
+
+class ArmUsers(msgspec.Struct):
+    treatment: Count
+    control: Count
+
+
+class GuardrailEvidence(msgspec.Struct):
+    tolerance: float
+    difference: Annotated[
+        float | None, Meta(description="Treatment minus control over the rollout's steps")
+    ]
+    ci: Annotated[
+        list[float | None],
+        Meta(min_length=2, max_length=2,
+             description="Each end at its own level: the worse side at the safety level, the"
+                         " better side at the rollback level; null while unbounded"),
+    ]  # fmt: skip
+    status: Literal["regression", "safe", "undecided"]
+    users: ArmUsers
+    usersNeeded: Annotated[
+        int | None,
+        Meta(description="Estimated more users at the current split before the guardrail"
+                         " could be shown within its tolerance"),
+    ]  # fmt: skip
+
+
+class RolloutGuard(msgspec.Struct):
+    step: Count
+    percentage: float
+    confidence: GuardConfidence
+    guardrails: Annotated[
+        dict[str, GuardrailEvidence],
+        Meta(extra_json_schema={"propertyNames": {"enum": list(GUARDRAILS)}}),
+    ]
+
+
+class RolloutDecision(msgspec.Struct):
+    at: Timestamp
+    step: Annotated[
+        int, Meta(ge=0, description="The step judged: its index in the rollout's steps, from 0")
+    ]
+    percentage: Annotated[float, Meta(description="The flag's split afterwards")]
+    action: ActionName
+    reason: str
+    statistics: Annotated[
+        dict[str, Any] | None, Meta(description="The release-health figures the decision rests on")
+    ]
+
+
+class RolloutWaiting(msgspec.Struct):
+    since: Timestamp
+    reason: str
+
+
+class Rollout(msgspec.Struct):
+    state: StateName
+    step: Annotated[
+        int,
+        Meta(ge=0, description="The current step's index in steps, from 0 (steps[step] is its"
+                               " percentage; the dashboard and the CLI say step 1 of N for 0)"),
+    ]  # fmt: skip
+    percentage: float
+    steps: list[Step]
+    stepMinutes: float
+    guardrails: list[GuardrailName]  # type: ignore[valid-type]
+    tolerances: Annotated[
+        dict[str, float], Meta(description="Each watched guardrail's tolerance, defaults filled in")
+    ]
+    stepStartedAt: Timestamp
+    decisions: list[RolloutDecision]
+    guard: Annotated[
+        RolloutGuard | None,
+        Meta(description="The guardian's latest evidence, one one-sided sequence per guardrail"
+                         " over the whole rollout (docs/rollouts.md); null before its first"
+                         " judgement."),
+    ]  # fmt: skip
+    waiting: Annotated[
+        RolloutWaiting | None,
+        Meta(description="A step whose time has passed, waiting until every guardrail is shown"
+                         " within its tolerance (held four weeks after its time); null"
+                         " otherwise."),
+    ]  # fmt: skip
+
+
+def rollout(record: RolloutRecord) -> Rollout:
+    return Rollout(**documents.rollout(record))
 
 
 @falcon.before(require_admin)
@@ -21,21 +243,34 @@ class RolloutResource(AdminResource):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
         await existing_environment(self, env_id)
-        rollout = await self.read(self.store.get_rollout, env_id, flag_key)
-        if rollout is None:
+        found = await self.read(self.store.get_rollout, env_id, flag_key)
+        if found is None:
             raise NotFound(f"Flag '{flag_key}' has no rollout in environment '{env_id}'")
-        write_json(resp, views.rollout(rollout))
+        write_json(resp, rollout(found))
 
     async def on_put(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
-        fields.key_param(flag_key, "flagKey")
-        plan = fields.rollout_plan(await self.optional_body(req))
-        rollout = await self.write(self.store.start_rollout, env_id, flag_key, plan)
-        write_json(resp, views.rollout(rollout))
+        key_param(flag_key, "flagKey")
+        plan = (await self.optional_body(req, RolloutPut)).plan()
+        started = await self.write(self.store.start_rollout, env_id, flag_key, plan)
+        write_json(resp, rollout(started))
 
     async def on_delete(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
         await self.write(self.store.stop_rollout, env_id, flag_key)
         resp.status = falcon.HTTP_204
+
+
+SLICE = Slice(
+    Route("/environments/{env_id}/flags/{flag_key}/rollout", RolloutResource, {
+        "get": Operation("A guarded rollout's state, step, percentage and decisions",
+                         {200: Answer("The rollout", Rollout)}),
+        "put": Operation("Start (or restart) a guarded rollout of the flag's first percentage rule",
+                         {200: Answer("Started at its first step", Rollout)}, body=RolloutPut,
+                         body_required=False, errors={409: "The flag has no PERCENTAGE rule"}),
+        "delete": Operation("Stop the rollout, leaving the percentage where it is",
+                            {204: Answer("Done; no body")}),
+    }),
+)  # fmt: skip

@@ -1,4 +1,9 @@
-"""``add_admin_routes(app, services)``: every ``/admin/v1/...`` route of contract sections 5, 9 and 10."""
+"""The admin API's slices (contract sections 5, 9 and 10), and ``add_admin_routes(app,
+services)``, which registers each slice's routes under ``/admin/v1``.
+
+A new admin resource is a module of its own (its bodies, answers, resources and ``SLICE``:
+``api/web/admin/slices.py``) and one line below; the OpenAPI document follows from it.
+"""
 
 from __future__ import annotations
 
@@ -6,48 +11,47 @@ import falcon.asgi
 
 from api.controlplane.errors import ControlPlaneError
 from api.serving.services import Services
-from api.web.admin.api_keys import ApiKeyResource, ApiKeysResource
-from api.web.admin.audit import AuditResource, RestoreResource
+from api.web.admin import (
+    api_keys,
+    audit,
+    environments,
+    flags,
+    health,
+    organizations,
+    rollouts,
+    schedules,
+    segments,
+    webhooks,
+)
 from api.web.admin.auth import AdminAuth
-from api.web.admin.environments import EnvironmentResource, EnvironmentsResource
 from api.web.admin.errors import handle_control_plane_error
-from api.web.admin.flags import FlagMetricsResource, FlagResource, FlagsResource
-from api.web.admin.health import FlagHealthResource
-from api.web.admin.organizations import OrganizationResource, OrganizationsResource, UsageResource
-from api.web.admin.rollouts import RolloutResource
-from api.web.admin.schedules import ScheduleResource, SchedulesResource
-from api.web.admin.segments import SegmentResource, SegmentsResource
-from api.web.admin.webhooks import WebhookResource, WebhooksResource
+from api.web.admin.slices import Slice
 
 PREFIX = "/admin/v1"
 
-ROUTES = {
-    "/organizations": OrganizationsResource,
-    "/organizations/{org_id}": OrganizationResource,
-    "/organizations/{org_id}/usage": UsageResource,
-    "/organizations/{org_id}/environments": EnvironmentsResource,
-    "/organizations/{org_id}/segments": SegmentsResource,
-    "/organizations/{org_id}/segments/{segment_key}": SegmentResource,
-    "/environments/{env_id}": EnvironmentResource,
-    "/environments/{env_id}/api-keys": ApiKeysResource,
-    "/api-keys/{key_id}": ApiKeyResource,
-    "/environments/{env_id}/flags": FlagsResource,
-    "/environments/{env_id}/flags/{flag_key}": FlagResource,
-    "/environments/{env_id}/flags/{flag_key}/metrics": FlagMetricsResource,
-    "/environments/{env_id}/flags/{flag_key}/health": FlagHealthResource,
-    "/environments/{env_id}/flags/{flag_key}/rollout": RolloutResource,
-    "/environments/{env_id}/flags/{flag_key}/schedules": SchedulesResource,
-    "/environments/{env_id}/flags/{flag_key}/schedules/{schedule_id}": ScheduleResource,
-    "/organizations/{org_id}/audit": AuditResource,
-    "/audit/{audit_id}/restore": RestoreResource,
-    "/organizations/{org_id}/webhooks": WebhooksResource,
-    "/webhooks/{webhook_id}": WebhookResource,
-}
+SLICES: tuple[Slice, ...] = (
+    organizations.SLICE,
+    environments.SLICE,
+    api_keys.SLICE,
+    segments.SLICE,
+    flags.SLICE,
+    health.SLICE,
+    rollouts.SLICE,
+    schedules.SLICE,
+    audit.SLICE,
+    webhooks.SLICE,
+)
+
+ROUTES = {route.path: route.resource for piece in SLICES for route in piece.routes}
+"""Path template (under ``PREFIX``) -> the resource class serving it."""
 
 
-def add_admin_routes(app: falcon.asgi.App, services: Services) -> None:
-    """Register the admin resources, sharing one ``AdminAuth``, and map store errors."""
+def add_admin_routes(
+    app: falcon.asgi.App, services: Services, slices: tuple[Slice, ...] = SLICES
+) -> None:
+    """Register the slices' resources, sharing one ``AdminAuth``, and map store errors."""
     auth = AdminAuth(services.settings, services.store)
-    for path, resource in ROUTES.items():
-        app.add_route(PREFIX + path, resource(services, auth))
+    for piece in slices:
+        for route in piece.routes:
+            app.add_route(PREFIX + route.path, route.resource(services, auth))
     app.add_error_handler(ControlPlaneError, handle_control_plane_error)

@@ -22,6 +22,23 @@ from api.web.jsonio import write_json
 RowReader = Callable[[Path, str, str], Any]
 
 
+def camel(name: str) -> str:
+    """A warehouse column's name as the API writes fields: ``avg_latency_ms`` ->
+    ``avgLatencyMs``."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def camel_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A warehouse row with its columns named as the API writes fields."""
+    return {camel(name): value for name, value in row.items()}
+
+
+def daily_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One day of ``flag_environment_daily``, camelCase, its date as ``date``."""
+    return {("date" if name == "evaluation_date" else camel(name)): v for name, v in row.items()}
+
+
 class WarehouseRowResource(AdminResource):
     """``GET`` of one warehouse row; subclasses name it and say how it is answered."""
 

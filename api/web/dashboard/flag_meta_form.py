@@ -1,6 +1,6 @@
 """The flag editor's lifecycle fields (contract section 14): kind, owner and expiry.
 
-They are checked by the admin API's own validation (``fields.flag_meta``), so the editor
+They are checked by the admin API's own validation (``flags.flag_meta``), so the editor
 accepts exactly what a ``PUT`` of the flag accepts and refuses the rest with the API's words,
 each next to its field. The expiry is a ``datetime-local`` input read as UTC (the page says
 so): the browser sends ``YYYY-MM-DDTHH:MM`` without an offset, and a ``Z`` is added before the
@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from api.controlplane.model import FlagMeta
-from api.web.admin.fields import flag_meta
+from api.web.admin.flags import flag_meta
 from api.web.dashboard.forms import Form
 from api.web.errors import BadRequest
 

@@ -23,9 +23,9 @@ from api.controlplane.changes import GUARDRAIL_LABELS, GUARDRAIL_UNITS, GUARDRAI
 from api.controlplane.health_document import health_answer
 from api.controlplane.model import Environment
 from api.controlplane.store import ControlPlaneStore
-from api.web.admin import views
 from api.web.admin.flags import read_flag_metrics
 from api.web.admin.health import read_flag_health
+from api.web.admin.warehouse_rows import camel_row, daily_row
 from api.web.dashboard.base import environment_crumbs, signed_in
 from api.web.dashboard.charts import Point, column_chart, full_time, interval_chart, line_chart
 from api.web.dashboard.flags import FlagPage, flag_path, flags_path
@@ -245,9 +245,9 @@ class InsightsView(FlagPage):
         flag, environment, organization = await self.flag(env_id, flag_key)
         warehouse = self.services.settings.warehouse_path
         row = await self.read(read_flag_metrics, warehouse, env_id, flag_key)
-        metrics = views.flag_metrics(row) if row else None
+        metrics = camel_row(row) if row else None
         days = await self.read(daily_series, warehouse, env_id, flag_key)
-        series = [views.daily_metrics(day) for day in days]
+        series = [daily_row(day) for day in days]
         row = await self.read(read_flag_health, warehouse, env_id, flag_key)
         chosen = req.get_param("range") if req.get_param("range") in RANGES else "24h"
         grain, span, caption = RANGES[chosen]

@@ -25,7 +25,7 @@ from api.controlplane.changes import (
     Rollout,
     RolloutState,
 )
-from api.web.admin.fields import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
+from api.web.admin.rollouts import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from api.web.dashboard.format import MISSING, number
 
 STATUS_TEXT = {
@@ -130,7 +130,7 @@ def confidence_text(rollout: Rollout) -> str:
 
 
 def default_rollout_form() -> dict[str, str]:
-    """The start form's defaults: the admin API's plan (``api.web.admin.fields``) and the
+    """The start form's defaults: the admin API's plan (``api.web.admin.rollouts``) and the
     default tolerances, every guardrail watched."""
     return {
         "steps": ", ".join(f"{step:g}" for step in DEFAULT_STEPS),

@@ -2,7 +2,7 @@
 
 The form is the admin API's body in form fields (steps as a comma-separated list, minutes per
 step, guardrails as checkboxes, a tolerance per guardrail), validated by the same
-``fields.rollout_plan``; an invalid plan, or a flag without a percentage rule, shows the
+``rollout_plan`` (``api/web/admin/rollouts.py``); an invalid plan, or a flag without a percentage rule, shows the
 insights page again with the message.
 """
 
@@ -13,8 +13,8 @@ import falcon.asgi
 
 from api.controlplane.changes import GUARDRAILS
 from api.controlplane.errors import ControlPlaneError
-from api.web.admin import fields
 from api.web.admin.error_messages import message
+from api.web.admin.rollouts import rollout_plan
 from api.web.dashboard.base import signed_in
 from api.web.dashboard.forms import Form
 from api.web.dashboard.insights import InsightsView, insights_path
@@ -57,7 +57,7 @@ class StartRolloutAction(InsightsView):
         await self.flag(env_id, flag_key)
         form = await self.form(req)
         try:
-            plan = fields.rollout_plan(plan_body(form))
+            plan = rollout_plan(plan_body(form))
             await self.write(self.store.start_rollout, env_id, flag_key, plan)
         except (BadRequest, ControlPlaneError) as exc:
             await self.show(

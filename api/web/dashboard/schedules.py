@@ -4,7 +4,7 @@ with their state; schedule one, cancel a pending one.
 The form is the admin API's body in form fields: ``at`` (a UTC time; the browser's date-time
 field sends it without an offset, so one without an offset is read as UTC), the state
 checkboxes and the rules as JSON (prefilled with the flag's rules now). It is validated by the
-admin API's own ``fields.moment`` and ``fields.flag_body`` and written by the same store call,
+admin API's own body type (``schedule_of``, ``api/web/admin/schedules.py``) and written by the same store call,
 so a refusal reads as the admin API's. Every worker applies a schedule within a second of its
 time (``api/jobs/schedules.py``).
 """
@@ -25,9 +25,9 @@ from api.controlplane.changes import FlagBody, Schedule, ScheduleState
 from api.controlplane.documents import iso_time
 from api.controlplane.errors import ControlPlaneError
 from api.controlplane.model import Environment, FlagRecord, Organization
-from api.web.admin import fields
 from api.web.admin.error_messages import schedule_error
 from api.web.admin.errors import http_error
+from api.web.admin.schedules import schedule_of
 from api.web.dashboard.base import Page, environment_crumbs, signed_in
 from api.web.dashboard.flags import flag_path, flags_path
 from api.web.dashboard.forms import Form
@@ -55,7 +55,7 @@ def body_rules(body: FlagBody | FlagRecord) -> list[dict[str, Any]]:
 
 
 def schedule_body(form: Form) -> dict[str, Any]:
-    """The admin API's schedule body from the form (parsed, not checked: ``fields`` checks)."""
+    """The admin API's schedule body from the form (parsed, not checked: ``schedule_of`` checks)."""
     at = form.get("at").strip()
     if _WITHOUT_OFFSET.fullmatch(at):
         at += "Z"
@@ -174,8 +174,7 @@ class SchedulesPage(SchedulesView):
         form = await self.form(req)
         try:
             body = schedule_body(form)
-            at = fields.moment(body, "at")
-            flag = fields.flag_body(body["flag"], "flag.")
+            at, flag = schedule_of(body)
             made = await self.write(self.store.create_schedule, env_id, flag_key, at, flag)
         except BadRequest as exc:
             message = str(exc.description)

@@ -2,8 +2,8 @@
 once), delete.
 
 The form is the admin API's body (``url``, ``events`` as checkboxes), checked by the admin
-API's own ``fields.webhook_url`` (the rules of ``api/controlplane/webhook_targets.py``) and
-``fields.webhook_events``, so a refused URL reads as the admin API's answer. Like a new API
+API's own body type (``webhook_of``: the rules of ``api/controlplane/webhook_targets.py`` for
+the URL), so a refused URL reads as the admin API's answer. Like a new API
 key, the secret is rendered only into the answer to the form that created the webhook, never
 into a URL or redirect. The store keeps no per-webhook delivery record that it lists, so the
 page shows none; deliveries are retried for 24 hours (``api/jobs/webhooks.py``).
@@ -18,8 +18,8 @@ import falcon.asgi
 
 from api.controlplane.changes import CreatedWebhook, EventType
 from api.controlplane.errors import ControlPlaneError, NotFoundError
-from api.web.admin import fields
 from api.web.admin.errors import http_error
+from api.web.admin.webhooks import webhook_of
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 from api.web.dashboard.forms import Form
 from api.web.errors import BadRequest
@@ -81,8 +81,8 @@ class WebhooksPage(WebhooksView):
         body = {"url": form.get("url"), "events": form.getall("events")}
         allow_private = self.services.settings.webhook_allow_private
         try:
-            url, events = fields.webhook_url(body, allow_private), fields.webhook_events(body)
-            created = await self.write(self.store.create_webhook, org_id, url, events)
+            made = webhook_of(body, allow_private)
+            created = await self.write(self.store.create_webhook, org_id, made.url, made.events)
         except BadRequest as exc:
             message = str(exc.description)
             field = "url" if message.startswith("Field 'url'") else "events"

@@ -10,7 +10,12 @@ import falcon.asgi
 from flagsight_core import RULE_TYPES, Rule
 
 from api.web.jsonio import encode
-from api.web.openapi.admin import ADMIN_PATHS, ADMIN_SCHEMAS, rule_schemas
+from api.web.openapi.admin import (
+    ADMIN_PATHS,
+    ADMIN_SCHEMAS,
+    ADMIN_SECURITY_SCHEMES,
+    rule_schemas,
+)
 from api.web.openapi.local import LOCAL_PATHS, LOCAL_SCHEMAS
 from api.web.openapi.ofrep import OFREP_PATHS, OFREP_SCHEMAS, ofrep_success_schemas
 from api.web.openapi.public import (
@@ -26,6 +31,17 @@ def openapi_document() -> dict[str, Any]:
     return _document(tuple(RULE_TYPES.values()))
 
 
+def _merged(*parts: dict[str, Any]) -> dict[str, Any]:
+    """The surfaces' schemas in one mapping: a name two surfaces define differently is an
+    error, not a silent overwrite."""
+    merged: dict[str, Any] = {}
+    for part in parts:
+        for name, schema in part.items():
+            if merged.setdefault(name, schema) != schema:
+                raise ValueError(f"two different schemas are named {name!r}")
+    return merged
+
+
 @cache
 def _document(rule_types: tuple[type[Rule], ...]) -> dict[str, Any]:
     return {
@@ -37,18 +53,18 @@ def _document(rule_types: tuple[type[Rule], ...]) -> dict[str, Any]:
         },
         "paths": {**PUBLIC_PATHS, **LOCAL_PATHS, **OFREP_PATHS, **ADMIN_PATHS},
         "components": {
-            "schemas": {
-                **ADMIN_SCHEMAS,
-                **rule_schemas(rule_types),
-                **PUBLIC_SCHEMAS,
-                **LOCAL_SCHEMAS,
-                **evaluate_response_schemas(rule_types),
-                **OFREP_SCHEMAS,
-                **ofrep_success_schemas(rule_types),
-            },
+            "schemas": _merged(
+                ADMIN_SCHEMAS,
+                rule_schemas(rule_types),
+                PUBLIC_SCHEMAS,
+                LOCAL_SCHEMAS,
+                evaluate_response_schemas(rule_types),
+                OFREP_SCHEMAS,
+                ofrep_success_schemas(rule_types),
+            ),
             "securitySchemes": {
                 **SECURITY_SCHEMES,
-                "AdminToken": {"type": "http", "scheme": "bearer"},
+                **ADMIN_SECURITY_SCHEMES,
             },
         },
     }
