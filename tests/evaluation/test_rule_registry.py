@@ -2,7 +2,12 @@
 (users whose identifier starts with a prefix) without touching any source file, and the whole
 service takes it: evaluation of one user and many, the admin API's validation, the OpenAPI
 document, the public and OFREP answers, the event log, the dashboard's editor, and the native
-fast path, which declines it so the Python path serves it with the same answers."""
+fast path, which declines it so the Python path serves it with the same answers.
+
+A rule that reads more of the user than the identifier is one class too: every rule receives
+the user's evaluation context (``flagsight_core.context``). Two more throwaway ones (users
+whose attribute has a value; evaluations from an instant on) are served with the attributes
+and the clock through the engine, ``api.serving`` and the SDK's local mode."""
 
 from __future__ import annotations
 
@@ -12,11 +17,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import falcon.testing
+import numpy as np
 import pytest
 from flagsight_core import (
     RESULTS,
     RULE_TYPES,
     EvaluationContext,
+    EvaluationContexts,
     Flag,
     Result,
     Rule,
@@ -34,6 +41,9 @@ from flagsight_core import (
 )
 from flagsight_core.contract import OfrepReason
 from flagsight_core.registry import Segments, rule_value
+from flagsight_sdk import FlagsightClient
+from flagsight_sdk.provider import FlagsightProvider
+from openfeature.evaluation_context import EvaluationContext as OpenFeatureContext
 
 from api.eventlog.frames import EVALUATION_BATCH_CODE, encode_frame
 from api.eventlog.schema import EVALUATION, SOURCE_EVALUATE
@@ -43,6 +53,7 @@ from api.serving.services import Services
 from tests.api.test_serving import Recording
 from tests.dashboard.conftest import DashClient
 from tests.support.admin import Admin
+from tests.support.in_process_session import in_process_session
 from tests.support.openapi import OpenApiChecker
 
 PREFIX_MAX = 64
@@ -238,6 +249,218 @@ def test_the_public_api_and_ofrep_answer_with_it(
     )
     assert (ofrep.json["value"], ofrep.json["reason"]) == (True, "TARGETING_MATCH")
     checker.check(ofrep_path, "POST", 200, ofrep.json, ofrep.content)
+
+
+# -- rules that read the evaluation context: an attribute, the clock --------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeIsRule(Rule):
+    """Matches users whose attribute ``attribute`` is the string ``equals``."""
+
+    attribute: str
+    equals: str
+    value: bool = True
+    type: ClassVar[str] = "ATTRIBUTE_IS"
+    ofrep_reason: ClassVar[str] = OfrepReason.TARGETING_MATCH
+    description: ClassVar[str] = "matches users whose attribute has a value"
+    fields: ClassVar[tuple[RuleField, ...]] = (
+        RuleField("attribute", {"type": "string", "minLength": 1, "maxLength": 64}, "Attribute"),
+        RuleField("equals", {"type": "string"}, "Value"),
+    )
+
+    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
+        return ctx.attributes.get(self.attribute) == self.equals
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "attribute": self.attribute, "equals": self.equals,
+                "value": self.value}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], where: str) -> AttributeIsRule:
+        attribute, equals = raw.get("attribute"), raw.get("equals")
+        if not isinstance(attribute, str) or not 1 <= len(attribute) <= 64:
+            raise RuleError(f"{where}.attribute must be a string of 1 to 64 characters")
+        if not isinstance(equals, str):
+            raise RuleError(f"{where}.equals must be a string")
+        return cls(attribute, equals, rule_value(raw, where))
+
+
+@dataclass(frozen=True, slots=True)
+class AfterTimeRule(Rule):
+    """Matches every evaluation from the instant ``after`` (Unix seconds) on: a launch."""
+
+    after: int
+    value: bool = True
+    type: ClassVar[str] = "AFTER_TIME"
+    ofrep_reason: ClassVar[str] = OfrepReason.TARGETING_MATCH
+    description: ClassVar[str] = "matches from an instant on"
+    fields: ClassVar[tuple[RuleField, ...]] = (
+        RuleField("after", {"type": "integer", "minimum": 0}, "After", input="number"),
+    )
+
+    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
+        return ctx.at is not None and ctx.at >= self.after
+
+    def matches_many(
+        self, flag_key: str, contexts: EvaluationContexts, segments: Segments
+    ) -> np.ndarray:
+        """One time for the whole batch: no context made per user."""
+        launched = contexts.at is not None and contexts.at >= self.after
+        return np.full(len(contexts), launched, dtype=bool)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "after": self.after, "value": self.value}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], where: str) -> AfterTimeRule:
+        after = raw.get("after")
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise RuleError(f"{where}.after must be a whole number of Unix seconds")
+        return cls(after, rule_value(raw, where))
+
+
+LAUNCH = 1_800_000_000
+CONTEXT_RULES = [
+    {"type": "ATTRIBUTE_IS", "attribute": "plan", "equals": "pro", "value": True},
+    {"type": "AFTER_TIME", "after": LAUNCH, "value": True},
+    {"type": "STATIC", "value": False},
+]
+ATTRIBUTES: dict[str, dict[str, Any]] = {
+    "pro-1": {"plan": "pro", "country": "DE"},
+    "free-1": {"plan": "free"},
+    "pro-2": {"plan": "pro", "tags": ("beta", "staff")},
+    "odd-1": {"plan": ("pro",)},  # an array is not the string: no match
+    "pro-3": {"plan": "pro"},
+}
+CONTEXT_USERS = [*ATTRIBUTES, "none-1", "none-2", "none-3", "none-4"]
+
+
+@pytest.fixture
+def context_rules() -> Iterator[None]:
+    """ATTRIBUTE_IS and AFTER_TIME for one test: registered after PREFIX, forgotten before it
+    (list it first among a test's fixtures: set up before the services, torn down after)."""
+    register_rule_type(AttributeIsRule)
+    register_rule_type(AfterTimeRule)
+    yield
+    unregister_rule_type("AFTER_TIME")
+    unregister_rule_type("ATTRIBUTE_IS")
+
+
+def context_expected(attributes: dict[str, Any] | None, at: float | None) -> tuple[bool, str]:
+    if (attributes or {}).get("plan") == "pro":
+        return True, "ATTRIBUTE_IS"
+    if at is not None and at >= LAUNCH:
+        return True, "AFTER_TIME"
+    return False, "STATIC"
+
+
+def context_flag(rules: list[dict[str, Any]] = CONTEXT_RULES) -> Flag:
+    return Flag("ctx", True, False, tuple(rule_from_json(r) for r in rules))
+
+
+@pytest.mark.parametrize("at", [None, LAUNCH - 1, LAUNCH, LAUNCH + 0.5])
+def test_rules_read_the_attributes_and_the_time_of_one_user_and_many(
+    context_rules: None, at: float | None
+) -> None:
+    flag = context_flag()
+    assert [rule_to_json(rule) for rule in flag.rules] == CONTEXT_RULES
+    assert flag.plan is None  # no native kind: the Python path serves it
+    wanted = [context_expected(ATTRIBUTES.get(u), at) for u in CONTEXT_USERS]
+    one_by_one = [evaluate(flag, u, {}, ATTRIBUTES.get(u), at=at) for u in CONTEXT_USERS]
+    assert [result[:2] for result in one_by_one] == wanted
+    assert len(CONTEXT_USERS) >= 8  # the array path of ``decide``, rule by rule
+    assert evaluate_many(flag, CONTEXT_USERS, {}, ATTRIBUTES, at=at) == one_by_one
+    codes, rule_bytes = decide(flag, CONTEXT_USERS, {}, ATTRIBUTES, at=at)
+    assert [decide_one(flag, u, {}, ATTRIBUTES.get(u), at=at) for u in CONTEXT_USERS] == [
+        (bytes([c]), bytes([r])) for c, r in zip(codes, rule_bytes, strict=True)
+    ]
+    few = CONTEXT_USERS[:3]  # one at a time below ``SMALL_BATCH``
+    assert evaluate_many(flag, few, {}, ATTRIBUTES, at=at) == one_by_one[:3]
+
+
+def test_without_attributes_or_time_such_rules_do_not_match(context_rules: None) -> None:
+    flag = context_flag()
+    assert evaluate(flag, "pro-1", {}) == Result(False, "STATIC")
+    assert evaluate_many(flag, CONTEXT_USERS, {}) == [Result(False, "STATIC")] * len(CONTEXT_USERS)
+
+
+def test_the_service_serves_them_with_the_request_attributes_and_its_clock(
+    context_rules: None, services: Services, admin: Admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``api.serving`` passes a request's attributes and its own clock to the rules; the
+    native path hands on every request with attributes (it reads none)."""
+    from api.serving import evaluations
+
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "ctx", CONTEXT_RULES)
+    admin.flag(tenant.environment_id, "plain", [{"type": "STATIC", "value": True}])
+    services.config.refresh()
+    caller = services.config.caller(tenant.api_key)
+    environment = caller.environment
+    spy = CountingNative(evaluations.fastpath) if evaluations.fastpath else None
+    monkeypatch.setattr(evaluations, "fastpath", spy)
+    server = EvaluationServer(services)
+    for at in (LAUNCH - 1.0, LAUNCH + 1.0):
+        services.clock = lambda at=at: at
+        singles = [
+            server.serve_one(caller, environment, "ctx", u, sdk=None, source=SOURCE_EVALUATE,
+                             attributes=ATTRIBUTES.get(u))
+            for u in CONTEXT_USERS
+        ]  # fmt: skip
+        wanted = [context_expected(ATTRIBUTES.get(u), at) for u in CONTEXT_USERS]
+        assert [RESULTS[code][:2] for code, _prefix in singles] == wanted
+        bulk = server.serve(
+            caller.key, environment, "ctx", CONTEXT_USERS, sdk=None, source=SOURCE_EVALUATE,
+            attributes=ATTRIBUTES,
+        )  # fmt: skip
+        assert [result[:2] for result in bulk.results] == wanted
+    if spy is not None:
+        assert spy.calls == 0  # a flag without a plan
+        plain = [
+            server.serve_one(caller, environment, "plain", "u", sdk=None, source=SOURCE_EVALUATE,
+                             attributes=attributes)
+            for attributes in ({"plan": "pro"}, None, {})
+        ]  # fmt: skip
+        assert spy.calls == 2  # handed on with attributes; native without (or with none)
+        assert {RESULTS[code] for code, _prefix in plain} == {Result(True, "STATIC")}
+
+
+def test_the_sdks_local_mode_decides_them_with_attributes_and_its_clock(
+    context_rules: None, client: falcon.testing.TestClient, admin: Admin
+) -> None:
+    """The SDK against this process's service (its ruleset, quota and reports), deciding
+    with the registered rules: the attributes given, the time it evaluates at."""
+    tenant = admin.tenant()
+    admin.flag(tenant.environment_id, "ctx", CONTEXT_RULES)  # the launch is in 2027
+    admin.flag(tenant.environment_id, "launched", [{"type": "AFTER_TIME", "after": 1_000_000_000}])
+    session = in_process_session(client)
+    sdk = FlagsightClient(tenant.api_key, "http://flagsight.test", session=session, local=True)
+    try:
+        assert sdk.local is not None and sdk.local.wait_ready(10)
+        for user in CONTEXT_USERS:
+            answer = sdk.evaluate("ctx", user, ATTRIBUTES.get(user))
+            assert answer.evaluation_id is not None, answer
+            wanted = context_expected(ATTRIBUTES.get(user), None)
+            assert (answer.value, answer.matched_rule_type) == wanted
+        bulk = sdk.evaluate_bulk("ctx", CONTEXT_USERS, ATTRIBUTES)
+        assert {u: (e.value, e.matched_rule_type) for u, e in bulk.items()} == {
+            u: context_expected(ATTRIBUTES.get(u), None) for u in CONTEXT_USERS
+        }
+        launched = sdk.evaluate("launched", "anyone")
+        assert (launched.value, launched.matched_rule_type) == (True, "AFTER_TIME")
+
+        provider = FlagsightProvider(sdk, local=True)
+        fields = {"plan": "pro", "odd": {"nested": 1}, "nothing": None, "mixed": ["a", 1]}
+        details = provider.resolve_boolean_details("ctx", False, OpenFeatureContext("u", fields))
+        assert details.value is True  # its reason: UNKNOWN, not being in the SDK's RULE_REASONS
+        assert details.reason == "UNKNOWN"
+        plain = provider.resolve_boolean_details("ctx", True, OpenFeatureContext("u", {}))
+        assert plain.value is False
+    finally:
+        sdk.close()
+    stats = sdk.local.reports.stats
+    assert (stats.sent, stats.pending, stats.dropped) == (stats.submitted, 0, {})
 
 
 def editor_rows(page: str) -> Sequence[str]:

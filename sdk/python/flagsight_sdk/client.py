@@ -12,12 +12,13 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 import requests
 
+from flagsight_sdk.attributes import Attributes, body_attributes
 from flagsight_sdk.batcher import FeedbackBatcher
 from flagsight_sdk.failure_log import WARNING_INTERVAL_S, FailureLog
 from flagsight_sdk.model import (
@@ -97,14 +98,19 @@ class FlagsightClient:
 
     # -- evaluation ----------------------------------------------------------------------------
 
-    def evaluate(self, flag: str, user: str) -> Evaluation:
-        """The flag for ``user``: truthy when on; False (with a logged warning) on any failure."""
+    def evaluate(self, flag: str, user: str, attributes: Attributes | None = None) -> Evaluation:
+        """The flag for ``user``: truthy when on; False (with a logged warning) on any failure.
+
+        ``attributes``: what the application knows of the user, by name (contract 12: a
+        string, a finite number, a boolean or a list of strings each), for rules that read them.
+        """
         if self._local is not None:
-            return self._evaluate_locally(flag, user)
+            return self._evaluate_locally(flag, user, attributes)
         try:
-            answer = self._post(
-                "/v1/evaluate", {"flagKey": flag, "userIdentifier": user, "sdk": SDK_NAME}
-            )
+            body: dict[str, object] = {"flagKey": flag, "userIdentifier": user, "sdk": SDK_NAME}
+            if attributes is not None:
+                body["attributes"] = body_attributes(attributes)
+            answer = self._post("/v1/evaluate", body)
             evaluation = parse_evaluation(flag, user, self._expect_200(answer), time.monotonic())
         except Exception as exc:  # noqa: BLE001 - the fail-safe rule: nothing reaches the app
             failure, message = _classify(exc)
@@ -113,11 +119,13 @@ class FlagsightClient:
         self._failures.answered()
         return evaluation
 
-    def _evaluate_locally(self, flag: str, user: str) -> Evaluation:
+    def _evaluate_locally(
+        self, flag: str, user: str, attributes: Attributes | None = None
+    ) -> Evaluation:
         if self._closed:  # closing is not an outage: nothing to warn about
             return Evaluation.failed(str(flag), str(user), FAILURE_CLOSED, CLOSED_MESSAGE)
         try:
-            evaluation = self._local.evaluate(flag, user)  # type: ignore[union-attr]
+            evaluation = self._local.evaluate(flag, user, attributes)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - the fail-safe rule
             failure, message = _classify(exc)
             evaluation = Evaluation.failed(str(flag), str(user), failure, message)
@@ -129,10 +137,17 @@ class FlagsightClient:
             self._failures.answered()
         return evaluation
 
-    def evaluate_bulk(self, flag: str, users: Iterable[str]) -> dict[str, Evaluation]:
+    def evaluate_bulk(
+        self,
+        flag: str,
+        users: Iterable[str],
+        attributes: Mapping[str, Attributes] | None = None,
+    ) -> dict[str, Evaluation]:
         """One flag for many users (repeats answered once), 10,000 per request.
 
-        A request that fails answers False for its users; the others keep their answers.
+        ``attributes``: by user identifier, the attributes of the users that have any (as
+        ``evaluate``'s; an identifier not among ``users`` is not sent). A request that fails
+        answers False for its users; the others keep their answers.
         """
         if isinstance(users, str):  # one user, not one per character
             users = [users]
@@ -141,16 +156,30 @@ class FlagsightClient:
         except Exception as exc:  # noqa: BLE001 - the fail-safe rule, for the argument too
             log.warning("flagsight: users for flag %r are not a list of strings (%s)", flag, exc)
             return {}
+        if attributes is not None and not isinstance(attributes, Mapping):
+            log.warning("flagsight: attributes for flag %r are not a mapping by user", flag)
+            return {}
         if self._local is not None:
-            return {user: self._evaluate_locally(flag, user) for user in distinct}
+            if not attributes:
+                return {user: self._evaluate_locally(flag, user) for user in distinct}
+            return {
+                user: self._evaluate_locally(flag, user, attributes.get(user)) for user in distinct
+            }
         answers: dict[str, Evaluation] = {}
         for start in range(0, len(distinct), BULK_MAX_USERS):
-            answers.update(self._evaluate_chunk(flag, distinct[start : start + BULK_MAX_USERS]))
+            chunk = distinct[start : start + BULK_MAX_USERS]
+            answers.update(self._evaluate_chunk(flag, chunk, attributes))
         return answers
 
-    def _evaluate_chunk(self, flag: str, users: list[str]) -> dict[str, Evaluation]:
-        body = {"flagKey": flag, "userIdentifiers": users, "sdk": SDK_NAME}
+    def _evaluate_chunk(
+        self, flag: str, users: list[str], attributes: Mapping[str, Attributes] | None
+    ) -> dict[str, Evaluation]:
+        body: dict[str, object] = {"flagKey": flag, "userIdentifiers": users, "sdk": SDK_NAME}
         try:
+            if attributes:  # contract 12: by identifier, only this request's users
+                sent = {u: body_attributes(attributes[u]) for u in users if u in attributes}
+                if sent:
+                    body["attributes"] = sent
             entries = self._expect_200(self._post("/v1/evaluate/bulk", body))
             if not isinstance(entries, dict) or set(entries) != set(users):
                 raise UnexpectedResponse("the answer does not have one entry per user")

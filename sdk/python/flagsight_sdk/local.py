@@ -37,6 +37,7 @@ from flagsight_core.contract import FLAG_KEY_MAX, LOCAL_GRANT_MAX, USER_IDENTIFI
 from flagsight_core.model import NOT_EVALUATED, arm_of
 from flagsight_core.ruleset import InvalidRuleset, Ruleset, ruleset_from_json
 
+from flagsight_sdk.attributes import Attributes, for_core
 from flagsight_sdk.batcher import ReportBatcher
 from flagsight_sdk.model import (
     FAILURE_CONNECTION,
@@ -409,7 +410,9 @@ class LocalEvaluator:
         ruleset = self._follower.ruleset
         return None if ruleset is None else ruleset.version
 
-    def evaluate(self, flag_key: str, user: str) -> Evaluation:
+    def evaluate(
+        self, flag_key: str, user: str, attributes: Attributes | None = None
+    ) -> Evaluation:
         if self._pid != os.getpid():  # forked (a pre-forking server): this process's own
             self._start(new_session())
         if not (
@@ -420,6 +423,7 @@ class LocalEvaluator:
         ):  # what the service would refuse with 400 (the common case costs no call)
             problem = _request_problem(flag_key, user) or "not a string"
             return Evaluation.failed(str(flag_key), str(user), FAILURE_REFUSED, problem)
+        given = for_core(attributes) if attributes else None  # before any quota is spent
         follower = self._follower
         ruleset = follower.ruleset
         if ruleset is None and not follower.refused:
@@ -448,7 +452,8 @@ class LocalEvaluator:
                 flag_key, user, FAILURE_CONNECTION, "no quota granted: the service was not reached"
             )
         flag = ruleset.flags.get(flag_key)
-        codes, rules = decide_one(flag, user, ruleset.segments)
+        now = time.time()
+        codes, rules = decide_one(flag, user, ruleset.segments, given, at=now)
         result = RESULTS[codes[0]]
         plain = _PLAIN.get(result)
         if plain is None:
@@ -459,7 +464,7 @@ class LocalEvaluator:
         self.reports.offer(
             [
                 evaluation_id,
-                int(time.time() * 1000),
+                int(now * 1000),
                 flag_key,
                 user,
                 value,

@@ -2,7 +2,9 @@
 
 Needs the ``openfeature`` extra: ``pip install "flagsight-sdk[openfeature]"``.
 
-Evaluation: the context's targeting key is the user identifier; flags are boolean. Reasons
+Evaluation: the context's targeting key is the user identifier, its other fields the user's
+attributes (those of a shape contract 12 takes; others are ignored, as OFREP ignores them:
+``flagsight_sdk.attributes.from_openfeature``); flags are boolean. Reasons
 are OpenFeature's: STATIC, TARGETING_MATCH (segment), SPLIT (percentage), DEFAULT (no rule),
 DISABLED (disabled or archived flag); ``flag_metadata["evaluationId"]`` is the service's id.
 A flag that does not exist is ``FLAG_NOT_FOUND``; the plan limit and any transport failure are
@@ -33,6 +35,7 @@ from openfeature.flag_evaluation import FlagResolutionDetails, FlagValueType, Re
 from openfeature.provider import AbstractProvider, Metadata
 from openfeature.track import TrackingEventDetails
 
+from flagsight_sdk.attributes import from_openfeature
 from flagsight_sdk.client import FlagsightClient
 from flagsight_sdk.model import RULE_REASONS, Evaluation
 
@@ -95,12 +98,13 @@ class FlagsightProvider(AbstractProvider):
         default_value: bool,
         evaluation_context: EvaluationContext | None = None,
     ) -> FlagResolutionDetails[bool]:
-        user = evaluation_context.targeting_key if evaluation_context else None
-        if not user:
+        if evaluation_context is None or not evaluation_context.targeting_key:
             raise TargetingKeyMissingError(
                 "flagsight needs the targeting key (the user identifier)"
             )
-        evaluation = self.client.evaluate(flag_key, user)
+        user = evaluation_context.targeting_key
+        attributes = from_openfeature(evaluation_context.attributes)
+        evaluation = self.client.evaluate(flag_key, user, attributes or None)
         if evaluation.failure is not None:
             raise GeneralError(f"flagsight: {evaluation.failure}: {evaluation.error_message}")
         self._remember_latest(evaluation)
