@@ -89,7 +89,13 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     scoped = [service, _environment_options()]
 
     flags = _group(sub, "flags", "list, show, enable or disable flags (over the admin API)")
-    _command(flags, "list", flags_list, "the environment's flags, by key", scoped)
+    listed = _command(flags, "list", flags_list, "the environment's flags, by key", scoped)
+    listed.add_argument(
+        "--stale",
+        action="store_true",
+        help="only the stale flags (lifecycle stage stale: expired, unevaluated or launched"
+        " long ago), with why",
+    )
     _command(flags, "show", flags_show, "one flag and its rules", scoped, flag=True)
     _command(flags, "enable", flags_enable, "turn a flag on (its rules decide)", scoped, flag=True)
     _command(flags, "disable", flags_disable, "turn a flag off for everyone", scoped, flag=True)
@@ -349,16 +355,45 @@ def _listing(organizations: Sequence[dict[str, Any]], shown: int = 10) -> str:
 
 def flags_list(client: AdminClient, args: argparse.Namespace) -> int:
     environment = _environment(client, args)
-    answer = client.get(f"/environments/{environment.id}/flags")
+    query = "?lifecycle=stale" if args.stale else ""
+    answer = client.get(f"/environments/{environment.id}/flags{query}")
     if args.json:
         return _print_json(answer)
     flags = answer["items"]
     if not flags:
-        print(f"No flags in {environment}.")
+        print(f"No {'stale ' if args.stale else ''}flags in {environment}.")
         return 0
-    rows = [(f["key"], _state(f), _rules(f["rules"]), f["updatedAt"]) for f in flags]
-    print(_table(("KEY", "STATE", "RULES", "UPDATED"), rows))
+    if args.stale:
+        rows = [(f["key"], _owner(f), _why_stale(f["lifecycle"]), _last_seen(f)) for f in flags]
+        print(_table(("KEY", "OWNER", "WHY", "LAST EVALUATED"), rows))
+        return 0
+    rows = [(f["key"], _state(f), _stage(f), _rules(f["rules"]), f["updatedAt"]) for f in flags]
+    print(_table(("KEY", "STATE", "LIFECYCLE", "RULES", "UPDATED"), rows))
     return 0
+
+
+STALE_WHY = {
+    "expired": "past its expiry",
+    "not-evaluated-30d": "not evaluated lately",
+    "launched-30d": "launched long ago",
+}
+"""The reasons of a stale flag (``warehouse.lifecycle``) in a few words each."""
+
+
+def _stage(flag: dict[str, Any]) -> str:
+    return flag.get("lifecycle", {}).get("stage", "-")
+
+
+def _owner(flag: dict[str, Any]) -> str:
+    return flag.get("owner") or "-"
+
+
+def _why_stale(lifecycle: dict[str, Any]) -> str:
+    return ", ".join(STALE_WHY.get(reason, reason) for reason in lifecycle["reasons"])
+
+
+def _last_seen(flag: dict[str, Any]) -> str:
+    return flag["lifecycle"]["lastEvaluatedAt"] or "never"
 
 
 def flags_show(client: AdminClient, args: argparse.Namespace) -> int:
@@ -414,6 +449,7 @@ def _print_flag(flag: dict[str, Any], environment: Environment) -> None:
                 ("kind", flag.get("kind", "temporary")),
                 ("owner", flag.get("owner") or "-"),
                 ("expires", flag.get("expiresAt") or "never"),
+                ("lifecycle", _lifecycle(flag)),
                 ("updated", flag["updatedAt"]),
                 ("rules", "none: every evaluation answers false" if not flag["rules"] else ""),
             ]
@@ -421,6 +457,21 @@ def _print_flag(flag: dict[str, Any], environment: Environment) -> None:
     )
     for number, rule in enumerate(flag["rules"], 1):
         print(f"  {number}. {_rule(rule)}")
+
+
+def _lifecycle(flag: dict[str, Any]) -> str:
+    """``stale (expired, ...)``, then the evidence a person asks first: seen when, by whom."""
+    lifecycle = flag.get("lifecycle")
+    if not lifecycle:
+        return "-"
+    words = f"{lifecycle['stage']} ({', '.join(lifecycle['reasons'])})"
+    seen = lifecycle["lastEvaluatedAt"]
+    apps = ", ".join(lifecycle["applications"]) or "no application"
+    references = lifecycle["codeReferences"]["count"]
+    return (
+        f"{words}; last evaluated {seen or 'never'} by {apps};"
+        f" {counted(references, 'code reference')}"
+    )
 
 
 def _state(flag: dict[str, Any]) -> str:

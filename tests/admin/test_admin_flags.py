@@ -19,6 +19,7 @@ def test_put_creates_then_replaces(admin_api, env) -> None:
     created = admin_api.put(flag_path(env), {"enabled": True, "rules": rules})
     assert created.status == 201
     assert TIMESTAMP.fullmatch(created.body.pop("updatedAt"))
+    assert created.body.pop("lifecycle")["stage"] == "new"  # tests/admin/test_admin_lifecycle.py
     assert created.body == {
         "key": "checkout",
         "enabled": True,

@@ -94,7 +94,7 @@ def test_no_help_prints_docstring_markup() -> None:
 
 def test_flags_list_and_show_print_tables(where: list[str]) -> None:
     listed = ok(flagsight("flags", "list", *where)).splitlines()
-    assert listed[0].split() == ["KEY", "STATE", "RULES", "UPDATED"]
+    assert listed[0].split() == ["KEY", "STATE", "LIFECYCLE", "RULES", "UPDATED"]
     assert listed[1].startswith("dark-mode ") and " enabled " in listed[1]
     assert "SEGMENT beta -> true; PERCENTAGE 12.5% -> true" in listed[2]
     assert " disabled " in listed[2]
@@ -103,6 +103,24 @@ def test_flags_list_and_show_print_tables(where: list[str]) -> None:
     assert "state        disabled" in shown
     assert "kind         temporary" in shown and "expires      never" in shown
     assert shown.endswith("rules\n  1. SEGMENT beta -> true\n  2. PERCENTAGE 12.5% -> true\n")
+
+
+def test_flags_list_stale_shows_only_stale_flags_and_why(
+    where: list[str], tenant: Tenant, module_server_admin: Admin
+) -> None:
+    path = f"/environments/{tenant.environment_id}/flags/old-banner"
+    body = {"enabled": True, "rules": [], "owner": "growth", "expiresAt": "2026-01-01T00:00:00Z"}
+    module_server_admin.request("PUT", path, body, expect=201)
+    listed = ok(flagsight("flags", "list", "--stale", *where)).splitlines()
+    assert listed[0].split() == ["KEY", "OWNER", "WHY", "LAST", "EVALUATED"]
+    assert len(listed) == 2 and listed[1].split()[:2] == ["old-banner", "growth"]
+    assert "past its expiry" in listed[1] and listed[1].endswith("never")
+    shown = ok(flagsight("flags", "show", "old-banner", *where))
+    assert "lifecycle    stale (expired); last evaluated never" in shown
+
+    module_server_admin.request("DELETE", path, expect=204)
+    none = ok(flagsight("flags", "list", "--stale", *where))
+    assert none == f"No stale flags in production ({tenant.environment_id}).\n"
 
 
 def test_json_prints_the_api_answer(

@@ -2,9 +2,8 @@
 output, its progress line, and ``--upload``'s request.
 
 The command runs in-process (``api.cli.main.main``) against a small fake admin API on loopback
-(``http.server`` in a thread): the upload's endpoint is not served yet, and the fake keeps every
-request so a test can assert the exact body sent. One test runs it against the real service
-for what that serves already (the environment's flags)."""
+(``http.server`` in a thread), which keeps every request so a test can assert the exact body
+sent; the last tests run it against the real service, the upload showing on the flag."""
 
 from __future__ import annotations
 
@@ -539,3 +538,26 @@ def test_against_the_service(
         f"flagsight: organization {tenant.organization_id} has no environment 'staging'"
         " (its environments: production)\n"
     )
+
+
+def test_an_upload_to_the_service_shows_on_the_flag(
+    tmp_path: Path, cli: Cli, module_server: GunicornServer, module_server_admin: Admin
+) -> None:
+    tenant: Tenant = module_server_admin.tenant()
+    env = tenant.environment_id
+    module_server_admin.flag(env, "new-checkout", [{"type": "STATIC"}])
+    module_server_admin.flag(env, "dark-mode", [{"type": "STATIC"}])
+    write(tmp_path, {"app.py": "on('new-checkout')\non('dark-mode')\n", "b.py": "new-checkout\n"})
+    uploaded = cli(str(tmp_path), "--env", env, "--upload", "--repository", "acme/shop",
+                   url=module_server.url)  # fmt: skip
+    assert uploaded.status == 0, uploaded.err
+    flag = module_server_admin.request("GET", f"/environments/{env}/flags/new-checkout")
+    references = flag["lifecycle"]["codeReferences"]
+    assert (references["count"], references["repository"]) == (2, "acme/shop")
+    assert references["scannedAt"] is not None
+
+    write(tmp_path, {"b.py": "nothing here\n"})  # a new scan replaces the repository's
+    assert cli(str(tmp_path), "--env", env, "--upload", "--repository", "acme/shop",
+               url=module_server.url).status == 0  # fmt: skip
+    flag = module_server_admin.request("GET", f"/environments/{env}/flags/new-checkout")
+    assert flag["lifecycle"]["codeReferences"]["count"] == 1

@@ -10,6 +10,7 @@ expected here is computed from the events this test wrote, not from the warehous
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
@@ -17,6 +18,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+import falcon.testing
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -29,6 +31,7 @@ from api.controlplane.sqlite_store import SqliteControlPlaneStore
 from api.eventlog.layout import type_dir
 from api.eventlog.schema import EVALUATION, EVALUATION_SCHEMA
 from api.settings import Settings
+from tests.admin.conftest import ADMIN_TOKEN, AdminClient, build_app, build_services
 from tests.pipelines.support import materialize_all
 from warehouse import read
 from warehouse.lifecycle import LifecycleEvidence, lifecycle_document
@@ -345,3 +348,60 @@ def stale_events(store) -> list[dict]:
     for delivery in due:
         store.record_delivery(delivery.seq, time.time(), error=None, retry_at=None)
     return [json.loads(delivery.body) for delivery in due]
+
+
+def test_the_admin_api_answers_each_flag_lifecycle_filters_by_stage_and_shows_uploads(
+    world,
+) -> None:
+    """Through the real admin API over the pipeline's warehouse (contract 14): every flag's
+    ``lifecycle``, ``?lifecycle=``, and an upload of code references on the flag."""
+    settings, store, clock, lake, env, now = world
+    run(settings)
+    admin = _admin(settings, store)
+    listed = admin.get(f"/environments/{env}/flags").body["items"]
+    shown = {
+        flag["key"]: (flag["lifecycle"]["stage"], flag["lifecycle"]["reasons"]) for flag in listed
+    }
+    assert shown == stages(settings, env) | {"doomed": ("new", ["never-evaluated"])}
+
+    mixed = next(flag for flag in listed if flag["key"] == "mixed")["lifecycle"]
+    want = expected_evidence(lake, "mixed", now, at_ms(now - 20 * DAY))
+    assert mixed["evaluations30d"] == want["evaluations_30d"]
+    assert mixed["servedTruePercent30d"] == pytest.approx(want["served_true_percent_30d"])
+    assert mixed["applications"] == want["applications"]
+    assert mixed["codeReferences"] == {"count": 0, "scannedAt": None, "repository": None}
+
+    stale = admin.get(f"/environments/{env}/flags?lifecycle=stale").body["items"]
+    assert sorted(flag["key"] for flag in stale) == sorted(
+        key for key, (stage, _) in shown.items() if stage == "stale"
+    )
+    assert all(flag["lifecycle"]["stage"] == "stale" for flag in stale)
+    refused = admin.get(f"/environments/{env}/flags?lifecycle=rotten")
+    assert refused.status == 400 and "'lifecycle'" in refused.body["message"]
+
+    upload = {
+        "repository": "acme/shop",
+        "revision": "abc123",
+        "references": [
+            {"flagKey": "mixed", "path": "src/cart.py", "line": 12},
+            {"flagKey": "mixed", "path": "web/cart.ts", "line": 4},
+            {"flagKey": "expired", "path": "src/old.py", "line": 1},
+        ],
+    }
+    put = admin.put(f"/environments/{env}/code-refs", upload)
+    assert (put.status, put.body["count"], put.body["repository"]) == (200, 3, "acme/shop")
+    references = admin.get(f"/environments/{env}/flags/mixed").body["lifecycle"]["codeReferences"]
+    assert references == {"count": 2, "scannedAt": put.body["scannedAt"], "repository": "acme/shop"}
+    fresh = admin.get(f"/environments/{env}/flags/fresh").body["lifecycle"]["codeReferences"]
+    assert fresh == {"count": 0, "scannedAt": put.body["scannedAt"], "repository": "acme/shop"}
+
+    store.put_flag(env, "expired", True, True, [])  # archived since the run: shown as it is now
+    archived = admin.get(f"/environments/{env}/flags/expired").body["lifecycle"]
+    assert (archived["stage"], archived["archivedButEvaluated"]) == ("archived", True)
+
+
+def _admin(settings: Settings, store: SqliteControlPlaneStore) -> AdminClient:
+    """The admin API on the world's settings and store, at the real time."""
+    settings = dataclasses.replace(settings, admin_token=ADMIN_TOKEN)
+    services = dataclasses.replace(build_services(settings, store), clock=time.time)
+    return AdminClient(falcon.testing.TestClient(build_app(services)), services)

@@ -25,7 +25,9 @@ from api.web.admin.environments import existing_environment
 from api.web.admin.slices import Answer, Operation, Parameter, Route, Slice, key_param, ref
 from api.web.admin.warehouse_rows import WarehouseRowResource, camel_row
 from api.web.errors import BadRequest, NotFound
+from api.web.flag_lifecycle import environment_lifecycle
 from api.web.jsonio import write_json
+from warehouse.lifecycle import REASONS, STAGES
 
 MAX_MOMENT = 253_402_300_800  # 10000-01-01T00:00:00Z
 MAX_TIME_LENGTH = 64
@@ -149,6 +151,30 @@ def flag_meta(body: Any) -> FlagMeta:
     return _meta(fields.kind, fields.owner, fields.expiresAt)
 
 
+class CodeReferences(msgspec.Struct):
+    """From ``flagsight code-refs --upload``: references in every repository's latest scan,
+    and the newest scan (zero and nulls before the first upload)."""
+
+    count: Annotated[int, Meta(ge=0)]
+    scannedAt: Timestamp | None
+    repository: str | None
+
+
+class Lifecycle(msgspec.Struct):
+    """Contract 14 (docs/lifecycle.md): the stage decided with the flag as it is now, on the
+    evidence of the pipeline's last run (before it: stage ``new``, empty evidence)."""
+
+    stage: one_of(STAGES)
+    reasons: list[one_of(REASONS)]
+    lastEvaluatedAt: Timestamp | None
+    evaluations30d: Annotated[int, Meta(ge=0)]
+    servedTruePercent30d: Annotated[float, Meta(ge=0, le=100)] | None
+    launchedAt: Timestamp | None
+    applications: Annotated[list[str], Meta(description="sdk values seen in the window")]
+    codeReferences: CodeReferences
+    archivedButEvaluated: bool
+
+
 class Flag(msgspec.Struct):
     key: Annotated[str, Meta(pattern=KEY_SCHEMA_PATTERN)]
     enabled: bool
@@ -158,6 +184,13 @@ class Flag(msgspec.Struct):
     kind: Kind
     owner: Annotated[str, Meta(max_length=OWNER_MAX)] | None
     expiresAt: Annotated[Timestamp, Meta(description=EXPIRES_AT)] | None
+    lifecycle: Lifecycle
+
+
+class FlagsQuery(Body):
+    lifecycle: (
+        Annotated[one_of(STAGES), Meta(description="Only the flags at this lifecycle stage")] | None
+    ) = None
 
 
 class FlagList(msgspec.Struct):
@@ -183,21 +216,31 @@ class FlagMetrics(msgspec.Struct):
     computedAt: Timestamp
 
 
-def flag(record: FlagRecord) -> Flag:
-    """A flag's answer: its document, as the audit log keeps it too."""
-    return Flag(**documents.flag(record))
+def flag(record: FlagRecord, lifecycle: dict[str, Any]) -> Flag:
+    """A flag's answer: its document, as the audit log keeps it too, and its lifecycle."""
+    return Flag(**documents.flag(record), lifecycle=msgspec.convert(lifecycle, Lifecycle))
+
+
+async def answered(resource: AdminResource, env_id: str, records: list[FlagRecord]) -> list[Flag]:
+    """``records`` with their lifecycles (``api/web/flag_lifecycle.py``)."""
+    lifecycles = await resource.read(environment_lifecycle, resource.services, env_id, records)
+    return [flag(record, lifecycles[record.key]) for record in records]
 
 
 @falcon.before(require_admin)
 class FlagsResource(AdminResource):
-    """``/admin/v1/environments/{env_id}/flags``: every flag, by key."""
+    """``/admin/v1/environments/{env_id}/flags``: every flag, by key;
+    ``?lifecycle=stale`` only those at that stage."""
 
     async def on_get(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str
     ) -> None:
+        query = self.query(req, FlagsQuery)
         await existing_environment(self, env_id)
-        flags = await self.read(self.store.list_flags, env_id)
-        write_json(resp, FlagList([flag(record) for record in flags]))
+        flags = await answered(self, env_id, await self.read(self.store.list_flags, env_id))
+        if query.lifecycle is not None:
+            flags = [shown for shown in flags if shown.lifecycle.stage == query.lifecycle]
+        write_json(resp, FlagList(flags))
 
 
 @falcon.before(require_admin)
@@ -211,7 +254,8 @@ class FlagResource(AdminResource):
         record = await self.read(self.store.get_flag, env_id, flag_key)
         if record is None:
             raise NotFound(f"Flag '{flag_key}' does not exist in environment '{env_id}'")
-        write_json(resp, flag(record))
+        [shown] = await answered(self, env_id, [record])
+        write_json(resp, shown)
 
     async def on_put(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
@@ -223,7 +267,8 @@ class FlagResource(AdminResource):
             self.store.put_flag, env_id, flag_key, body.enabled, body.archived, body.rules,
             meta=put.flag_meta(),
         )  # fmt: skip
-        write_json(resp, flag(record), status=201 if created else 200)
+        [shown] = await answered(self, env_id, [record])
+        write_json(resp, shown, status=201 if created else 200)
 
     async def on_delete(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
@@ -262,7 +307,8 @@ NOT_AGGREGATED = "No such environment, or not aggregated yet"
 
 SLICE = Slice(
     Route("/environments/{env_id}/flags", FlagsResource, {
-        "get": Operation("List an environment's flags", {200: Answer("Flags", FlagList)}),
+        "get": Operation("List an environment's flags", {200: Answer("Flags", FlagList)},
+                         query=FlagsQuery),
     }),
     Route("/environments/{env_id}/flags/{flag_key}", FlagResource, {
         "get": Operation("Read a flag", {200: Answer("The flag", Flag)}),

@@ -14,6 +14,7 @@ from api.serving.services import Services
 from api.web.admin import (
     api_keys,
     audit,
+    code_references,
     environments,
     flags,
     health,
@@ -40,6 +41,7 @@ SLICES: tuple[Slice, ...] = (
     schedules.SLICE,
     audit.SLICE,
     webhooks.SLICE,
+    code_references.SLICE,
 )
 
 ROUTES = {route.path: route.resource for piece in SLICES for route in piece.routes}
