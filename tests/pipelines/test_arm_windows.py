@@ -240,7 +240,7 @@ def test_minutes_a_failed_run_left_to_recompute_are_recomputed_by_the_upgrade(
     )  # stale
     con.execute("INSERT INTO fold_state VALUES ('evaluations_folded', 1)")
 
-    assert migrate(con) == [7, 8]
+    assert migrate(con) == [7, 8, 9]
     assert stored_windows(con) == expected_windows(evaluations, feedback, now)
     tables = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert "window_dirty" not in tables and "window_deltas" in tables

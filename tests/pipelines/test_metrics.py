@@ -113,7 +113,7 @@ def test_every_figure_matches_an_independent_computation_across_runs(lake_settin
     assert everything.pending == 1  # only the orphan is left
     _check_against(published, everything)
     checks = third.get_asset_check_evaluations()
-    assert len(checks) == 6 and all(e.passed for e in checks)
+    assert len(checks) == 8 and all(e.passed for e in checks)
 
     # Decisions: production/checkout's treatment fails 10 % against control's 40 %.
     health = read.flag_health(published, ENV_PROD, "checkout")

@@ -41,12 +41,15 @@ def _error(description: str) -> dict[str, Any]:
 
 def _responses(route: Route, operation: Operation) -> dict[str, Any]:
     """The answers an operation declares, then its errors: 401 and 503 for every operation,
-    400, 413 and 415 for one with a body, 404 on a path with parameters, and its own."""
+    400 for one with a query, 400, 413 and 415 for one with a body, 404 on a path with
+    parameters, and its own."""
     responses: dict[str, Any] = {}
     for status, answer in sorted(operation.answers.items()):
         body = _json(ref(answer.body.__name__)) if answer.body is not None else {}
         responses[str(status)] = {"description": answer.description, **body}
     errors: dict[int, str | None] = dict.fromkeys((401, 503))
+    if operation.query is not None:
+        errors[400] = "A query parameter is not one the operation takes (the message names it)"
     if operation.body is not None:
         errors.update(dict.fromkeys((400, 413, 415)))
     if "{" in route.path:
