@@ -79,7 +79,8 @@ def test_every_served_operation_is_documented_and_nothing_else() -> None:
         if method != "parameters"
     }
     assert served == documented
-    assert len(served) == len(OPERATIONS) == 34  # 33, and PUT .../code-refs (contract 14)
+    assert len(served) == len(OPERATIONS) == 35  # 33, PUT .../code-refs (contract 14) and
+    # POST .../flags/{flagKey}/explain (contract 12)
 
 
 @pytest.mark.parametrize(("method", "path"), OPERATIONS)

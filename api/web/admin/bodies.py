@@ -342,8 +342,29 @@ def problem(info: Any, value: Any, label: str, what: str = FIELD) -> str | None:
     if isinstance(bare, mi.UnionType):  # several types besides null: none of them fits
         if any(problem(t, value, label, what) is None for t in bare.types):
             return None
+        alike = [t for t in bare.types if _of_kind(t, value)]
+        if len(alike) == 1:  # a string too long says so, not that it must be a string
+            return problem(alike[0], value, label, what)
         return _say(found, "type", label, what, f"{what} '{label}' must be {phrase(bare)}")
     return _problem(bare, value, label, what, found)
+
+
+_KINDS: tuple[tuple[type | tuple[type, ...], tuple[type, ...]], ...] = (
+    (bool, (mi.BoolType,)),
+    ((int, float), (mi.IntType, mi.FloatType)),
+    (str, (mi.StrType,)),
+    (list, (mi.ListType, mi.VarTupleType)),
+    (dict, (mi.DictType, mi.StructType)),
+)
+"""Each JSON value's Python type, and the declared types of that kind (a boolean first: it is
+an ``int`` to Python)."""
+
+
+def _of_kind(info: Any, value: Any) -> bool:
+    """Whether ``info`` declares a value of ``value``'s JSON kind (a string, a number, ...)."""
+    declared = _bare(info)
+    kinds = next((kinds for python, kinds in _KINDS if isinstance(value, python)), ())
+    return isinstance(declared, kinds)
 
 
 def _problem(info: Any, value: Any, label: str, what: str, found: Mapping[str, str]) -> str | None:
@@ -374,6 +395,12 @@ def _problem(info: Any, value: Any, label: str, what: str, found: Mapping[str, s
     if isinstance(info, mi.DictType):
         if not isinstance(value, dict):
             return wrong_type
+        count, low, high = len(value), info.min_length, info.max_length
+        if low is not None and count < low:
+            return say("short", f"{what} '{label}' must have at least {low} fields", count=count)
+        if high is not None and count > high:
+            return say("long", f"{what} '{label}' has {count} fields; at most {high} are allowed",
+                       count=count)  # fmt: skip
         for key, item in value.items():
             if problem(info.key_type, key, label, what) is not None:
                 return say("unknown", f"{what} '{label}' has no field '{key}'", key=key)

@@ -16,6 +16,7 @@ from api.web.admin import (
     audit,
     code_references,
     environments,
+    explain,
     flags,
     health,
     organizations,
@@ -42,6 +43,7 @@ SLICES: tuple[Slice, ...] = (
     audit.SLICE,
     webhooks.SLICE,
     code_references.SLICE,
+    explain.SLICE,
 )
 
 ROUTES = {route.path: route.resource for piece in SLICES for route in piece.routes}

@@ -24,6 +24,7 @@ from api.controlplane.changes import ScheduleState
 from api.controlplane.errors import InvalidError
 from api.controlplane.model import Environment, FlagRecord, Organization
 from api.web.admin.error_messages import message
+from api.web.admin.explain import explained
 from api.web.dashboard.activity import ACTIVITY_DAYS, read_activity
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
 from api.web.dashboard.flag_meta_form import MetaDraft, checked
@@ -37,6 +38,9 @@ from api.web.dashboard.rule_editor import (
     rows_from_form,
     rows_from_rules,
 )
+from api.web.dashboard.try_user import KINDS as TRY_KINDS
+from api.web.dashboard.try_user import Trial, TryDraft, shown
+from api.web.errors import BadRequest
 from warehouse.lifecycle import thresholds_from
 
 
@@ -207,9 +211,11 @@ class FlagEditorPage(FlagPage):
         draft: bool = False,
         problem: str | None = None,
         split_change: SplitChange | None = None,
+        trial: Trial | None = None,
     ) -> None:
         """The editor; ``split_change`` when a save was held back because it moves a running
-        rollout's split (the page then asks to confirm)."""
+        rollout's split (the page then asks to confirm); ``trial``, the try-a-user form's
+        state."""
         flag, environment, organization = await self.flag(env_id, flag_key)
         segments = await self.read(self.store.list_segments, organization.id)
         schedules = await self.read(self.store.list_schedules, env_id, flag_key)
@@ -223,9 +229,40 @@ class FlagEditorPage(FlagPage):
             meta=meta, meta_errors=meta_errors or {}, lifecycle=lifecycle,
             window=window(thresholds_from(self.services.settings)),
             pending_schedules=pending, rollout=rollout, split_change=split_change,
-            confirm_field=CONFIRM_SPLIT_CHANGE,
+            confirm_field=CONFIRM_SPLIT_CHANGE, trial=trial or Trial(), kinds=TRY_KINDS,
             rule_types=RULE_TYPES, columns=columns(), segments=segments, saved=saved, draft=draft,
             problem=problem, has_errors=has_errors, section="flags",
             crumbs=[*environment_crumbs(environment, organization),
                     ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key))],
+        )  # fmt: skip
+
+
+@falcon.before(signed_in)
+class FlagTryUserAction(FlagEditorPage):
+    """``POST .../flags/{flag_key}/explain``: the flag page's "try a user" form
+    (``try_user``). The page shows the flag as saved, with the answer for that user, or the
+    problem with the input in the admin API's words (400). A ``GET`` goes to the flag page.
+    """
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        raise falcon.HTTPSeeOther(flag_path(env_id, flag_key))
+
+    async def on_post(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        flag, _environment, _organization = await self.flag(env_id, flag_key)
+        trial = Trial(TryDraft.from_form(await self.form(req)))
+        try:
+            request = trial.draft.request()
+        except BadRequest as refused:
+            trial.problem = str(refused.description)
+        else:
+            found = explained(self.services, env_id, flag_key, request)
+            trial.shown = shown(request.userIdentifier, found)
+        await self._show(
+            req, resp, env_id, flag_key, enabled=flag.enabled, archived=flag.archived,
+            rows=rows_from_rules(flag.rules), meta=MetaDraft.of(flag.meta), trial=trial,
+            status=400 if trial.problem else 200,
         )  # fmt: skip

@@ -15,7 +15,12 @@ from api.web.dashboard.audit import AuditPage, RestoreAction
 from api.web.dashboard.auth_pages import HomePage, SignInPage, SignOutAction
 from api.web.dashboard.base import PREFIX, Dashboard, Page
 from api.web.dashboard.cleanup import ArchiveFlagAction, CleanupPage
-from api.web.dashboard.flags import FlagEditorPage, FlagsPage, FlagToggleAction
+from api.web.dashboard.flags import (
+    FlagEditorPage,
+    FlagsPage,
+    FlagToggleAction,
+    FlagTryUserAction,
+)
 from api.web.dashboard.insights import InsightsPage
 from api.web.dashboard.organizations import (
     InsightsSwitchAction,
@@ -49,6 +54,7 @@ ROUTES: dict[str, type[Page]] = {
     "/environments/{env_id}/flags": FlagsPage,
     "/environments/{env_id}/flags/{flag_key}": FlagEditorPage,
     "/environments/{env_id}/flags/{flag_key}/toggle": FlagToggleAction,
+    "/environments/{env_id}/flags/{flag_key}/explain": FlagTryUserAction,
     "/environments/{env_id}/flags/{flag_key}/archive": ArchiveFlagAction,
     "/environments/{env_id}/cleanup": CleanupPage,
     "/environments/{env_id}/flags/{flag_key}/insights": InsightsPage,

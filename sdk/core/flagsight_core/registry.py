@@ -5,8 +5,10 @@ layers read: its matching (one user and many, each given as its evaluation conte
 identifier, the attributes and the time, ``flagsight_core.context``), its validation of the
 rule's JSON (``from_json``, raising ``RuleError`` that names the field), the JSON Schema of
 its fields (``RuleField.schema``, for the OpenAPI document), how the dashboard's editor shows
-its fields (``RuleField``'s label, prompt and input), its OFREP reason, and its kind in the
-native fast path (``native_kind``, None to be served by the Python path).
+its fields (``RuleField``'s label, prompt and input), its OFREP reason, its kind in the
+native fast path (``native_kind``, None to be served by the Python path), and what it made of
+one user for explain (``Rule.explain``: by default whether it matched, and whether each
+condition it asks held, its segments' included).
 ``register_rule_type`` makes it known to the whole service; the built-in types are
 registered in ``flagsight_core.rules``.
 
@@ -100,6 +102,42 @@ class Rule:
     def native_parameter(self) -> object:
         """The parameter ``api/native/fastpath.c`` reads with ``native_kind``."""
         return None
+
+    def segments_consulted(self) -> tuple[str, ...]:
+        """The keys of the segments this rule consults: the values of its fields whose
+        editor input is a segment (``RuleField.input``), those it has."""
+        return tuple(
+            key
+            for f in self.fields
+            if f.input == "segment" and isinstance(key := getattr(self, f.name, None), str)
+        )
+
+    def conditions_asked(self, segments: Segments) -> tuple[Any, ...]:
+        """The conditions on the user's attributes this rule's decision asks, in order: by
+        default those of each segment it consults (a segment's ``conditions``, when it has
+        any). Each has ``attribute``, ``operator`` and ``holds(attributes, user)``
+        (``flagsight_core.conditions.Condition``). A rule that asks conditions of its own
+        overrides this; explain reports whether each held."""
+        asked: list[Any] = []
+        for key in self.segments_consulted():
+            asked.extend(getattr(segments.get(key), "conditions", None) or ())
+        return tuple(asked)
+
+    def explain(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> dict[str, Any]:
+        """What this rule made of the user of ``ctx``, as explain answers it (contract 12):
+        ``{"matched": ...}`` (what ``matches`` says), with ``"conditions": [{"attribute",
+        "operator", "held"}, ...]`` when the rule asks any (``conditions_asked``). A rule
+        that has more to say overrides this; ``matched`` stays what ``matches`` says."""
+        explained: dict[str, Any] = {"matched": self.matches(flag_key, ctx, segments)}
+        asked = self.conditions_asked(segments)
+        if asked:
+            attributes, user = ctx.attributes, ctx.user
+            explained["conditions"] = [
+                {"attribute": c.attribute, "operator": str(c.operator),
+                 "held": bool(c.holds(attributes, user))}
+                for c in asked
+            ]  # fmt: skip
+        return explained
 
     def to_json(self) -> dict[str, Any]:
         raise NotImplementedError
