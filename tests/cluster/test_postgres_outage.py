@@ -19,6 +19,7 @@ import requests
 from devtools.engines.postgres import PostgresCluster
 from tests.support.admin import Admin, requests_caller
 from tests.support.server import GunicornServer
+from tests.support.timing import PROMPTLY_S
 
 ADMIN_TOKEN = "outage-admin-token-0123456789"
 OUTAGE_S = 10.0
@@ -116,8 +117,13 @@ def test_flags_keep_being_served_while_postgres_is_down_and_all_recovers(
             assert time.monotonic() < deadline
             time.sleep(0.1)
         served = sum(len(codes) for codes in answers.values()) + probes
+        usage_path = f"/organizations/{tenant.organization_id}/usage"
         time.sleep(6)  # every worker reports its lease (every 5 s) and its outage credit
-        usage = admin.request("GET", f"/organizations/{tenant.organization_id}/usage")
+        # a loaded machine may still be reconnecting to the database: 503 "retry", then 200
+        deadline = time.monotonic() + PROMPTLY_S
+        while "evaluations" not in (usage := admin.request("GET", usage_path)):
+            assert usage["status"] == 503 and time.monotonic() < deadline, usage
+            time.sleep(0.2)
         assert abs(usage["evaluations"] - served) <= 2, (usage, served)
     finally:
         for host in hosts:
