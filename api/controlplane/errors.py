@@ -13,8 +13,8 @@ and 503); ``NotFoundError.resource`` and ``ConflictError.reason`` are the coarse
 caller may branch on, the code the exact case.
 
 A code is a string, a member of the ``StrEnum`` of the slice that raises it (``FlagCode`` in
-``resources/flags.py``); a new slice brings its own. ``ErrorCode`` is every slice's codes
-gathered from the composed store (``store.ErrorCode``): ``ErrorCode.FLAG_NOT_FOUND`` is
+``resources/flags.py``); a new slice brings its own. ``store.ErrorCode`` is every slice's
+codes gathered from the composed store (a ``CodeCatalogue``): ``ErrorCode.FLAG_NOT_FOUND`` is
 ``FlagCode.FLAG_NOT_FOUND`` itself. The values never change: failed schedules keep them in the
 database, and the admin API words them.
 """
@@ -31,7 +31,7 @@ Detail = str | int | float | None
 
 class StoreCode(StrEnum):
     """The one code no slice owns: each slice of the store defines its own codes beside its
-    SQL (``api.controlplane.resources``), and ``ErrorCode`` gathers them all."""
+    SQL (``api.controlplane.resources``), and ``store.ErrorCode`` gathers them all."""
 
     # UnavailableError
     UNAVAILABLE = "unavailable"
@@ -180,15 +180,3 @@ class RecordedError:
     @classmethod
     def of(cls, error: ControlPlaneError) -> RecordedError:
         return cls(error.code, dict(error.details))
-
-
-def __getattr__(name: str) -> CodeCatalogue:
-    """``ErrorCode``: every code of the store as composed (``store.ErrorCode``), for the
-    modules that word or list them all (the edge's ``error_messages``, the tests). Looked up
-    when first asked for, because the slices that define the codes import this module: a
-    slice raises its own codes and never imports ``ErrorCode``."""
-    if name == "ErrorCode":
-        from api.controlplane.store import ErrorCode
-
-        return ErrorCode
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,12 +10,12 @@ from api.controlplane.errors import (
     ConflictError,
     ConflictReason,
     ControlPlaneError,
-    ErrorCode,
     InvalidError,
     NotFoundError,
     Resource,
     UnavailableError,
 )
+from api.controlplane.store import ErrorCode
 from api.web.admin.error_messages import MESSAGES, RESTORABLE, message
 from api.web.admin.errors import http_error
 from tests.admin.conftest import NOW, AdminClient

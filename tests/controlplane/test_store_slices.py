@@ -23,7 +23,7 @@ import pytest
 
 from api.controlplane import resources
 from api.controlplane.changes import Actor, AuditRecord
-from api.controlplane.errors import CodeCatalogue, ConflictError, ConflictReason, ErrorCode
+from api.controlplane.errors import CodeCatalogue, ConflictError, ConflictReason
 from api.controlplane.model import Plan
 from api.controlplane.postgres_store import PostgresControlPlaneStore
 from api.controlplane.resources.audit import AuditCode, Restore, restorer_names, restores
@@ -31,7 +31,7 @@ from api.controlplane.resources.flags import FlagCode
 from api.controlplane.sql_backend import Connection
 from api.controlplane.sql_slice import SqlSlice
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from api.controlplane.store import ControlPlaneStore, SqlControlPlaneStore
+from api.controlplane.store import ControlPlaneStore, ErrorCode, SqlControlPlaneStore
 
 # -- a slice from outside the project -------------------------------------------------------
 
@@ -265,7 +265,7 @@ def test_every_slice_is_composed_once_into_the_interface_and_the_sql() -> None:
 
 
 def test_no_slice_imports_the_catalogue_of_every_code() -> None:
-    """``errors.ErrorCode`` is the composition's: a slice that imported it would import the
+    """``store.ErrorCode`` is the composition's: a slice that imported it would import the
     composition while being composed."""
     for name in _slice_modules():
         tree = ast.parse(Path(import_module(name).__file__).read_text())

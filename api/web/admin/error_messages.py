@@ -17,7 +17,8 @@ from flagsight_core.contract import KEY_SPEC
 
 from api.controlplane.changes import Schedule
 from api.controlplane.documents import iso_time
-from api.controlplane.errors import Detail, ErrorCode, RecordedError
+from api.controlplane.errors import Detail, RecordedError
+from api.controlplane.store import ErrorCode
 
 Details = Mapping[str, Detail]
 
