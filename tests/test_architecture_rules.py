@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_architecture import violations
+from tests.test_architecture import all_imports, import_cycles, violations
 
 CLEAN = {
     "api.observability.logs": "from api.settings import Settings\n",
@@ -52,3 +52,17 @@ def test_each_injected_violation_is_found(case: str) -> None:
     module, source, said = INJECTED[case]
     found = violations(module, source)
     assert found and any(said in problem for problem in found), found
+
+
+def test_a_cycle_closed_by_an_import_inside_a_function_is_found() -> None:
+    sources = {
+        "api.controlplane.a": "from api.controlplane import b\n",
+        "api.controlplane.b": "def f():\n    from api.controlplane import a\n",
+    }
+    graph = {
+        name: {target for target, _ in all_imports(source, name) if target in sources}
+        for name, source in sources.items()
+    }
+    assert import_cycles(graph) == [
+        ["api.controlplane.a", "api.controlplane.b", "api.controlplane.a"]
+    ]
