@@ -1,6 +1,6 @@
 """How much and how recently each flag of an environment was evaluated, for the flags list:
 evaluations over the last 30 UTC dates and the day of the latest, from the warehouse
-(``warehouse.read.flag_activity``), so a stale flag can be seen.
+(``warehouse.read.flag_activity``), so a flag nobody evaluates can be seen.
 
 The figures are the pipeline's last publication, at the granularity of a day. Without a
 warehouse (no pipeline run yet) or with a file that cannot be read, the list still works and
@@ -32,7 +32,9 @@ class FlagUse:
     last_text: str
 
     @property
-    def stale(self) -> bool:
+    def quiet(self) -> bool:
+        """No evaluation in the list's window (its "last evaluated" is shown as a warning;
+        whether the flag is stale is its lifecycle's to say)."""
         return self.evaluations == 0
 
 

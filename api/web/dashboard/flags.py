@@ -100,7 +100,7 @@ class FlagsPage(Page):
             organization=organization, flags=flags, errors=errors or {}, new_key=key,
             activity=activity, uses=uses, activity_days=ACTIVITY_DAYS, lifecycles=lifecycles,
             rollouts={r.flag_key: r for r in rollouts if r.environment_id == env_id},
-            stale=sum(1 for use in uses.values() if use and use.stale),
+            stale=sum(1 for shown in lifecycles.values() if shown.stage == "stale"),
             section="flags", crumbs=[*environment_crumbs(environment, organization),
                                      ("Flags", flags_path(env_id))],
         )  # fmt: skip
