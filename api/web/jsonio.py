@@ -6,6 +6,7 @@ fields it needs with the helpers below, so every 400 names the field that is wro
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from functools import lru_cache
@@ -89,30 +90,71 @@ def decode_json(raw: bytes) -> Any:
         raise malformed(exc) from None
 
 
+def decode_json_overflowing(raw: bytes) -> Any:
+    """Plain Python values, a number too large for a double read as an infinite float; 400 if
+    malformed.
+
+    Such a number is valid JSON (the grammar has no bound), which ``decode_json`` refuses as
+    "Number out of range"; this reading lets a validator name the field that holds it, or
+    OFREP ignore it as an attribute of a shape contract 12 does not take. Only then does it
+    read the body again, with Python's own parser, holding it to what ``decode_json`` holds
+    a body to: no ``NaN`` or ``Infinity`` tokens, valid UTF-8, no lone surrogate.
+    """
+    try:
+        return _decode(raw)
+    except msgspec.ValidationError:  # untyped, only a number out of a double's range
+        pass
+    except MALFORMED as exc:
+        raise malformed(exc) from None
+    try:
+        decoded = json.loads(raw, parse_constant=_no_constant)
+        encode(decoded)  # a lone surrogate (``"\\ud800"``), which msgspec refuses, raises here
+    except UnicodeError:
+        raise BadRequest("Malformed JSON body: a string is not valid UTF-8") from None
+    except RecursionError:
+        raise BadRequest("Malformed JSON body: nested too deeply") from None
+    except ValueError as exc:
+        raise BadRequest(f"Malformed JSON body: {exc}") from None
+    return decoded
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 async def read_json(req: falcon.asgi.Request, limit: int) -> Any:
     """The decoded body; 415 if it is not JSON, 413 if over ``limit``, 400 if malformed."""
     return decode_json(await read_body(req, limit))
 
 
 def decode_typed(
-    raw: bytes, decoder: msgspec.json.Decoder, validate: Callable[[Any], T]
+    raw: bytes,
+    decoder: msgspec.json.Decoder,
+    validate: Callable[[Any], T],
+    decode: Callable[[bytes], Any] = decode_json,
 ) -> T | Any:
     """Decode straight into ``decoder``'s type, the fast path for valid bodies.
 
-    When the body does not fit the type, ``validate`` runs over the plain decoded body: it
-    raises the 400 that names the field, in the same words as every other endpoint.
+    When the body does not fit the type, ``validate`` runs over the plain decoded body (as
+    ``decode`` reads it): it raises the 400 that names the field, in the same words as every
+    other endpoint.
     """
     try:
         return decoder.decode(raw)
     except MALFORMED as exc:
-        raise typed_error(raw, exc, validate) from None
+        raise typed_error(raw, exc, validate, decode) from None
 
 
-def typed_error(raw: bytes, exc: BaseException, validate: Callable[[Any], object]) -> BadRequest:
+def typed_error(
+    raw: bytes,
+    exc: BaseException,
+    validate: Callable[[Any], object],
+    decode: Callable[[bytes], Any] = decode_json,
+) -> BadRequest:
     """The 400 for ``raw`` that a typed decoder refused with ``exc`` (one of ``MALFORMED``):
     what ``decode_typed`` raises, for callers that decode inline."""
     if isinstance(exc, msgspec.ValidationError):
-        validate(decode_json(raw))
+        validate(decode(raw))
         return BadRequest(f"Invalid body: {exc}")
     return malformed(exc)
 

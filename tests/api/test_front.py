@@ -203,6 +203,15 @@ ANSWERED_BY_THE_FRONT = {
     "disabled": Ask(body=b'{"flagKey":"off","userIdentifier":"u-1"}'),
     "no such flag": Ask(body=b'{"flagKey":"nope","userIdentifier":"u-1"}'),
     "unknown fields": Ask(body=b'{"flagKey":"on","userIdentifier":"u-1","x":[1,{}]}'),
+    "attributes": Ask(
+        body=b'{"flagKey":"rollout","userIdentifier":"u-7","attributes":'
+        b'{"plan":"pro","seats":12,"beta":true,"tags":["a","b"]}}'
+    ),  # the Python path decides (the native code reads no attributes), through the front
+    "attributes of a segment member": Ask(
+        body=b'{"flagKey":"rollout","userIdentifier":"member","attributes":{"plan":"pro"}}'
+    ),
+    "empty attributes": Ask(body=b'{"flagKey":"on","userIdentifier":"u-1","attributes":{}}'),
+    "null attributes": Ask(body=b'{"flagKey":"on","userIdentifier":"u-1","attributes":null}'),
     "unicode user": Ask(body='{"flagKey":"rollout","userIdentifier":"ü-✓-𝄞"}'.encode()),
     "json with a charset": Ask(headers=fields(content_type=b"application/json; charset=utf-8")),
     "a +json type": Ask(headers=fields(content_type=b"application/vnd.flagsight+json")),
@@ -262,6 +271,22 @@ HANDED_TO_FALCON = {
     ),
     "sdk not a string": (Ask(body=b'{"flagKey":"on","userIdentifier":"u","sdk":3}'), 400),
     "not an object": (Ask(body=b'["on","u-1"]'), 400),
+    "attributes not an object": (
+        Ask(body=b'{"flagKey":"on","userIdentifier":"u","attributes":"pro"}'),
+        400,
+    ),
+    "a reserved attribute": (
+        Ask(body=b'{"flagKey":"on","userIdentifier":"u","attributes":{"userIdentifier":"x"}}'),
+        400,
+    ),
+    "an attribute too long": (
+        Ask(body=b'{"flagKey":"on","userIdentifier":"u","attributes":{"a":"%s"}}' % (b"x" * 1025)),
+        400,
+    ),
+    "an attribute no double holds": (
+        Ask(body=b'{"flagKey":"on","userIdentifier":"u","attributes":{"a":1e999}}'),
+        400,
+    ),
     "invalid UTF-8": (Ask(body=b'{"flagKey":"on","userIdentifier":"\xff"}'), 400),
     "lone surrogate": (Ask(body=b'{"flagKey":"rollout","userIdentifier":"\\ud800x"}'), 400),
 }

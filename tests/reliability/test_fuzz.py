@@ -139,6 +139,9 @@ def aim_body(body: dict[str, Any], world: World) -> None:
             rule["segment"] = world.ids["segmentKey"]
     if isinstance(body.get("flag"), dict):  # a schedule's flag: the same rules, one level down
         aim_body(body["flag"], world)
+    users, attributes = body.get("userIdentifiers"), body.get("attributes")
+    if isinstance(users, list) and isinstance(attributes, dict):  # a bulk evaluate's: each
+        users += [user for user in attributes if user not in users]  # user one of the request
 
 
 def credentials(case: Any, world: World) -> dict[str, str]:

@@ -6,9 +6,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from flagsight_core import Rule
-from flagsight_core.contract import FLAG_KEY_MAX, USER_IDENTIFIER_MAX, OfrepErrorCode, OfrepReason
+from flagsight_core.contract import (
+    ATTRIBUTE_NAME_SPEC,
+    ATTRIBUTES_MAX,
+    FLAG_KEY_MAX,
+    USER_IDENTIFIER_ATTRIBUTE,
+    USER_IDENTIFIER_MAX,
+    OfrepErrorCode,
+    OfrepReason,
+)
 
-from api.web.openapi.public import EVALUATION_ID, QUOTA_HEADERS, error_response
+from api.web.openapi.public import (
+    ATTRIBUTE_ARRAY,
+    ATTRIBUTE_STRING,
+    EVALUATION_ID,
+    QUOTA_HEADERS,
+    error_response,
+)
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -34,12 +48,25 @@ _RETRY_AFTER = {
 OFREP_SCHEMAS: dict[str, Any] = {
     "OfrepContext": {
         "type": "object",
-        "description": "OpenFeature evaluation context; `targetingKey` is the user identifier.",
+        "description": "OpenFeature evaluation context; `targetingKey` is the user identifier,"
+        " and each other field named as an attribute may be (`^" + ATTRIBUTE_NAME_SPEC + "$`,"
+        f" not `{USER_IDENTIFIER_ATTRIBUTE}`) is one of the user's attributes (contract 12)."
+        " A field of another shape (an object, null, an array holding anything but strings, a"
+        " number no double holds) is ignored. Refused with 400 `INVALID_CONTEXT`: more than"
+        f" {ATTRIBUTES_MAX} fields of an attribute's shape (a string, a number, a boolean, an"
+        " array of strings), or a string or array over an attribute's limits.",
         "required": ["targetingKey"],
         "properties": {
             "targetingKey": {"type": "string", "minLength": 1, "maxLength": USER_IDENTIFIER_MAX}
         },
-        "additionalProperties": True,
+        "additionalProperties": {
+            "anyOf": [
+                {"type": ["number", "boolean", "null", "object"]},
+                ATTRIBUTE_STRING,
+                ATTRIBUTE_ARRAY,
+                {"type": "array", "contains": {"not": {"type": "string"}}},
+            ]
+        },
     },
     "OfrepEvaluationRequest": {
         "type": "object",
@@ -114,9 +141,9 @@ def ofrep_success_schemas(rule_types: Sequence[type[Rule]]) -> dict[str, Any]:
 _API_KEY = [{"ApiKey": []}]
 _UNAUTHORIZED = {"description": "Missing or invalid API key", **_json(_ref("UnauthorizedError"))}
 _BAD_REQUEST = {
-    "description": "Malformed body (PARSE_ERROR), context not an object or a targeting key that is "
-    f"not a 1..{USER_IDENTIFIER_MAX}-character string (INVALID_CONTEXT), no targeting key"
-    " (TARGETING_KEY_MISSING)",
+    "description": "Malformed body (PARSE_ERROR), context not an object, a targeting key that is "
+    f"not a 1..{USER_IDENTIFIER_MAX}-character string or a context over the attributes' limits"
+    " (INVALID_CONTEXT), no targeting key (TARGETING_KEY_MISSING)",
     **_json(_ref("OfrepEvaluationFailure")),
 }
 _REQUEST_BODY = {"required": True, **_json(_ref("OfrepEvaluationRequest"))}

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from flagsight_core import Rule
 from flagsight_core.contract import (
+    ATTRIBUTE_ARRAY_MAX,
+    ATTRIBUTE_NAME_SPEC,
+    ATTRIBUTE_STRING_MAX,
+    ATTRIBUTES_MAX,
     BULK_MAX_FEEDBACKS,
     BULK_MAX_USERS,
     ERROR_TYPE_MAX,
     FLAG_KEY_MAX,
     SDK_MAX,
+    USER_IDENTIFIER_ATTRIBUTE,
     USER_IDENTIFIER_MAX,
     ErrorType,
 )
@@ -69,8 +75,40 @@ ERROR_SCHEMA: dict[str, Any] = {
 _FLAG_KEY = {"type": "string", "minLength": 1, "maxLength": FLAG_KEY_MAX}
 _USER_IDENTIFIER = {"type": "string", "minLength": 1, "maxLength": USER_IDENTIFIER_MAX}
 _SDK = {"type": ["string", "null"], "maxLength": SDK_MAX}
+ATTRIBUTE_STRING = {"type": "string", "maxLength": ATTRIBUTE_STRING_MAX}
+"""An attribute's string value, or an item of its array value (contract 12)."""
+ATTRIBUTE_ARRAY = {"type": "array", "maxItems": ATTRIBUTE_ARRAY_MAX, "items": ATTRIBUTE_STRING}
+_DOUBLE_MAX = sys.float_info.max
+"""A finite number is one an IEEE double holds: the core compares numbers as doubles."""
+
+ATTRIBUTE_SCHEMAS: dict[str, Any] = {
+    "AttributeValue": {
+        "description": f"A string of at most {ATTRIBUTE_STRING_MAX} characters, a finite number,"
+        f" a boolean, or an array of at most {ATTRIBUTE_ARRAY_MAX} such strings",
+        "anyOf": [
+            ATTRIBUTE_STRING,
+            {"type": "number", "minimum": -_DOUBLE_MAX, "maximum": _DOUBLE_MAX},
+            {"type": "boolean"},
+            ATTRIBUTE_ARRAY,
+        ],
+    },
+    "Attributes": {
+        "type": "object",
+        "description": "What the application knows of the user, by attribute name (contract 12):"
+        " segment conditions read them. The name `userIdentifier` is reserved (conditions read"
+        " the user's identifier by it). Values are never stored or logged.",
+        "maxProperties": ATTRIBUTES_MAX,
+        "propertyNames": {
+            "pattern": f"^{ATTRIBUTE_NAME_SPEC}$",
+            "not": {"const": USER_IDENTIFIER_ATTRIBUTE},
+        },
+        "additionalProperties": _ref("AttributeValue"),
+    },
+}
+"""One user's attributes, as ``/v1`` takes them (``api.web.attributes``)."""
 
 PUBLIC_SCHEMAS: dict[str, Any] = {
+    **ATTRIBUTE_SCHEMAS,
     "Error": ERROR_SCHEMA,
     "UnauthorizedError": {
         "type": "object",
@@ -88,6 +126,7 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
             "flagKey": _FLAG_KEY,
             "userIdentifier": _USER_IDENTIFIER,
             "sdk": _SDK,
+            "attributes": {"oneOf": [{"type": "null"}, _ref("Attributes")]},
         },
     },
     "EvaluationError": {
@@ -109,6 +148,14 @@ PUBLIC_SCHEMAS: dict[str, Any] = {
                 "items": _USER_IDENTIFIER,
             },
             "sdk": _SDK,
+            "attributes": {
+                "type": ["object", "null"],
+                "description": "By user identifier, the attributes of the users that have any;"
+                " each key must be one of `userIdentifiers` (else 400)",
+                "maxProperties": BULK_MAX_USERS,
+                "propertyNames": _USER_IDENTIFIER,
+                "additionalProperties": _ref("Attributes"),
+            },
         },
     },
     "BulkEvaluateResponse": {

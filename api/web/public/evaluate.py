@@ -16,10 +16,18 @@ from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_EVALUATE_BULK
 from api.serving.answers import encode_bulk_response, encode_single_response
 from api.serving.evaluations import EvaluationServer
 from api.serving.services import Services
+from api.web.attributes import (
+    ATTRIBUTES,
+    ATTRIBUTES_BY_USER,
+    check_attributes,
+    check_attributes_by_user,
+    check_users,
+)
 from api.web.auth import authenticate_api_key, authenticate_caller
 from api.web.errors import FRONT_FAILURE, BadRequest, Unauthorized
 from api.web.jsonio import (
     MALFORMED,
+    decode_json_overflowing,
     decode_typed,
     optional_str,
     read_body,
@@ -39,22 +47,30 @@ def key_environment(services: Services, key: KeyContext) -> EnvironmentConfig:
     return environment
 
 
-class EvaluateBody(msgspec.Struct):
-    """A valid EvaluateRequest; unknown fields are ignored."""
+class EvaluateBody(msgspec.Struct, gc=False):
+    """A valid EvaluateRequest; unknown fields are ignored.
+
+    ``gc=False``: made on every single evaluate, and it holds no object that could lead back to
+    it (strings, floats, booleans, tuples and a dict of them), so the collector need not see it.
+    """
 
     flagKey: Annotated[str, msgspec.Meta(min_length=1, max_length=FLAG_KEY_MAX)]  # noqa: N815
     userIdentifier: Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX)]  # noqa: N815
     sdk: Annotated[str, msgspec.Meta(max_length=SDK_MAX)] | None = None
+    attributes: ATTRIBUTES | None = None
+    """What the application knows of the user (contract 12); None or empty: nothing."""
 
 
 def validate_evaluate(body: object) -> tuple[str, str, str | None]:
     """The fields of an EvaluateRequest, or the 400 naming the first one that is wrong."""
     body = require_object(body)
-    return (
+    fields = (
         require_str(body, "flagKey", max_len=FLAG_KEY_MAX),
         require_str(body, "userIdentifier", max_len=USER_IDENTIFIER_MAX),
         optional_str(body, "sdk", max_len=SDK_MAX),
     )
+    check_attributes(body.get("attributes"))
+    return fields
 
 
 _EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
@@ -78,7 +94,7 @@ class EvaluateResource:
         try:  # ``decode_typed``, written out
             body = decode_evaluate(raw)
         except MALFORMED as exc:
-            raise typed_error(raw, exc, validate_evaluate) from None
+            raise typed_error(raw, exc, validate_evaluate, decode_json_overflowing) from None
         environment = caller.environment
         if environment is None:  # a key whose environment is gone is not valid
             raise Unauthorized()
@@ -93,7 +109,8 @@ class EvaluateResource:
         """Serve a valid request: the answer's body, and its ``RateLimit`` fields.
 
         The one place a single evaluate is served, whether Falcon routed the request here
-        or ``api.web.front`` answered it before Falcon.
+        or ``api.web.front`` answered it before Falcon. With attributes, the Python path
+        decides (``EvaluationServer.serve_one``: the native code reads none).
         """
         outcome, prefix = self._server.serve_one(
             caller,
@@ -102,6 +119,7 @@ class EvaluateResource:
             body.userIdentifier,
             sdk=body.sdk,
             source=SOURCE_EVALUATE,
+            attributes=body.attributes,
         )
         return encode_single_response(outcome, prefix), self._quota.fields(
             caller.key.organization_id
@@ -118,12 +136,17 @@ class BulkEvaluateResource:
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         started = time.perf_counter()
         key = authenticate_api_key(req, self._services.config)
-        body = decode_typed(await read_body(req, self._limit), _BULK_BODY, validate_bulk)
-        users = list(dict.fromkeys(body.userIdentifiers))  # first appearance order
+        raw = await read_body(req, self._limit)
+        body = decode_typed(raw, _BULK_BODY, validate_bulk, decode_json_overflowing)
+        distinct = dict.fromkeys(body.userIdentifiers)  # first appearance order
+        if body.attributes:
+            check_users(body.attributes, distinct)
+        users = list(distinct)
         environment = key_environment(self._services, key)
         served = self._server.serve(
-            key, environment, body.flagKey, users, sdk=body.sdk, source=SOURCE_EVALUATE_BULK
-        )
+            key, environment, body.flagKey, users, sdk=body.sdk, source=SOURCE_EVALUATE_BULK,
+            attributes=body.attributes,
+        )  # fmt: skip
         resp.data = encode_bulk_response(served.users, served.outcomes, served.evaluation_id_prefix)
         resp.content_type = falcon.MEDIA_JSON
         self._quota.apply(resp, key.organization_id)
@@ -141,14 +164,20 @@ class BulkEvaluateBody(msgspec.Struct):
         msgspec.Meta(max_length=BULK_MAX_USERS),
     ]
     sdk: Annotated[str, msgspec.Meta(max_length=SDK_MAX)] | None = None
+    attributes: ATTRIBUTES_BY_USER | None = None
+    """By user identifier (each one of ``userIdentifiers``), the attributes of the users
+    that have any (contract 12)."""
 
 
 def validate_bulk(body: object) -> None:
     """Raise the 400 naming the first wrong field of a BulkEvaluateRequest."""
     body = require_object(body)
     require_str(body, "flagKey", max_len=FLAG_KEY_MAX)
-    distinct_user_identifiers(require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS))
+    users = distinct_user_identifiers(
+        require_list(body, "userIdentifiers", max_items=BULK_MAX_USERS)
+    )
     optional_str(body, "sdk", max_len=SDK_MAX)
+    check_attributes_by_user(body.get("attributes"), frozenset(users))
 
 
 _BULK_BODY = msgspec.json.Decoder(BulkEvaluateBody)

@@ -2,7 +2,11 @@
 
 OFREP is another way of asking the same question as ``/v1/evaluate``: the same API keys, the
 same evaluation (``EvaluationServer``), the same events and the same metering. Only the wire
-format differs, and the outcomes that ``/v1`` reports in the body become HTTP statuses here:
+format differs, and the outcomes that ``/v1`` reports in the body become HTTP statuses here.
+The context's ``targetingKey`` is the user and its other fields are the user's attributes
+(contract 12, ``api.web.attributes.context_attributes``): a field of a shape an attribute
+cannot have is ignored, and only a context over the attributes' limits is refused
+(``INVALID_CONTEXT``).
 
 * a served evaluation is 200 ``{key, value, reason, variant, metadata: {evaluationId}}``;
 * flag not found is 404 and the plan's hard threshold is 429 with ``Retry-After``; both are
@@ -21,11 +25,11 @@ metering anything (unless the organization is blocked: then the answer did chang
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, NamedTuple
 
 import falcon
 import falcon.asgi
-from flagsight_core import RULE_TYPES, Result
+from flagsight_core import RULE_TYPES, Attributes, Result
 from flagsight_core.contract import (
     ERROR_MESSAGES,
     FLAG_KEY_MAX,
@@ -41,9 +45,10 @@ from api.eventlog.schema import SOURCE_OFREP, SOURCE_OFREP_BULK
 from api.metering.meter import seconds_until_next_month
 from api.serving.evaluations import EvaluationServer
 from api.serving.services import Services
+from api.web.attributes import OverLimit, context_attributes
 from api.web.auth import authenticate_api_key
 from api.web.errors import ApiError, BadRequest, error_body
-from api.web.jsonio import encode, read_json
+from api.web.jsonio import decode_json_overflowing, encode, read_body
 from api.web.public.evaluate import key_environment
 from api.web.public.quota import QuotaHeaders
 from api.web.public.ruleset import OfrepStreamResource
@@ -86,15 +91,30 @@ def add_ofrep_routes(app: falcon.asgi.App, services: Services) -> None:
 # -- the request: body, context, targeting key ------------------------------------------------
 
 
-async def read_targeting_key(req: falcon.asgi.Request, limit: int) -> tuple[str, dict[str, Any]]:
-    """The context's ``targetingKey`` (our user identifier) and the whole context.
+class OfrepRequest(NamedTuple):
+    """What an OFREP body asks for: the user, its attributes, and the whole context (the
+    bulk answer's ETag hashes it)."""
+
+    user: str
+    attributes: Attributes
+    context: dict[str, Any]
+
+    def attributes_by_user(self) -> dict[str, Attributes] | None:
+        """``EvaluationServer.serve``'s ``attributes``: the user's, when it has any."""
+        return {self.user: self.attributes} if self.attributes else None
+
+
+async def read_request(req: falcon.asgi.Request, limit: int) -> OfrepRequest:
+    """The context's ``targetingKey`` (our user identifier), its attributes (contract 12: the
+    other fields, ``api.web.attributes.context_attributes``) and the whole context.
 
     An empty body counts as ``{}``: OFREP's context is optional, only we need the key.
     """
     if req.content_length == 0:
-        return _targeting_key({})
+        return _request({})
     try:
-        body = await read_json(req, limit)
+        body = decode_json_overflowing(await read_body(req, limit))  # a number no double
+        # holds is a field of a shape contract 12 does not take: ignored, not a parse error
     except BadRequest as exc:
         raise OfrepRequestError(
             400, PARSE_ERROR, exc.description or "Malformed JSON body"
@@ -105,10 +125,10 @@ async def read_targeting_key(req: falcon.asgi.Request, limit: int) -> tuple[str,
         ) from None
     if not isinstance(body, dict):
         raise OfrepRequestError(400, PARSE_ERROR, "The body must be a JSON object")
-    return _targeting_key(body)
+    return _request(body)
 
 
-def _targeting_key(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _request(body: dict[str, Any]) -> OfrepRequest:
     context = body.get("context")
     if context is None:
         context = {}
@@ -127,7 +147,11 @@ def _targeting_key(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             INVALID_CONTEXT,
             f"Field 'context.targetingKey' must be a string of 1 to {USER_IDENTIFIER_MAX} characters",
         )
-    return key, context
+    try:
+        attributes = context_attributes(context)
+    except OverLimit as exc:
+        raise OfrepRequestError(400, INVALID_CONTEXT, str(exc)) from None
+    return OfrepRequest(key, attributes, context)
 
 
 def check_flag_key(key: str) -> None:
@@ -211,14 +235,15 @@ class OfrepFlagResource:
         api_key = authenticate_api_key(req, self._services.config)
         try:
             check_flag_key(key)
-            user, _ = await read_targeting_key(req, self._limit)
+            asked = await read_request(req, self._limit)
         except OfrepRequestError as exc:
             write(resp, exc.status, request_error_body(key, exc), exc.headers)
             return
         environment = key_environment(self._services, api_key)
         served = self._server.serve(
-            api_key, environment, key, [user], sdk=None, source=SOURCE_OFREP
-        )
+            api_key, environment, key, [asked.user], sdk=None, source=SOURCE_OFREP,
+            attributes=asked.attributes_by_user(),
+        )  # fmt: skip
         result, evaluation_id = served.results[0], served.evaluation_ids[0]
         self._quota.apply(resp, api_key.organization_id)
         if result.error_type is ErrorType.FLAG_NOT_FOUND:
@@ -253,13 +278,13 @@ class OfrepBulkResource:
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         api_key = authenticate_api_key(req, self._services.config)
         try:
-            user, context = await read_targeting_key(req, self._limit)
+            asked = await read_request(req, self._limit)
         except OfrepRequestError as exc:
             write(resp, exc.status, request_error_body(None, exc), exc.headers)
             return
         environment = key_environment(self._services, api_key)
-        etag = bulk_etag(environment, context)
-        self._answer(req, resp, api_key, environment, user, etag)
+        etag = bulk_etag(environment, asked.context)
+        self._answer(req, resp, api_key, environment, asked, etag)
         self._quota.apply(resp, api_key.organization_id)  # on 200, 304 and 429 alike
 
     def _answer(
@@ -268,7 +293,7 @@ class OfrepBulkResource:
         resp: falcon.asgi.Response,
         api_key: KeyContext,
         environment: EnvironmentConfig,
-        user: str,
+        asked: OfrepRequest,
         etag: str,
     ) -> None:
         if self._blocked(environment):
@@ -281,7 +306,7 @@ class OfrepBulkResource:
             resp.status = 304
             resp.etag = etag
             return
-        flags, refused = self._evaluate(api_key, environment, user)
+        flags, refused = self._evaluate(api_key, environment, asked)
         self._quota.spent(api_key.organization_id, len(flags) - refused)
         if flags and refused == len(flags):  # the threshold was reached by a concurrent request
             body = failure_object(
@@ -303,7 +328,7 @@ class OfrepBulkResource:
         return self._quota.remaining(environment.organization_id) <= 0
 
     def _evaluate(
-        self, api_key: KeyContext, environment: EnvironmentConfig, user: str
+        self, api_key: KeyContext, environment: EnvironmentConfig, asked: OfrepRequest
     ) -> tuple[list[dict[str, Any]], int]:
         """Each flag is served (and metered) on its own, in key order, until the threshold.
 
@@ -312,10 +337,12 @@ class OfrepBulkResource:
         """
         answers: list[dict[str, Any]] = []
         refused = 0
+        users, attributes = [asked.user], asked.attributes_by_user()
         for flag_key in sorted(environment.flags):
             served = self._server.serve(
-                api_key, environment, flag_key, [user], sdk=None, source=SOURCE_OFREP_BULK
-            )
+                api_key, environment, flag_key, users, sdk=None, source=SOURCE_OFREP_BULK,
+                attributes=attributes,
+            )  # fmt: skip
             result, evaluation_id = served.results[0], served.evaluation_ids[0]
             if result.error_type is ErrorType.PLAN_LIMIT_EXCEEDED:
                 refused += 1
@@ -338,8 +365,10 @@ def event_stream(req: falcon.asgi.Request) -> dict[str, str]:
 def bulk_etag(environment: EnvironmentConfig, context: dict[str, Any]) -> str:
     """Strong ETag: answer format, environment, its configuration version, and the context.
 
-    The whole context is hashed (canonically, keys sorted), not only the targeting key, so a
-    future rule reading another attribute cannot serve a stale answer.
+    The whole context is hashed (canonically, keys sorted at every depth), not only the
+    targeting key: its other fields are the user's attributes (contract 12), so an answer that
+    reads one is never revalidated for another context. Fields the evaluation ignores are
+    hashed too: another ETag for the same answers costs one 200, never a stale one.
     """
     digest = hashlib.sha256(encode(context, order="sorted")).hexdigest()[:32]
     return f'"{_ETAG_FORMAT}.{environment.id}.{environment.version}.{digest}"'
