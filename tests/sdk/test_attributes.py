@@ -80,6 +80,8 @@ def test_the_openfeature_context_keeps_the_shapes_contract_12_takes() -> None:
         "null": None,
         "mixed": ["a", 1],
         "nan": math.nan,
+        "first name": "Ada",  # a name no condition can use: /v1 would refuse it
+        "x" * 65: "too long a name",
     }
     assert from_openfeature(fields) == {
         "plan": "pro",

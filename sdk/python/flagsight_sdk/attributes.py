@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from flagsight_core.contract import ATTRIBUTE_NAME_PATTERN
+
 AttributeValue = str | int | float | bool | Sequence[str]
 Attributes = Mapping[str, AttributeValue]
 
@@ -42,12 +44,13 @@ def body_attributes(attributes: Attributes) -> dict[str, Any]:
 
 def from_openfeature(fields: Mapping[str, object]) -> dict[str, AttributeValue]:
     """An OpenFeature evaluation context's attributes: each field of a shape contract 12
-    takes (an aware ``datetime`` as its RFC 3339 string), the targeting key and the reserved
-    ``userIdentifier`` left out."""
+    takes (an aware ``datetime`` as its RFC 3339 string), the targeting key, the reserved
+    ``userIdentifier`` and names outside contract 12's pattern left out. A value over the
+    limits is kept: the service refuses it, as OFREP refuses such a context."""
     kept: dict[str, AttributeValue] = {}
     for name, value in fields.items():
-        if name in (TARGETING_KEY, RESERVED_NAME):
-            continue
+        if name in (TARGETING_KEY, RESERVED_NAME) or not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
+            continue  # a name no condition can use ("first name"), as OFREP ignores it
         shaped = _shaped(value)
         if shaped is not None:
             kept[name] = shaped
