@@ -10,8 +10,8 @@ unknown field where the schema forbids any). Each goes through the real app, and
 must be 400 exactly when the schema, checked with ``jsonschema`` (and its ``date-time``
 format asserted), forbids the body.
 
-What no schema states is put into the bodies as a client would (``semantics``): a SEGMENT
-rule names a segment that exists; a rollout's steps rise to 100 and its tolerances name only
+What no schema states is put into the bodies as a client would (``semantics``): a rule's
+segment (a SEGMENT rule's, a PERCENTAGE rule's) exists; a rollout's steps rise to 100 and its tolerances name only
 guardrails it watches; a webhook's URL has a public host; an environment's key is new; a limit
 alone is sent to an enterprise organization (each organization body goes to a new one).
 """
@@ -39,8 +39,9 @@ REGISTRY = Registry().with_resource(ROOT, DRAFT202012.create_resource(DOCUMENT))
 SCHEMAS = DOCUMENT["components"]["schemas"]
 PUBLIC_URL = "https://example.com/hooks/flagsight"
 """A URL whose host is a name (not resolved when a webhook is created) and public."""
-STRINGS = ("production", PUBLIC_URL, "2030-01-31T09:00:00Z", "beta", "x")
-"""Candidates for a string with a pattern or a format, the first that fits is taken."""
+STRINGS = ("production", PUBLIC_URL, "2030-01-31T09:00:00Z", "beta", "x", "1.4.0")
+"""Candidates for a string with a pattern or a format, the first that fits is taken (the
+last, a condition's Semantic Versioning value)."""
 MAX_ITEMS_SENT = 1000
 """An array's ``maxItems`` is passed in a mutation up to this (a segment's million
 identifiers are tested in ``test_admin_segments.py``)."""
@@ -289,13 +290,10 @@ class Semantics:
 
     @staticmethod
     def rules(rules: Any) -> None:
-        """A SEGMENT rule names the segment that exists."""
+        """A rule's segment (a SEGMENT rule's, a PERCENTAGE rule's within a segment) is the
+        segment that exists."""
         for rule in rules if isinstance(rules, list) else []:
-            if (
-                isinstance(rule, dict)
-                and rule.get("type") == "SEGMENT"
-                and rule.get("segment") in STRINGS
-            ):
+            if isinstance(rule, dict) and rule.get("segment") in STRINGS:
                 rule["segment"] = SEGMENT
 
     @staticmethod

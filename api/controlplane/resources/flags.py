@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Protocol
 
 import msgspec
-from flagsight_core import Rule, SegmentRule, rule_from_json, rule_to_json
+from flagsight_core import Rule, rule_from_json, rule_to_json
 from flagsight_core.contract import KEY_PATTERN
 
 from api.controlplane import documents
@@ -179,17 +179,18 @@ class FlagSql(SqlSlice):
     def _check_segments_exist(
         conn: Connection, organization_id: str, rules: Sequence[Rule]
     ) -> None:
+        """Every segment a rule names exists (a SEGMENT rule's, a PERCENTAGE rule's within a
+        segment: any rule's ``segment``, as ``ruleset.named_segments`` reads it)."""
         for index, rule in enumerate(rules):
-            if not isinstance(rule, SegmentRule):
+            segment = getattr(rule, "segment", None)
+            if not isinstance(segment, str):
                 continue
             found = conn.execute(
                 "SELECT 1 FROM segments WHERE organization_id = ? AND key = ?",
-                (organization_id, rule.segment),
+                (organization_id, segment),
             ).fetchone()
             if not found:
-                raise InvalidError(
-                    FlagCode.UNKNOWN_SEGMENT, "rules", index=index, segment=rule.segment
-                )
+                raise InvalidError(FlagCode.UNKNOWN_SEGMENT, "rules", index=index, segment=segment)
 
     def get_flag(self, environment_id: str, key: str) -> FlagRecord | None:
         row = self._fetchone(

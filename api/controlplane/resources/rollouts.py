@@ -58,10 +58,12 @@ _NEXT_STATE = {
 
 
 def with_split_at(flag: FlagRecord, percentage: float, updated_at: str) -> FlagRecord:
-    """``flag`` with its first percentage rule at ``percentage`` (ConflictError without one)."""
+    """``flag`` with its first percentage rule at ``percentage`` (ConflictError without one),
+    the rest of the rule as it was (its value, its segment)."""
     rules = list(flag.rules)
     index = split_index(flag)
-    rules[index] = PercentageRule(percentage, rules[index].value)
+    split: PercentageRule = rules[index]  # type: ignore[assignment]
+    rules[index] = replace(split, percentage=percentage)
     return replace(flag, rules=tuple(rules), updated_at=updated_at)
 
 

@@ -127,6 +127,8 @@ def parse_rows(rows: list[RuleRow], segment_keys: Collection[str]) -> list[Rule]
             continue
         for editor_field in _editor_fields(row.type):
             text = row.fields.get(editor_field.name, "")
+            if not text and not editor_field.required:
+                continue  # an optional field left empty: the rule has none
             if editor_field.input == SEGMENT_INPUT and text not in segment_keys:
                 row.errors[editor_field.name] = (
                     f"There is no segment '{text}' in this organization; create it on the"
@@ -150,6 +152,8 @@ def _row_json(row: RuleRow) -> dict[str, object]:
         raw["value"] = row.value
     for editor_field in _editor_fields(row.type):
         text = row.fields.get(editor_field.name, "")
+        if not text and not editor_field.required:
+            continue  # an optional field left empty is left out (a percentage's segment)
         raw[editor_field.name] = _number(text) if editor_field.input == NUMBER_INPUT else text
     return raw
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flagsight_core.conditions import condition_schema
 from flagsight_core.contract import (
     FLAG_KEY_MAX,
     LOCAL_GRANT_MAX,
@@ -14,7 +15,7 @@ from flagsight_core.contract import (
     ErrorType,
 )
 from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT, NOT_EVALUATED
-from flagsight_core.ruleset import FORMAT
+from flagsight_core.ruleset import FORMAT, TARGETING_FORMAT
 
 from api.web.openapi.public import (
     _API_KEY,
@@ -33,7 +34,12 @@ LOCAL_SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["format", "environmentId", "version", "segmentSalt", "flags", "segments"],
         "properties": {
-            "format": {"const": FORMAT},
+            "format": {
+                "enum": [FORMAT, TARGETING_FORMAT],
+                "description": f"{FORMAT}; {TARGETING_FORMAT} when a segment has conditions or a"
+                " percentage rule names a segment (contract 12), which a reader of format"
+                f" {FORMAT} alone refuses",
+            },
             "environmentId": {"type": "string"},
             "version": {"type": "integer"},
             "segmentSalt": {
@@ -63,7 +69,26 @@ LOCAL_SCHEMAS: dict[str, Any] = {
                 "additionalProperties": {
                     "type": "object",
                     "required": ["members", "table"],
-                    "properties": {"members": {"type": "integer"}, "table": {"type": "string"}},
+                    "properties": {
+                        "members": {"type": "integer"},
+                        "table": {"type": "string"},
+                        "excludedMembers": {
+                            "type": "integer",
+                            "description": "Format 3, a segment with conditions: its excluded"
+                            " identifiers' count",
+                        },
+                        "excludedTable": {
+                            "type": "string",
+                            "description": "Format 3, a segment with conditions: its excluded"
+                            " identifiers, as table is",
+                        },
+                        "conditions": {
+                            "type": "array",
+                            "items": condition_schema(),
+                            "description": "Format 3: a user in neither table is in the segment"
+                            " when every condition holds",
+                        },
+                    },
                 },
             },
         },

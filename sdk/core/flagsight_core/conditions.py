@@ -204,12 +204,16 @@ class _Invalid(ValueError):
 
 
 class ValueKind(NamedTuple):
-    """What an operator's values must be: in words, and how one becomes its operand."""
+    """What an operator's values must be: in words, as JSON Schema, and how one becomes its
+    operand."""
 
     what: str
     """The end of the message ``<field> must be <what>``."""
     operand: Callable[[Any], Any]
     """The operand of one valid value; ``_Invalid`` for any other."""
+    schema: dict[str, Any]
+    """One value's JSON Schema, as far as one states it (an RE2 expression's syntax is the
+    one thing it cannot: ``what`` says it)."""
 
 
 def _string(raw: object) -> str:
@@ -265,17 +269,40 @@ def _expression(raw: object) -> Any:
         ) from None
 
 
-STRING = ValueKind("a string", _string)
-SCALAR = ValueKind("a string, a finite number or a boolean", _scalar)
-NUMBER = ValueKind("a finite number", _number)
-VERSION = ValueKind("a Semantic Versioning 2.0.0 version (such as 1.4.0 or 2.0.0-rc.1)", _semver)
+_NUMERIC = "(?:0|[1-9][0-9]*)"
+_PRERELEASE = f"(?:{_NUMERIC}|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+SEMVER_SCHEMA_PATTERN = (
+    f"^{_NUMERIC}\\.{_NUMERIC}\\.{_NUMERIC}"
+    f"(?:-{_PRERELEASE}(?:\\.{_PRERELEASE})*)?(?:\\+[0-9A-Za-z-]+(?:\\.[0-9A-Za-z-]+)*)?$"
+)
+"""Semantic Versioning 2.0.0's own expression (semver.org), ASCII digits only, as a JSON
+Schema ``pattern``: what ``semver`` 3.1.2 parses."""
+
+STRING = ValueKind("a string", _string, {"type": "string"})
+SCALAR = ValueKind(
+    "a string, a finite number or a boolean", _scalar, {"type": ["string", "number", "boolean"]}
+)
+NUMBER = ValueKind("a finite number", _number, {"type": "number"})
+VERSION = ValueKind(
+    "a Semantic Versioning 2.0.0 version (such as 1.4.0 or 2.0.0-rc.1)",
+    _semver,
+    {"type": "string", "pattern": SEMVER_SCHEMA_PATTERN},
+)
 INSTANT = ValueKind(
-    "an RFC 3339 instant with its offset (such as 2025-06-01T00:00:00Z) or Unix seconds", _when
+    "an RFC 3339 instant with its offset (such as 2025-06-01T00:00:00Z) or Unix seconds",
+    _when,
+    {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}]},
 )
 EXPRESSION = ValueKind(
-    f"an RE2 regular expression of at most {CONDITION_PATTERN_MAX} characters", _expression
+    f"an RE2 regular expression of at most {CONDITION_PATTERN_MAX} characters",
+    _expression,
+    {
+        "type": "string",
+        "maxLength": CONDITION_PATTERN_MAX,
+        "description": "RE2 syntax, searched in the string (anchor with ^ and $)",
+    },
 )
-NO_VALUE = ValueKind("nothing", _string)  # EXISTS: never asked, as it takes no values
+NO_VALUE = ValueKind("nothing", _string, {})  # EXISTS: never asked, as it takes no values
 
 
 # --- how each operator decides one element ------------------------------------------------------
@@ -562,6 +589,31 @@ def conditions_from_json(raw: Any, where: str = "conditions") -> tuple[Condition
     if len(raw) > CONDITIONS_MAX:
         raise RuleError(f"{where} must hold at most {counted(CONDITIONS_MAX, 'condition')}")
     return tuple(condition_from_json(item, f"{where}[{i}]") for i, item in enumerate(raw))
+
+
+def condition_schema() -> dict[str, Any]:
+    """A condition's JSON Schema, from the catalogue: one alternative per operator, with
+    what its values must be and how many it takes (``condition_from_json`` checks the rest:
+    an RE2 expression's syntax, an instant's calendar)."""
+    attribute = {"type": "string", "pattern": f"^{ATTRIBUTE_NAME_SPEC}$"}
+    alternatives = []
+    for comparison in OPERATORS.values():
+        values: dict[str, Any] = {"type": "array", "maxItems": comparison.most}
+        if comparison.most:
+            values.update(items=comparison.values.schema, minItems=comparison.least)
+        required = ["attribute", "operator", *(["values"] if comparison.least else [])]
+        alternatives.append(
+            {
+                "type": "object",
+                "required": required,
+                "properties": {
+                    "attribute": attribute,
+                    "operator": {"const": str(comparison.operator)},
+                    "values": values,
+                },
+            }
+        )
+    return {"oneOf": alternatives}
 
 
 def held(

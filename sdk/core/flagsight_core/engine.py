@@ -26,14 +26,17 @@ from flagsight_core.context import (
     EvaluationContexts,
 )
 from flagsight_core.model import (
+    ARM_CONTROL,
     NO_RULE,
     NOT_EVALUATED,
     RESULT_CODES,
     RESULTS,
     ErrorType,
     Flag,
+    PercentageRule,
     Result,
     Segments,
+    arm_of,
 )
 
 NOT_FOUND = Result(False, None, ErrorType.FLAG_NOT_FOUND)
@@ -200,3 +203,45 @@ def evaluate_many(
 ) -> list[Result]:
     """``evaluate`` for each user, in order (``evaluate_codes`` as ``Result`` objects)."""
     return [RESULTS[code] for code in evaluate_codes(flag, users, segments, attributes, at=at)]
+
+
+# --- release-health arms (contract 9; a split within a segment, contract 12) -------------------
+
+
+def arm(flag: Flag | None, rule: int, ctx: EvaluationContext, segments: Segments) -> str | None:
+    """The arm of the user of ``ctx``, whose deciding rule byte is ``rule``: ``arm_of``, and
+    neither arm for a user who reached the flag's split rule outside the segment it names
+    (the rule did not apply to that user)."""
+    if flag is None:
+        return None
+    found = arm_of(rule, flag.split_rule)
+    if found == ARM_CONTROL and flag.split_segment is not None:
+        split: PercentageRule = flag.rules[flag.split_rule]  # type: ignore[assignment]
+        if not split.applies(ctx, segments):
+            return None
+    return found
+
+
+def outside_split(
+    flag: Flag | None,
+    users: Sequence[str],
+    rules: bytes,
+    segments: Segments,
+    attributes: Mapping[str, Attributes] | None = None,
+) -> list[int]:
+    """The indices of the users (``rules``: their rule bytes, as ``decide`` gives them) who
+    reached the flag's split rule outside the segment it names: in neither arm, though
+    ``arm_of`` reads their rule byte as control. Empty for a flag whose split names no
+    segment (no user is asked)."""
+    if flag is None or flag.split_segment is None:
+        return []
+    split = flag.split_rule
+    decided = np.frombuffer(rules, dtype=np.uint8)
+    reached = np.flatnonzero((decided > split) & (decided != NOT_EVALUATED))
+    if not reached.size:
+        return []
+    asked = EvaluationContexts(
+        [users[i] for i in reached.tolist()], attributes or NO_USER_ATTRIBUTES
+    )
+    rule: PercentageRule = flag.rules[split]  # type: ignore[assignment]
+    return reached[~rule.applies_many(asked, segments)].tolist()

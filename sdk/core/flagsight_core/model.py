@@ -72,7 +72,11 @@ def arm_of(rule: int, split_rule: int) -> str | None:
     """The arm of a user whose deciding rule byte is ``rule``, for a flag whose first
     percentage rule is ``split_rule`` (-1: none). Treatment: that rule matched. Control: it
     was reached and did not match (a later rule decided, or none did). Neither: an earlier
-    rule decided, or the flag's state or the plan did (``NOT_EVALUATED``)."""
+    rule decided, or the flag's state or the plan did (``NOT_EVALUATED``).
+
+    A split rule that names a segment does not apply to the users outside it, who are in
+    neither arm: the rule byte cannot tell them from the control arm, so where the flag has
+    ``split_segment`` the arm is ``engine.arm``'s, which asks the segment."""
     if split_rule < 0 or rule == NOT_EVALUATED or rule < split_rule:
         return None
     return ARM_TREATMENT if rule == split_rule else ARM_CONTROL
@@ -91,10 +95,14 @@ class Flag:
     """The index of the first percentage rule (the randomized split), or -1."""
     split_percentage: float | None = field(init=False, repr=False, compare=False)
     """That rule's percentage: the share of reaching users in treatment (None without one)."""
+    split_segment: str | None = field(init=False, repr=False, compare=False)
+    """The segment that rule applies within (contract 12), or None: every user reaching it."""
     plan: int | tuple[tuple[int, object], ...] | None = field(init=False, repr=False, compare=False)
     """The flag as ``api.native`` reads it: the result code when its state decides (archived,
     disabled), else each rule as ``(rule.native_kind, rule.native_parameter())``; None when a
-    rule's type has no native kind (the Python path serves the flag)."""
+    rule's type has no native kind, or a percentage rule names a segment (the Python path
+    serves the flag: the arms of such a rule need each user's membership, which the native
+    path's event frame does not carry)."""
 
     def __post_init__(self) -> None:
         if len(self.rules) >= NOT_EVALUATED:
@@ -107,6 +115,8 @@ class Flag:
         object.__setattr__(self, "split_rule", split)
         percentage = self.rules[split].percentage if split >= 0 else None  # type: ignore[union-attr]
         object.__setattr__(self, "split_percentage", percentage)
+        segment = self.rules[split].segment if split >= 0 else None  # type: ignore[union-attr]
+        object.__setattr__(self, "split_segment", segment)
         object.__setattr__(self, "plan", _plan(self))
 
 
@@ -121,6 +131,11 @@ def _plan(flag: Flag) -> int | tuple[tuple[int, object], ...] | None:
         return RESULT_CODES[Result(False, None, ErrorType.FLAG_ARCHIVED)]
     if not flag.enabled:
         return RESULT_CODES[Result(False, None, ErrorType.FLAG_DISABLED)]
-    if any(rule.native_kind is None for rule in flag.rules):
+    if any(rule.native_kind is None or _within_segment(rule) for rule in flag.rules):
         return None
     return tuple((rule.native_kind, rule.native_parameter()) for rule in flag.rules)
+
+
+def _within_segment(rule: Rule) -> bool:
+    """A percentage rule that applies within a segment (``Flag.plan`` hands it on)."""
+    return isinstance(rule, PercentageRule) and rule.segment is not None

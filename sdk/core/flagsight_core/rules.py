@@ -37,8 +37,10 @@ from flagsight_core.registry import (
     register_rule_type,
     rule_value,
 )
+from flagsight_core.segments import DefinedSegment, member, members_of
 
 _EMPTY: frozenset[str] = frozenset()
+_SEGMENT_SCHEMA = {"type": "string", "pattern": KEY_SCHEMA_PATTERN}
 
 
 class RuleType(StrEnum):
@@ -85,25 +87,22 @@ class SegmentRule(Rule):
     ofrep_reason: ClassVar[str] = OfrepReason.TARGETING_MATCH
     description: ClassVar[str] = "matches the segment's members"
     fields: ClassVar[tuple[RuleField, ...]] = (
-        RuleField(
-            "segment", {"type": "string", "pattern": KEY_SCHEMA_PATTERN}, "Segment", input="segment"
-        ),
+        RuleField("segment", _SEGMENT_SCHEMA, "Segment", input="segment"),
     )
     native_kind: ClassVar[int | None] = 1
 
     def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
-        return ctx.user in segments.get(self.segment, _EMPTY)
+        members = segments.get(self.segment, _EMPTY)
+        if type(members) is DefinedSegment:  # ``segments.member``, written out: every request
+            return members.includes(ctx)
+        return ctx.user in members
 
     def matches_many(
         self, flag_key: str, contexts: EvaluationContexts, segments: Segments
     ) -> np.ndarray:
-        """One call where the members offer it (``SegmentMembership.contains_many``)."""
-        users = contexts.users
-        members = segments.get(self.segment, _EMPTY)
-        contains_many = getattr(members, "contains_many", None)
-        if contains_many is not None:
-            return contains_many(users)
-        return np.fromiter((user in members for user in users), dtype=bool, count=len(users))
+        """One call where the segment offers it (``segments.members_of``): a segment of
+        lists alone is one table probe per user, with no object made per user."""
+        return members_of(segments.get(self.segment, _EMPTY), contexts)
 
     def native_parameter(self) -> object:
         return self.segment
@@ -125,13 +124,16 @@ class PercentageRule(Rule):
 
     The first percentage rule of a flag splits the users who reach it into two arms
     (``Flag.split_rule``): those it matches (treatment) and those it does not (control).
+    Naming a ``segment`` (contract 12), it applies only to that segment's members: any other
+    user goes on to the next rule, and is in neither arm (``applies``, ``engine.arm``).
     """
 
     percentage: float
     value: bool = True
+    segment: str | None = None
     type: ClassVar[str] = RuleType.PERCENTAGE
     ofrep_reason: ClassVar[str] = OfrepReason.SPLIT
-    description: ClassVar[str] = "matches a stable share of users"
+    description: ClassVar[str] = "matches a stable share of users (of a segment's, if named)"
     fields: ClassVar[tuple[RuleField, ...]] = (
         RuleField(
             "percentage",
@@ -147,6 +149,18 @@ class PercentageRule(Rule):
             input="number",
             default="50",
         ),
+        RuleField(
+            "segment",
+            {
+                **_SEGMENT_SCHEMA,
+                "description": "Optional: the rule applies only to this segment's members;"
+                " others go on to the next rule and are in neither release-health arm",
+            },
+            "Segment",
+            prompt="Only within segment (optional)",
+            input="segment",
+            required=False,
+        ),
     )
     native_kind: ClassVar[int | None] = 2
     threshold: int = field(init=False)
@@ -154,24 +168,54 @@ class PercentageRule(Rule):
     def __post_init__(self) -> None:
         object.__setattr__(self, "threshold", threshold(self.percentage))
 
+    def applies(self, ctx: EvaluationContext, segments: Segments) -> bool:
+        """Whether the rule decides for this user at all: every user, or its segment's
+        members when it names one."""
+        return self.segment is None or member(segments.get(self.segment, _EMPTY), ctx)
+
+    def applies_many(self, contexts: EvaluationContexts, segments: Segments) -> np.ndarray:
+        """``applies`` for each user, as a boolean array."""
+        if self.segment is None:
+            return np.ones(len(contexts), dtype=bool)
+        return members_of(segments.get(self.segment, _EMPTY), contexts)
+
     def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
-        return bucket(flag_key, ctx.user) < self.threshold
+        if bucket(flag_key, ctx.user) >= self.threshold:
+            return False
+        return self.segment is None or member(segments.get(self.segment, _EMPTY), ctx)
 
     def matches_many(
         self, flag_key: str, contexts: EvaluationContexts, segments: Segments
     ) -> np.ndarray:
-        return buckets(flag_key, contexts.users) < self.threshold
+        """The buckets in one call; a segment's membership asked only of the users whose
+        bucket is below the threshold."""
+        hits = buckets(flag_key, contexts.users) < self.threshold
+        if self.segment is None:
+            return hits
+        below = np.flatnonzero(hits)
+        if below.size:
+            users = contexts.users
+            asked = (
+                contexts
+                if below.size == len(users)
+                else contexts.among([users[i] for i in below.tolist()])
+            )
+            hits[below] = self.applies_many(asked, segments)
+        return hits
 
     def native_parameter(self) -> object:
         return self.threshold
 
     def to_json(self) -> dict[str, Any]:
         pct = float(self.percentage)
-        return {
+        raw: dict[str, Any] = {
             "type": "PERCENTAGE",
             "percentage": int(pct) if pct.is_integer() else pct,
             "value": self.value,
         }
+        if self.segment is not None:
+            raw["segment"] = self.segment
+        return raw
 
     @classmethod
     def from_json(cls, raw: dict[str, Any], where: str) -> PercentageRule:
@@ -180,7 +224,12 @@ class PercentageRule(Rule):
             raise RuleError(f"{where}.percentage must be a number from 0 to 100")
         if abs(pct * 100 - round(pct * 100)) > 1e-6:
             raise RuleError(f"{where}.percentage must have at most two decimals")
-        return cls(float(pct), rule_value(raw, where))
+        segment = raw.get("segment")
+        if "segment" in raw and (
+            not isinstance(segment, str) or not KEY_PATTERN.fullmatch(segment)
+        ):
+            raise RuleError(f"{where}.segment must be a segment key ({KEY_SPEC})")
+        return cls(float(pct), rule_value(raw, where), segment)
 
 
 # The order below is the result codes' (``RESULTS``), which the event log stores: no match,

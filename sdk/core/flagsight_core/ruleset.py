@@ -16,6 +16,13 @@ Shape (``format`` 2)::
 Format 2 salts the tables per environment (``segments.salted``: each member's hash under
 ``segmentSalt``); a format-1 reader refuses it and keeps what it has, rather than look up
 unsalted hashes in a salted table.
+
+Format 3 (contract 12) is format 2 with what targeting by attributes adds: a segment with
+conditions carries them, values included, and its excluded members as a second table salted
+like the first (``"excludedMembers": 1, "excludedTable": "…", "conditions": [condition, …]``),
+and a percentage rule may name a ``segment``. A ruleset that uses neither stays format 2, so a
+client from before reads it as ever; one that uses either is format 3, which a format-2 reader
+refuses (keeping what it has) rather than answer without the conditions.
 """
 
 from __future__ import annotations
@@ -26,10 +33,22 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flagsight_core.conditions import conditions_from_json
 from flagsight_core.model import Flag, RuleError, rule_from_json, rule_to_json
-from flagsight_core.segments import SALT_BYTES, SaltedMembership, SegmentMembership, salted
+from flagsight_core.segments import (
+    SALT_BYTES,
+    DefinedSegment,
+    SaltedMembership,
+    SegmentMembership,
+    salted,
+    segment_of,
+)
 
 FORMAT = 2
+"""The format of a ruleset without targeting by attributes."""
+TARGETING_FORMAT = 3
+"""The format of one with a segment's conditions or a percentage within a segment."""
+FORMATS = (FORMAT, TARGETING_FORMAT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +79,15 @@ def ruleset_to_json(ruleset: Ruleset) -> dict[str, Any]:
     segments = {}
     for key in sorted(named_segments(ruleset.flags.values())):
         members = ruleset.segments.get(key)
-        if not isinstance(members, SegmentMembership):
-            continue
-        if not isinstance(members, SaltedMembership):  # else salted by the caller, with its salt
-            members = salted(members, ruleset.segment_salt)
-        table = base64.b64encode(members.to_bytes()).decode("ascii")
-        segments[key] = {"members": len(members), "table": table}
+        if isinstance(members, SegmentMembership):
+            segments[key] = _segment_json(members, ruleset.segment_salt)
+    targeting = any("conditions" in segment for segment in segments.values()) or any(
+        getattr(rule, "segment", None) is not None and rule.type == "PERCENTAGE"
+        for flag in ruleset.flags.values()
+        for rule in flag.rules
+    )
     return {
-        "format": FORMAT,
+        "format": TARGETING_FORMAT if targeting else FORMAT,
         "environmentId": ruleset.environment_id,
         "version": ruleset.version,
         "segmentSalt": base64.b64encode(ruleset.segment_salt).decode("ascii"),
@@ -84,6 +104,29 @@ def ruleset_to_json(ruleset: Ruleset) -> dict[str, Any]:
     }
 
 
+def _segment_json(members: SegmentMembership, salt: bytes) -> dict[str, Any]:
+    """A segment as the ruleset ships it, its tables salted (by the caller, with its salt,
+    or here)."""
+    if not _is_salted(members):
+        members = salted(members, salt)
+    shipped: dict[str, Any] = {"members": len(members), "table": _table(members)}
+    if isinstance(members, DefinedSegment):
+        shipped["excludedMembers"] = len(members.excluded)
+        shipped["excludedTable"] = _table(members.excluded)
+        shipped["conditions"] = [condition.to_json() for condition in members.conditions]
+    return shipped
+
+
+def _is_salted(members: SegmentMembership) -> bool:
+    if isinstance(members, DefinedSegment):
+        return members.is_salted
+    return isinstance(members, SaltedMembership)
+
+
+def _table(members: SegmentMembership) -> str:
+    return base64.b64encode(members.to_bytes()).decode("ascii")
+
+
 class InvalidRuleset(ValueError):
     """A document that is not a ruleset this core can decide from (a newer format, or a rule
     type it does not know): the client keeps the ruleset it has."""
@@ -92,8 +135,8 @@ class InvalidRuleset(ValueError):
 def ruleset_from_json(document: Any) -> Ruleset:
     """The ``Ruleset`` of a ``ruleset_to_json`` document; ``InvalidRuleset`` otherwise."""
     try:
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise InvalidRuleset(f"not a format-{FORMAT} ruleset")
+        if not isinstance(document, dict) or document.get("format") not in FORMATS:
+            raise InvalidRuleset(f"not a ruleset of format {' or '.join(map(str, FORMATS))}")
         flags = {}
         for raw in document["flags"]:
             rules = tuple(rule_from_json(rule) for rule in raw["rules"])
@@ -102,10 +145,7 @@ def ruleset_from_json(document: Any) -> Ruleset:
         salt = base64.b64decode(document["segmentSalt"], validate=True)
         if len(salt) != SALT_BYTES:
             raise InvalidRuleset(f"segmentSalt is {len(salt)} bytes, not {SALT_BYTES}")
-        segments = {
-            key: SaltedMembership.from_table(base64.b64decode(raw["table"], validate=True), salt)
-            for key, raw in document["segments"].items()
-        }
+        segments = {key: _segment_from_json(raw, salt) for key, raw in document["segments"].items()}
         return Ruleset(
             str(document["environmentId"]), int(document["version"]), flags, segments, salt
         )
@@ -113,3 +153,14 @@ def ruleset_from_json(document: Any) -> Ruleset:
         raise
     except (KeyError, TypeError, ValueError, RuleError, binascii.Error) as exc:
         raise InvalidRuleset(f"malformed ruleset: {exc}") from None
+
+
+def _segment_from_json(raw: dict[str, Any], salt: bytes) -> SegmentMembership:
+    """A shipped segment: its table, and its excluded table and conditions when it has any."""
+    listed = SaltedMembership.from_table(base64.b64decode(raw["table"], validate=True), salt)
+    if "conditions" not in raw:
+        return listed
+    excluded = SaltedMembership.from_table(
+        base64.b64decode(raw["excludedTable"], validate=True), salt
+    )
+    return segment_of(listed, excluded, conditions_from_json(raw["conditions"]))

@@ -24,15 +24,28 @@ membership without asking); what the salt takes away is a table of guessed ident
 made once and used against every environment: each salt needs the guesses hashed again. A
 keyed hash of the stored hash, rather than of the identifier, lets the service salt the
 tables it holds without keeping identifiers.
+
+**Segments by conditions** (contract 12). A segment is its listed members, its excluded
+members and its conditions on the user's attributes (``conditions.in_segment`` says how they
+combine). A segment without conditions is its listed members alone (an exclusion only stops a
+user the conditions would take), so it stays a ``SegmentMembership``: the fast path of every
+caller, the native one included, is unchanged. A segment with conditions is a
+``DefinedSegment``: a ``SegmentMembership`` of its listed members (what a caller that knows only
+tables reads, its table and its count) that decides by its whole definition, a user's
+attributes included (``includes``, ``includes_many``); ``identifier in segment`` decides for
+a user without attributes. ``segment_of`` makes the one or the other.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 import mmh3
 import numpy as np
+
+from flagsight_core.conditions import Condition, in_segment
+from flagsight_core.context import NO_ATTRIBUTES, EvaluationContext, EvaluationContexts
 
 _EMPTY = 0
 _MIN_CAPACITY = 8
@@ -225,9 +238,126 @@ class SaltedMembership(SegmentMembership):
 
 def salted(membership: SegmentMembership, salt: bytes) -> SaltedMembership:
     """``membership`` with every key salted: the table a ruleset ships. One BLAKE2b per
-    member, so the service does it once per ruleset version, off its event loop."""
+    member, so the service does it once per ruleset version, off its event loop. A
+    ``DefinedSegment`` comes back as one, both its lists salted, its conditions as they are."""
+    if isinstance(membership, DefinedSegment):
+        return membership.salted(salt)  # type: ignore[return-value]
     keyed = _keyed(salt)
     keys = np.array([salted_key(key, keyed) for key in membership.keys().tolist()], dtype=np.uint64)
     table = np.zeros(_capacity(keys.size), dtype=np.uint64)
     _fill(table, keys)
     return SaltedMembership(table, salt)
+
+
+_NO_MEMBERS = SegmentMembership.build(())
+
+
+class DefinedSegment(SegmentMembership):
+    """A segment by its definition (contract 12): a user listed in ``listed`` is in; otherwise
+    one listed in ``excluded`` is out; otherwise the user is in when every condition holds
+    (``conditions.in_segment``). Made by ``segment_of`` for a segment with conditions.
+
+    As a ``SegmentMembership`` it is the table of its listed members (``to_bytes``, ``keys``,
+    ``len``); ``identifier in segment`` and ``contains_many`` decide for users without
+    attributes, ``includes`` and ``includes_many`` with theirs. Never raises for a string.
+    """
+
+    __slots__ = ("conditions", "excluded", "listed")
+
+    def __init__(
+        self,
+        listed: SegmentMembership,
+        excluded: SegmentMembership,
+        conditions: tuple[Condition, ...],
+    ):
+        super().__init__(listed._table)
+        self.listed = listed
+        """The members listed in ``userIdentifiers`` (a table, salted or not)."""
+        self.excluded = excluded
+        """The members listed in ``excludedUserIdentifiers`` (salted as ``listed`` is)."""
+        self.conditions = conditions
+        """What a user neither listed nor excluded must satisfy, every one (never empty)."""
+
+    def includes(self, ctx: EvaluationContext) -> bool:
+        """Whether the user of ``ctx`` is in the segment (its identifier and attributes)."""
+        user = ctx.user
+        listed = user in self.listed
+        excluded = not listed and user in self.excluded
+        return in_segment(listed, excluded, self.conditions, ctx.attributes, user)
+
+    def includes_many(self, contexts: EvaluationContexts) -> np.ndarray:
+        """``includes`` for each user, as a boolean array: both lists in one call each, the
+        conditions asked only of the users neither list decides."""
+        users = contexts.users
+        found = self.listed.contains_many(users)
+        rest = np.flatnonzero(~found)
+        if rest.size and len(self.excluded):
+            rest = rest[~self.excluded.contains_many([users[i] for i in rest.tolist()])]
+        conditions = self.conditions
+        attributes_of = contexts.attributes_of
+        for index in rest.tolist():
+            user = users[index]
+            attributes = attributes_of(user)
+            found[index] = all(c.holds(attributes, user) for c in conditions)
+        return found
+
+    def __contains__(self, identifier: object) -> bool:
+        if not isinstance(identifier, str):
+            return False
+        return self.includes(EvaluationContext(identifier, NO_ATTRIBUTES))
+
+    def contains_many(self, identifiers: Sequence[str]) -> np.ndarray:
+        return self.includes_many(EvaluationContexts(identifiers))
+
+    def salted(self, salt: bytes) -> DefinedSegment:
+        """This segment with both lists salted (``salted``): what a ruleset ships."""
+        return DefinedSegment(
+            salted(self.listed, salt), salted(self.excluded, salt), self.conditions
+        )
+
+    @property
+    def is_salted(self) -> bool:
+        """Whether its lists hold salted keys (a ruleset's)."""
+        return isinstance(self.listed, SaltedMembership)
+
+    @property
+    def nbytes(self) -> int:
+        return self.listed.nbytes + self.excluded.nbytes
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(listed={len(self.listed)}, excluded={len(self.excluded)},"
+            f" conditions={len(self.conditions)})"
+        )
+
+
+def segment_of(
+    listed: SegmentMembership,
+    excluded: SegmentMembership | None = None,
+    conditions: tuple[Condition, ...] = (),
+) -> SegmentMembership:
+    """The segment of these lists and conditions: ``listed`` itself when there are no
+    conditions (the exclusions then change nothing), else a ``DefinedSegment``."""
+    if not conditions:
+        return listed
+    return DefinedSegment(listed, _NO_MEMBERS if excluded is None else excluded, conditions)
+
+
+def member(members: Container[str], ctx: EvaluationContext) -> bool:
+    """Whether the user of ``ctx`` is in a segment: by its definition when it has conditions,
+    else by its identifier (any container of identifiers serves)."""
+    if type(members) is DefinedSegment:
+        return members.includes(ctx)
+    return ctx.user in members
+
+
+def members_of(members: Container[str], contexts: EvaluationContexts) -> np.ndarray:
+    """``member`` for each user, as a boolean array: one call where the segment offers it
+    (``SegmentMembership.contains_many``, ``DefinedSegment.includes_many``)."""
+    if type(members) is DefinedSegment:
+        return members.includes_many(contexts)
+    users = contexts.users
+    contains_many = getattr(members, "contains_many", None)
+    if contains_many is not None:
+        return contains_many(users)
+    return np.fromiter((user in members for user in users), dtype=bool, count=len(users))

@@ -33,7 +33,9 @@ from collections.abc import Callable
 
 import requests
 from flagsight_core import ERROR_MESSAGES, RESULTS, ErrorType, decide_one
+from flagsight_core.context import context_of
 from flagsight_core.contract import FLAG_KEY_MAX, LOCAL_GRANT_MAX, USER_IDENTIFIER_MAX
+from flagsight_core.engine import arm as arm_in
 from flagsight_core.model import NOT_EVALUATED, arm_of
 from flagsight_core.ruleset import InvalidRuleset, Ruleset, ruleset_from_json
 
@@ -461,6 +463,8 @@ class LocalEvaluator:
         value, rule_type, error_type, message = plain
         rule = rules[0]
         arm = arm_of(rule, flag.split_rule) if flag is not None else None
+        if arm is not None and flag is not None and flag.split_segment is not None:
+            arm = arm_in(flag, rule, context_of(user, given, now), ruleset.segments)
         self.reports.offer(
             [
                 evaluation_id,
