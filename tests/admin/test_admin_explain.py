@@ -26,6 +26,8 @@ from flagsight_core.registry import Segments, rule_value
 
 from api.metering.meter import month_of
 from api.observability.metrics import render
+from api.web.attributes import check_attributes
+from api.web.errors import BadRequest
 from tests.admin import conftest
 from tests.admin.conftest import NOW, AdminClient
 from tests.support.openapi import OpenApiChecker
@@ -234,56 +236,37 @@ def test_attributes_of_every_shape_are_taken(admin_api: AdminClient, flag: dict[
     assert answer.status == 200 and answer.body["value"] is True
 
 
-@pytest.mark.parametrize(
-    ("attributes", "message"),
-    [
-        ([], "Field 'attributes' must be an object"),
-        ("plan=pro", "Field 'attributes' must be an object"),
-        (
-            {"bad name": 1},
-            "Field 'attributes' has an attribute named 'bad name': a name must"
-            " match [A-Za-z0-9._-]{1,64}",
-        ),
-        (
-            {"a" * 65: 1},
-            f"Field 'attributes' has an attribute named '{'a' * 65}': a name must"
-            " match [A-Za-z0-9._-]{1,64}",
-        ),
-        (
-            {"plan\n": "pro"},
-            "Field 'attributes' has an attribute named 'plan\\n': a name must match"
-            " [A-Za-z0-9._-]{1,64}",
-        ),
-        (
-            {"userIdentifier": "u2"},
-            "Field 'attributes.userIdentifier' is reserved: a condition"
-            " on userIdentifier reads the user's identifier, sent as"
-            " 'userIdentifier'",
-        ),
-        (
-            {"plan": None},
-            "Field 'attributes.plan' must be a string, a finite number, a boolean"
-            " or an array of strings",
-        ),
-        (
-            {"plan": {"name": "pro"}},
-            "Field 'attributes.plan' must be a string, a finite number,"
-            " a boolean or an array of strings",
-        ),
-        ({"plan": "x" * 1025}, "Field 'attributes.plan' must be at most 1024 characters long"),
-        ({"tags": ["a", 1]}, "Field 'attributes.tags[1]' must be a string"),
-        (
-            {"tags": ["a", "x" * 1025]},
-            "Field 'attributes.tags[1]' must be at most 1024 characters long",
-        ),
-        ({"tags": ["a"] * 101}, "Field 'attributes.tags' has 101 items; at most 100 are allowed"),
-        ({"big": 10**400}, "Field 'attributes.big' must be a finite number"),
-        (
-            {f"a{i}": i for i in range(51)},
-            "Field 'attributes' has 51 attributes; at most 50 are allowed",
-        ),
-    ],
+NAME_RULE = "a name is 1 to 64 letters, digits, '.', '_' or '-'"
+VALUE_RULE = (
+    "must be a string of at most 1024 characters, a finite number, a boolean or an array of at"
+    " most 100 such strings"
 )
+BAD_ATTRIBUTES = [
+    ([], "Field 'attributes' must be a JSON object of attributes by name"),
+    ("plan=pro", "Field 'attributes' must be a JSON object of attributes by name"),
+    ({"bad name": 1}, f"Field 'attributes' has an attribute named 'bad name'; {NAME_RULE}"),
+    ({"a" * 65: 1}, f"Field 'attributes' has an attribute named '{'a' * 64}…'; {NAME_RULE}"),
+    ({"plan\n": "pro"}, f"Field 'attributes' has an attribute named 'plan\\n'; {NAME_RULE}"),
+    ({"userIdentifier": "u2"}, "Field 'attributes.userIdentifier' is not allowed: the name is"
+                               " reserved for the user's identifier, which conditions read by"
+                               " that name"),
+    ({"plan": None}, f"Field 'attributes.plan' {VALUE_RULE}"),
+    ({"plan": {"name": "pro"}}, f"Field 'attributes.plan' {VALUE_RULE}"),
+    ({"plan": "x" * 1025}, "Field 'attributes.plan' must be at most 1024 characters long"),
+    ({"tags": ["a", 1]}, "Field 'attributes.tags[1]' must be a string: an array attribute holds"
+                         " strings only"),
+    ({"tags": ["a", "x" * 1025]}, "Field 'attributes.tags[1]' must be at most 1024 characters"
+                                  " long"),
+    ({"tags": ["a"] * 101}, "Field 'attributes.tags' has 101 items; at most 100 are allowed"),
+    ({"big": 10**400}, "Field 'attributes.big' must be a finite number"),
+    ({f"a{i}": i for i in range(51)}, "Field 'attributes' has 51 attributes; at most 50 are"
+                                      " allowed"),
+]  # fmt: skip
+"""Bad attributes and the 400's words: those of ``POST /v1/evaluate`` (``api.web.attributes``),
+so the two doors refuse alike."""
+
+
+@pytest.mark.parametrize(("attributes", "message"), BAD_ATTRIBUTES)
 def test_bad_attributes_are_400_naming_the_field(
     admin_api: AdminClient, flag: dict[str, Any], attributes: Any, message: str
 ) -> None:
@@ -291,6 +274,23 @@ def test_bad_attributes_are_400_naming_the_field(
     assert (answer.status, answer.body) == (400, {
         "status": 400, "error": "Bad Request", "message": message,
     })  # fmt: skip
+    with pytest.raises(BadRequest) as public:  # the public API's validator says the same
+        check_attributes(attributes)
+    assert public.value.description == message
+
+
+def test_a_number_no_double_holds_is_named(admin_api: AdminClient, flag: dict[str, Any]) -> None:
+    """1e999 is valid JSON: the field is named, as ``/v1/evaluate`` names it."""
+    body = b'{"userIdentifier": "u", "attributes": {"big": 1e999}}'
+    answer = admin_api.post(explain_path(flag), body=body,
+                            headers={"Content-Type": "application/json"})  # fmt: skip
+    assert (answer.status, answer.body["message"]) == (
+        400,
+        "Field 'attributes.big' must be a finite number",
+    )
+    malformed = admin_api.post(explain_path(flag), body=b'{"userIdentifier": NaN}',
+                               headers={"Content-Type": "application/json"})  # fmt: skip
+    assert malformed.status == 400 and malformed.body["message"].startswith("Malformed JSON")
 
 
 @pytest.mark.parametrize(

@@ -103,8 +103,8 @@ def test_try_a_user_shows_the_answer_and_each_rule(
     section.get_by_role("button", name="Try this user").click()
     problem = page.locator("[data-try-problem]")
     expect(problem).to_contain_text(
-        "Not tried. Field 'attributes.userIdentifier' is reserved: a condition on userIdentifier"
-        " reads the user's identifier, sent as 'userIdentifier'"
+        "Not tried. Field 'attributes.userIdentifier' is not allowed: the name is reserved for"
+        " the user's identifier, which conditions read by that name"
     )
     expect(page.locator("[data-trial-answer]")).to_have_count(0)
     no_horizontal_overflow(page, "a refusal")

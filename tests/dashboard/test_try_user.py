@@ -120,13 +120,14 @@ def test_attributes_as_json_and_rows_are_one_request(
     ("user", "json_text", "rows", "problem"),
     [
         ("", "", [], "Field 'userIdentifier' must be a string of 1 to 1024 characters"),
-        ("u", "[1, 2]", [], "Field 'attributes' must be an object"),
+        ("u", "[1, 2]", [], "Field 'attributes' must be a JSON object of attributes by name"),
         ("u", '{"plan": ', [], "The attributes are not valid JSON: "),
-        ("u", '{"userIdentifier": "x"}', [], "Field 'attributes.userIdentifier' is reserved"),
-        ("u", '{"plan": null}', [], "Field 'attributes.plan' must be a string, a finite number,"
-                                    " a boolean or an array of strings"),
+        ("u", '{"userIdentifier": "x"}', [], "Field 'attributes.userIdentifier' is not allowed"),
+        ("u", '{"plan": null}', [], "Field 'attributes.plan' must be a string of at most 1024"
+                                    " characters, a finite number"),
+        ("u", '{"big": 1e999}', [], "Field 'attributes.big' must be a finite number"),
         ("u", "", [("bad name", "text", "x")], "Field 'attributes' has an attribute named"
-                                                " 'bad name': a name must match"),
+                                                " 'bad name'; a name is 1 to 64 letters"),
         ("u", "", [("age", "number", "forty")], "Attribute 'age' (row 1) must be a number"),
         ("u", "", [("beta", "boolean", "yes")], "Attribute 'beta' (row 1) must be true or false"),
         ("u", '{"age": 1}', [("age", "number", "2")], "Attribute 'age' is given twice (row 1)"),

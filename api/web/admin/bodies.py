@@ -7,7 +7,8 @@ document is generated from the same declaration (``api/web/openapi/admin.py``), 
 cannot drift apart. What a JSON Schema cannot state (steps that rise to 100, a webhook URL's
 host, a rule of the registry) is a ``Body.checks`` entry, run on its field as soon as that field
 has decoded, in the order the fields are declared: the message names the first field that is
-wrong, as the admin API always has.
+wrong, as the admin API always has. A field whose rules another surface words too is checked
+by that surface's validator first (``Body.prechecks``), so both say the same.
 
 A refusal is worded from the field's declaration, not from ``msgspec``'s text: ``Field 'name'
 is required``, ``must be a string``, ``must be 1 to 200 characters long``, ``must be one of
@@ -72,6 +73,10 @@ class Body(msgspec.Struct, kw_only=True):
 
     checks: ClassVar[Mapping[str, Check]] = {}
     """Field name -> what its value must satisfy beyond its declared type."""
+    prechecks: ClassVar[Mapping[str, Check]] = {}
+    """Field name -> a check of its plain JSON value before it is converted: a field whose
+    rules another surface words too (contract 12's attributes, ``api.web.attributes``) is
+    refused in those words; its declared type still states the rules (the document's)."""
     schema_extra: ClassVar[Mapping[str, Any]] = {}
     """What the OpenAPI schema adds to the generated one: rules between fields that the store
     enforces (the plan and the limit), written in JSON Schema next to the fields."""
@@ -166,6 +171,9 @@ def _struct(body_type: type[B], plain: dict[str, Any], place: Place, what: str) 
             if raw is _ABSENT:
                 seen[info.name] = _default(info)
                 continue
+        precheck = body_type.prechecks.get(info.name)
+        if precheck is not None:
+            precheck(raw, here)
         seen[info.name] = _value(info.type, annotation, raw, info.encode_name, here, what)
         check = body_type.checks.get(info.name)
         if check is not None:
@@ -342,29 +350,8 @@ def problem(info: Any, value: Any, label: str, what: str = FIELD) -> str | None:
     if isinstance(bare, mi.UnionType):  # several types besides null: none of them fits
         if any(problem(t, value, label, what) is None for t in bare.types):
             return None
-        alike = [t for t in bare.types if _of_kind(t, value)]
-        if len(alike) == 1:  # a string too long says so, not that it must be a string
-            return problem(alike[0], value, label, what)
         return _say(found, "type", label, what, f"{what} '{label}' must be {phrase(bare)}")
     return _problem(bare, value, label, what, found)
-
-
-_KINDS: tuple[tuple[type | tuple[type, ...], tuple[type, ...]], ...] = (
-    (bool, (mi.BoolType,)),
-    ((int, float), (mi.IntType, mi.FloatType)),
-    (str, (mi.StrType,)),
-    (list, (mi.ListType, mi.VarTupleType)),
-    (dict, (mi.DictType, mi.StructType)),
-)
-"""Each JSON value's Python type, and the declared types of that kind (a boolean first: it is
-an ``int`` to Python)."""
-
-
-def _of_kind(info: Any, value: Any) -> bool:
-    """Whether ``info`` declares a value of ``value``'s JSON kind (a string, a number, ...)."""
-    declared = _bare(info)
-    kinds = next((kinds for python, kinds in _KINDS if isinstance(value, python)), ())
-    return isinstance(declared, kinds)
 
 
 def _problem(info: Any, value: Any, label: str, what: str, found: Mapping[str, str]) -> str | None:
@@ -395,12 +382,6 @@ def _problem(info: Any, value: Any, label: str, what: str, found: Mapping[str, s
     if isinstance(info, mi.DictType):
         if not isinstance(value, dict):
             return wrong_type
-        count, low, high = len(value), info.min_length, info.max_length
-        if low is not None and count < low:
-            return say("short", f"{what} '{label}' must have at least {low} fields", count=count)
-        if high is not None and count > high:
-            return say("long", f"{what} '{label}' has {count} fields; at most {high} are allowed",
-                       count=count)  # fmt: skip
         for key, item in value.items():
             if problem(info.key_type, key, label, what) is not None:
                 return say("unknown", f"{what} '{label}' has no field '{key}'", key=key)

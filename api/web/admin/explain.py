@@ -29,7 +29,6 @@ from flagsight_core.context import AttributeValue as ContextValue
 from flagsight_core.context import context_of
 from flagsight_core.contract import (
     ATTRIBUTE_ARRAY_MAX,
-    ATTRIBUTE_NAME_PATTERN,
     ATTRIBUTE_NAME_SPEC,
     ATTRIBUTE_STRING_MAX,
     ATTRIBUTES_MAX,
@@ -43,18 +42,16 @@ from msgspec import UNSET, Meta, UnsetType
 from api.serving.services import Services
 from api.web.admin.auth import require_admin
 from api.web.admin.base import AdminResource
-from api.web.admin.bodies import Body, Place, one_of, words
+from api.web.admin.bodies import Body, Place, convert, one_of
 from api.web.admin.environments import existing_environment
 from api.web.admin.segments import UserIdentifier
 from api.web.admin.slices import Answer, Operation, Route, Slice, key_param
-from api.web.errors import BadRequest
-from api.web.jsonio import write_json
+from api.web.attributes import check_attributes
+from api.web.jsonio import decode_json_overflowing, read_body, write_json
 
 LARGEST = sys.float_info.max
 """A finite number is within the largest double either way (a JSON integer has no limit of
 its own: one of 400 digits is no double, and contract 12 takes finite numbers only)."""
-NAME_IN_WORDS = ATTRIBUTE_NAME_SPEC.replace("{", "{{").replace("}", "}}")
-"""The name pattern, as a message template writes it."""
 NO_SEGMENTS: Segments = MappingProxyType({})
 FLAG_ERRORS = (ErrorType.FLAG_NOT_FOUND, ErrorType.FLAG_ARCHIVED, ErrorType.FLAG_DISABLED)
 """The errors explain answers: the flag's state (the plan's limit is not consulted)."""
@@ -66,49 +63,25 @@ AttributeName = Annotated[
     Meta(pattern=f"^{ATTRIBUTE_NAME_SPEC}$",
          extra_json_schema={"not": {"const": USER_IDENTIFIER_ATTRIBUTE}}),
 ]  # fmt: skip
-"""An attribute's name; ``userIdentifier`` is reserved (``_check_attributes`` refuses it)."""
 Text = Annotated[str, Meta(max_length=ATTRIBUTE_STRING_MAX)]
-Number = Annotated[
-    float,
-    Meta(ge=-LARGEST, le=LARGEST, extra=words(range="Field '{label}' must be a finite number")),
-]
+Number = Annotated[float, Meta(ge=-LARGEST, le=LARGEST)]
 AttributeValue = Annotated[
     Text | Number | bool | Annotated[list[Text], Meta(max_length=ATTRIBUTE_ARRAY_MAX)],
-    Meta(
-        description="A string, a finite number, a boolean, or an array of strings",
-        extra=words(type="Field '{label}' must be a string, a finite number, a boolean or an"
-                         " array of strings"),
-    ),
-]  # fmt: skip
+    Meta(description="A string, a finite number, a boolean, or an array of strings"),
+]
 Attributes = Annotated[
     dict[AttributeName, AttributeValue],
-    Meta(
-        max_length=ATTRIBUTES_MAX,
-        description="What the application knows of the user, by attribute name (contract 12)",
-        extra=words(unknown=f"Field '{{label}}' has an attribute named {{key!r:.140}}: a name"
-                            f" must match {NAME_IN_WORDS}",
-                    long=f"Field '{{label}}' has {{count}} attributes; at most {ATTRIBUTES_MAX}"
-                         " are allowed"),
-    ),
+    Meta(max_length=ATTRIBUTES_MAX,
+         description="What the application knows of the user, by attribute name (contract 12);"
+                     " userIdentifier is reserved"),
 ]  # fmt: skip
+"""One user's attributes as contract 12 takes them: the rules the document states. They are
+checked, and a refusal worded, by the public API's validator (``api.web.attributes``), so
+explain refuses what ``POST /v1/evaluate`` refuses, in its words."""
 
 
-def _check_attributes(attributes: dict[str, Any] | None, place: Place) -> None:
-    """The reserved name; and a name is the pattern whole (Python's ``$``, which the
-    declared pattern's check uses, also matches before a final newline)."""
-    label = place.label("attributes")
-    for name in attributes or ():
-        if not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
-            raise BadRequest(
-                f"Field '{label}' has an attribute named {name!r:.140}: a name must match"
-                f" {ATTRIBUTE_NAME_SPEC}"
-            )
-    if attributes and USER_IDENTIFIER_ATTRIBUTE in attributes:
-        raise BadRequest(
-            f"Field '{label}.{USER_IDENTIFIER_ATTRIBUTE}' is reserved: a"
-            f" condition on {USER_IDENTIFIER_ATTRIBUTE} reads the user's identifier, sent as"
-            f" '{place.label(USER_IDENTIFIER_ATTRIBUTE)}'"
-        )
+def _check_attributes(raw: Any, place: Place) -> None:
+    check_attributes(raw, place.label("attributes"))
 
 
 class ExplainRequest(Body, kw_only=True):
@@ -117,7 +90,7 @@ class ExplainRequest(Body, kw_only=True):
     userIdentifier: UserIdentifier
     attributes: Attributes | None = None
 
-    checks = {"attributes": _check_attributes}
+    prechecks = {"attributes": _check_attributes}
 
     def context_attributes(self) -> Mapping[str, ContextValue]:
         """The attributes as a rule reads them (an array as a tuple)."""
@@ -212,7 +185,8 @@ class ExplainResource(AdminResource):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
         key_param(flag_key, "flagKey")
-        request = await self.body(req, ExplainRequest)
+        raw = await read_body(req, self.services.settings.body_limits.admin)
+        request = convert(ExplainRequest, decode_json_overflowing(raw))  # 1e999: named, as /v1
         if self.services.config.environment(env_id) is None:
             await existing_environment(self, env_id)  # 404 unless created a moment ago
         write_json(resp, explained(self.services, env_id, flag_key, request).answer())

@@ -23,7 +23,7 @@ from api.web.admin.bodies import convert
 from api.web.admin.explain import Explained, ExplainRequest
 from api.web.dashboard.forms import Form
 from api.web.errors import BadRequest
-from api.web.jsonio import decode_json
+from api.web.jsonio import decode_json_overflowing
 
 USER = "try_user"
 ATTRIBUTES_JSON = "try_attributes"
@@ -97,7 +97,7 @@ class TryDraft:
         if not text:
             return {} if self.rows else None
         try:
-            return decode_json(text.encode("utf-8", "surrogatepass"))
+            return decode_json_overflowing(text.encode("utf-8", "surrogatepass"))
         except BadRequest as refused:
             detail = str(refused.description).removeprefix("Malformed JSON body: ")
             raise BadRequest(f"The attributes are not valid JSON: {detail}") from None
