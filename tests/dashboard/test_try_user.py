@@ -10,12 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 from flagsight_core import register_rule_type, unregister_rule_type
+from flagsight_core.conditions import Condition, Operator
 from flagsight_core.hashing import bucket
+from flagsight_core.segments import SegmentMembership, segment_of
 
 from api.metering.meter import month_of
 from api.serving.services import Services
 from api.web.admin.explain import Explained, ExplainRequest, explained
 from api.web.dashboard import flags
+from api.web.dashboard.try_user import segment_words
 from tests.admin.test_admin_explain import AttributeIsRule
 from tests.dashboard.conftest import DashClient
 from tests.dashboard.test_flag_lifecycle_pages import text_of as page_text
@@ -75,12 +78,14 @@ def test_the_answer_and_each_rule_in_words(person: DashClient, tenant: Tenant) -
     text = text_of(member.text)
     assert "vip-1 gets ON (true): rule 1 (SEGMENT) decided." in text
     assert "Rule 1 matched: SEGMENT beta, serves ON, so it decides." in text
+    assert "vip-1 is listed in segment beta." in text
     assert "Rule 2" not in text  # up to the deciding rule only
 
     user = outside_user()
     rest = text_of(try_user(person, tenant, user).text)
     assert f"{user} gets OFF (false): rule 3 (STATIC) decided." in rest
     assert "Rule 1 did not match: SEGMENT beta, serves ON." in rest
+    assert f"{user} is not listed in segment beta." in rest
     assert "Rule 2 did not match: PERCENTAGE 50 %, serves ON." in rest
     assert "Rule 3 matched: STATIC, serves OFF, so it decides." in rest
     assert '"matchedRuleType": "STATIC"' in rest  # the API's answer, shown as it is
@@ -200,3 +205,18 @@ def test_each_condition_in_words_held_or_not(
     free = text_of(try_user(person, tenant, "u2", '{"plan": "free"}').text)
     assert 'plan is "pro": did not hold' in free
     assert "Rule 2 matched: STATIC, serves OFF, so it decides." in free
+
+
+def test_a_segment_by_conditions_says_which_list_or_the_conditions_decided() -> None:
+    listed, excluded = SegmentMembership.build(["ann"]), SegmentMembership.build(["eve"])
+    europe = segment_of(listed, excluded, (Condition("country", Operator.IN, ("DE", "AT")),))
+    assert segment_words("ann", "europe", europe) == (
+        "ann is listed in segment europe: in, whatever its conditions say"
+    )
+    assert segment_words("eve", "europe", europe) == (
+        "eve is excluded from segment europe: out, whatever its conditions say"
+    )
+    assert segment_words("zed", "europe", europe) == (
+        "zed is neither listed in nor excluded from segment europe: its conditions decide"
+    )
+    assert segment_words("ann", "gone", None) == "segment gone does not exist, so no one is in it"

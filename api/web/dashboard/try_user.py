@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 from flagsight_core import Rule
 from flagsight_core.conditions import OPERATORS, Operator
+from flagsight_core.segments import DefinedSegment
 
 from api.web.admin.bodies import convert
 from api.web.admin.explain import Explained, ExplainRequest
@@ -145,6 +146,8 @@ class RuleShown:
     """``ON`` or ``OFF``."""
     matched: bool
     conditions: tuple[ConditionShown, ...] = ()
+    segments: tuple[str, ...] = ()
+    """What each segment the rule consults made of the user, in words (``segment_words``)."""
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,7 @@ def on_off(value: bool) -> str:
 def shown(user: str, found: Explained) -> TrialShown:
     """``found`` in words: what the user gets, why, and what each rule made of them."""
     answer = found.answer()
-    rules = tuple(_rule_shown(found, entry) for entry in found.explanation.rules)
+    rules = tuple(_rule_shown(user, found, entry) for entry in found.explanation.rules)
     if answer.error is not None:
         reason = ERROR_WORDS.get(answer.error.type, answer.error.message)
     elif answer.matchedRuleType is None:
@@ -197,7 +200,7 @@ def shown(user: str, found: Explained) -> TrialShown:
     )
 
 
-def _rule_shown(found: Explained, entry: dict[str, Any]) -> RuleShown:
+def _rule_shown(user: str, found: Explained, entry: dict[str, Any]) -> RuleShown:
     flag = found.flag
     assert flag is not None  # rules are explained only for a flag that is served
     rule = flag.rules[entry["index"]]
@@ -211,7 +214,24 @@ def _rule_shown(found: Explained, entry: dict[str, Any]) -> RuleShown:
         conditions=tuple(
             ConditionShown(_condition_words(asked, i, c), c["held"]) for i, c in enumerate(held)
         ),
+        segments=tuple(
+            segment_words(user, key, found.segments.get(key)) for key in rule.segments_consulted()
+        ),
     )
+
+
+def segment_words(user: str, key: str, segment: Any) -> str:
+    """What a segment made of the user, by its lists (contract 12: listed is in, then excluded
+    is out, then the conditions decide): ``vip-1 is listed in beta``."""
+    if segment is None:
+        return f"segment {key} does not exist, so no one is in it"
+    if not isinstance(segment, DefinedSegment):
+        return f"{user} is {'' if user in segment else 'not '}listed in segment {key}"
+    if user in segment.listed:
+        return f"{user} is listed in segment {key}: in, whatever its conditions say"
+    if user in segment.excluded:
+        return f"{user} is excluded from segment {key}: out, whatever its conditions say"
+    return f"{user} is neither listed in nor excluded from segment {key}: its conditions decide"
 
 
 def rule_summary(rule: Rule) -> str:
