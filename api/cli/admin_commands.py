@@ -491,6 +491,8 @@ def _rule(rule: dict[str, Any]) -> str:
         kind = f"SEGMENT {rule.get('segment')}"
     elif kind == "PERCENTAGE":
         kind = f"PERCENTAGE {_percent(rule.get('percentage'))}"
+        if rule.get("segment") is not None:
+            kind += f" within {rule['segment']}"
     elif kind != "STATIC":
         return json.dumps(rule)  # a rule type newer than this CLI
     return f"{kind} -> {json.dumps(rule.get('value', True))}"

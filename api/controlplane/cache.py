@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from flagsight_core import Flag
 from flagsight_core.ids import environment_id_to_bytes
-from flagsight_core.segments import SegmentMembership
+from flagsight_core.segments import SegmentMembership, segment_of
 
 from api.controlplane.model import KeyContext, Organization
 from api.controlplane.resources.snapshot import ConfigSnapshot, SegmentId
@@ -86,17 +86,23 @@ def _key_hash(api_key: str) -> str:
 def _memberships(
     data: ConfigSnapshot, previous: _Snapshot
 ) -> tuple[dict[SegmentId, SegmentMembership], int]:
-    """Every segment's membership, reusing the previous one when its version is unchanged."""
+    """Every segment's membership, reusing the previous one when its version is unchanged: its
+    members' table, or with conditions a ``DefinedSegment`` (``segments.segment_of``) that
+    decides by its lists and conditions."""
     memberships: dict[SegmentId, SegmentMembership] = {}
     rebuilt = 0
     for segment_id, version in data.segment_versions.items():
         members = data.segment_members.get(segment_id)
         if members is None and previous.segment_versions.get(segment_id) == version:
             memberships[segment_id] = previous.segments[segment_id]
-        else:
-            members = members if members is not None else ()
-            memberships[segment_id] = SegmentMembership.build(members)
-            rebuilt += 1
+            continue
+        listed = SegmentMembership.build(members if members is not None else ())
+        defined = data.segment_conditions.get(segment_id)
+        if defined is not None:
+            excluded = SegmentMembership.build(defined.excluded)
+            listed = segment_of(listed, excluded, defined.conditions)
+        memberships[segment_id] = listed
+        rebuilt += 1
     return memberships, rebuilt
 
 

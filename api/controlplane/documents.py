@@ -61,7 +61,13 @@ def api_key(key: ApiKey) -> Document:
 
 
 def segment(seg: Segment) -> Document:
-    return {"key": seg.key, "size": seg.size, "updatedAt": seg.updated_at}
+    return {
+        "key": seg.key,
+        "size": seg.size,
+        "excludedSize": seg.excluded_size,
+        "conditions": [condition.to_json() for condition in seg.conditions],
+        "updatedAt": seg.updated_at,
+    }
 
 
 def flag(record: FlagRecord) -> Document:

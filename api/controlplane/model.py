@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from flagsight_core import Rule
+from flagsight_core.conditions import Condition
 
 
 class Plan(StrEnum):
@@ -60,10 +61,17 @@ class ApiKey:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
+    """A segment's summary: its key, how many identifiers it lists and excludes, and its
+    conditions (contract 12); the identifiers themselves are read apart (a million each)."""
+
     organization_id: str
     key: str
     size: int
+    """Distinct identifiers listed (``userIdentifiers``)."""
     updated_at: str
+    excluded_size: int = 0
+    """Distinct identifiers excluded (``excludedUserIdentifiers``)."""
+    conditions: tuple[Condition, ...] = ()
 
 
 class FlagKind(StrEnum):

@@ -20,7 +20,7 @@ from flagsight_core import (
     decide,
     decide_one,
 )
-from flagsight_core.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED
+from flagsight_core.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED, outside_split
 from flagsight_core.ids import bulk_ids
 from flagsight_core.model import Flag
 
@@ -28,7 +28,7 @@ from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
 from api.eventlog import EventLogUnavailable
 from api.eventlog.failures import WARNING_INTERVAL_S, Throttled
-from api.eventlog.schema import EVALUATION, EvaluationBatch
+from api.eventlog.schema import EVALUATION, EvaluationBatch, EvaluationEvent
 from api.metering.meter import month_of
 from api.native import fastpath
 from api.serving.services import Services
@@ -96,9 +96,10 @@ class EvaluationServer:
             rules += _NOT_EVALUATED * (len(users) - granted)
             s.metrics.plan_limit_refusals.inc(len(users) - granted)
         prefix = s.ids.issue_prefix(environment.id, len(users)) if users else ""
+        outside = outside_split(flag, users, rules, environment.segments, attributes)
         self._record(
             prefix, int(now * 1_000_000), key, environment, flag_key, flag, sdk, source,
-            users, outcomes, rules,
+            users, outcomes, rules, outside,
         )  # fmt: skip
         return Served(users, outcomes, prefix)
 
@@ -163,14 +164,19 @@ class EvaluationServer:
                     self._lost(1, environment.id, exc)
                 s.tallies.count_outcomes(BYTES[code])
                 return code, prefix
+        outside: list[int] = []
         if isinstance(plan, int):  # the plan's limit, a missing, archived or disabled flag
             outcome, rule_byte = BYTES[plan], _NOT_EVALUATED
         else:
             outcome, rule_byte = decide_one(flag, user, environment.segments, attributes, at=now)
+            if flag is not None and flag.split_segment is not None:
+                users = [user]
+                given = {user: attributes} if attributes else None
+                outside = outside_split(flag, users, rule_byte, environment.segments, given)
         prefix = s.ids.issue_prefix(environment.id, 1)
         self._record(
             prefix, at_us, key, environment, flag_key, flag, sdk, source, [user], outcome,
-            rule_byte,
+            rule_byte, outside,
         )  # fmt: skip
         return outcome[0], prefix
 
@@ -206,9 +212,14 @@ class EvaluationServer:
         users: list[str],
         outcomes: bytes,
         rules: bytes,
+        outside: list[int],
     ) -> None:
         """One event batch for the answers (one event per user) and their tallies. If the log
-        refuses, flags keep working: the loss is counted."""
+        refuses, flags keep working: the loss is counted.
+
+        ``outside``: the users (their indices) who reached the flag's split rule outside the
+        segment it names. A batch's rule bytes would read them as the control arm, so their
+        batch is written as its events instead, each with its arm (theirs: neither)."""
         batch = EvaluationBatch(
             prefix,
             at_us,
@@ -225,7 +236,10 @@ class EvaluationServer:
             None if flag is None else flag.split_percentage,
         )
         try:  # the log counts what it appended (flagsight_events_logged)
-            self._services.event_log.append_evaluation_batch(batch)
+            if outside:
+                self._services.event_log.append_evaluations(_without_arm(batch, outside))
+            else:
+                self._services.event_log.append_evaluation_batch(batch)
         except EventLogUnavailable as exc:
             self._lost(len(users), environment.id, exc)
         self._services.tallies.count_outcomes(outcomes)
@@ -245,3 +259,11 @@ class EvaluationServer:
             reason=str(exc),
             environment_id=environment_id,
         )
+
+
+def _without_arm(batch: EvaluationBatch, outside: list[int]) -> list[EvaluationEvent]:
+    """The batch's events, those of the users at ``outside`` in neither arm."""
+    events = batch.events()
+    for index in outside:
+        events[index] = events[index]._replace(arm=None, rollout_percentage=None)
+    return events

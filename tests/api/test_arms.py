@@ -88,3 +88,69 @@ def test_errors_and_flags_without_a_split_have_no_arm(client, admin, tenant, ser
         ("off", None, None, None, 2),
         ("plain", 0, None, None, 2),
     ]
+
+
+# --- a percentage within a segment (contract 12) -----------------------------------------------
+
+WITHIN = [
+    {"type": "SEGMENT", "segment": "vip", "value": True},
+    {"type": "PERCENTAGE", "percentage": 40, "segment": "staff", "value": True},
+    {"type": "STATIC", "value": False},
+]
+STAFF = {
+    "userIdentifiers": ["user-1", "user-2"],  # listed
+    "excludedUserIdentifiers": ["in-3", "in-4"],  # excluded, whatever the conditions say
+    "conditions": [{"attribute": "userIdentifier", "operator": "STARTS_WITH", "values": ["in-"]}],
+}
+WITHIN_USERS = ["vip-0", "user-1", "user-2", "user-3", *(f"in-{i}" for i in range(200))]
+
+
+def expected_within(user: str) -> tuple[int, str | None]:
+    """The deciding rule and arm: the split applies to the staff only; others go on to the
+    STATIC rule and are in neither arm."""
+    if user == "vip-0":
+        return 0, None
+    staff = user in ("user-1", "user-2") or (
+        user.startswith("in-") and user not in ("in-3", "in-4")
+    )
+    if not staff:
+        return 2, None
+    if bucket("checkout", user) < threshold(40):
+        return 1, "treatment"
+    return 2, "control"
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_users_outside_the_splits_segment_are_in_neither_arm(
+    client, admin, tenant, services, bulk
+) -> None:
+    admin.segment(tenant.organization_id, "vip", ["vip-0"])
+    admin.request(
+        "PUT", f"/organizations/{tenant.organization_id}/segments/staff", STAFF, expect=200
+    )
+    admin.flag(tenant.environment_id, "checkout", WITHIN)
+    if bulk:
+        answer = client.simulate_post(
+            "/v1/evaluate/bulk",
+            json={"flagKey": "checkout", "userIdentifiers": WITHIN_USERS},
+            headers=auth(tenant),
+        )
+        assert answer.status_code == 200
+        values = {u: answer.json[u]["value"] for u in WITHIN_USERS}
+    else:
+        values = {}
+        for user in WITHIN_USERS:
+            answer = client.simulate_post(
+                "/v1/evaluate",
+                json={"flagKey": "checkout", "userIdentifier": user},
+                headers=auth(tenant),
+            )
+            values[user] = answer.json["value"]
+    source = "v1-bulk" if bulk else "v1"
+    rows = logged(services)
+    for user in WITHIN_USERS:
+        rule, arm = expected_within(user)
+        assert values[user] is (rule != 2), user
+        assert rows[(user, source)] == (rule, arm, 40.0 if arm else None, None), user
+    arms = [rows[(u, source)][1] for u in WITHIN_USERS]
+    assert arms.count(None) == 4 and {"treatment", "control"} <= set(arms)

@@ -11,9 +11,10 @@ import string
 
 import pytest
 from flagsight_core import Flag, decide_one, rule_from_json
+from flagsight_core.conditions import conditions_from_json
 from flagsight_core.hashing import bucket
 from flagsight_core.ids import EvaluationIdIssuer, environment_id_to_bytes
-from flagsight_core.segments import SegmentMembership, identifier_hash
+from flagsight_core.segments import DefinedSegment, SegmentMembership, identifier_hash, segment_of
 
 from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_OFREP, EvaluationBatch
@@ -43,7 +44,9 @@ def random_text(rng: random.Random, low: int, high: int) -> str:
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(low, high)))
 
 
-def random_flag(rng: random.Random, segment_keys: list[str]) -> Flag:
+def random_flag(rng: random.Random, segment_keys: list[str], within: float = 0.0) -> Flag:
+    """A flag of up to four rules; a percentage rule names a segment with probability
+    ``within`` (contract 12: such a flag is the Python path's)."""
     rules = []
     for _ in range(rng.randint(0, 4)):
         kind = rng.choice(["STATIC", "SEGMENT", "PERCENTAGE"])
@@ -52,6 +55,8 @@ def random_flag(rng: random.Random, segment_keys: list[str]) -> Flag:
             raw["segment"] = rng.choice(segment_keys)
         if kind == "PERCENTAGE":
             raw["percentage"] = rng.choice([0, 0.01, 12.34, 50, 99.99, 100])
+            if rng.random() < within:
+                raw["segment"] = rng.choice(segment_keys)
         rules.append(rule_from_json(raw))
     return Flag(
         random_text(rng, 1, 40), rng.random() < 0.85, rng.random() < 0.1, tuple(rules)
@@ -66,11 +71,32 @@ def test_bucket_is_murmur3_of_the_python_path() -> None:
         assert fastpath.bucket(data) == bucket(key, user)
 
 
+def defined_segment(members: list[str]) -> DefinedSegment:
+    """A segment with conditions (contract 12) that decides users without attributes too: by
+    their identifier (a condition on ``userIdentifier``), with members listed and excluded."""
+    conditions = conditions_from_json(
+        [{"attribute": "userIdentifier", "operator": "MATCHES", "values": ["^[a-m]"]}]
+    )
+    segment = segment_of(
+        SegmentMembership.build(members[50:80]), SegmentMembership.build(members[80:200]),
+        conditions,
+    )  # fmt: skip
+    assert isinstance(segment, DefinedSegment)
+    return segment
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_serve_one_gives_what_the_python_path_builds(seed: int) -> None:
+    """Segments with conditions are asked through their ``__contains__`` (the native path
+    serves only requests without attributes, where it decides as ``includes`` does); a flag
+    with a percentage within a segment has no plan, so the Python path serves it."""
     rng = random.Random(seed)
     members = [random_text(rng, 1, 12) for _ in range(300)]
-    segments = {"beta": SegmentMembership.build(members), "gamma": frozenset(members[:50])}
+    segments = {
+        "beta": SegmentMembership.build(members),
+        "gamma": frozenset(members[:50]),
+        "delta": defined_segment(members),
+    }
     signing_key = os.urandom(32)
     start = rng.getrandbits(63)
     native_ids, python_ids = EvaluationIdIssuer(signing_key), EvaluationIdIssuer(signing_key)
@@ -78,10 +104,16 @@ def test_serve_one_gives_what_the_python_path_builds(seed: int) -> None:
     python_ids._nonces = itertools.count(start)
     times = [0, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 1_764_000_000_123_456]
     for _ in range(2_000):
-        flag = random_flag(rng, ["beta", "gamma", "gone"])
+        flag = random_flag(rng, ["beta", "gamma", "delta", "gone"], within=0.2)
         user = rng.choice(members) if rng.random() < 0.3 else random_text(rng, 1, 1024)
         refused = rng.random() < 0.05  # the plan's limit decided
         plan = 10 if refused else flag.plan
+        if plan is None:  # a percentage within a segment: handed on to the Python path
+            assert flag.enabled and not flag.archived
+            assert any(
+                getattr(rule, "segment", None) for rule in flag.rules if rule.type == "PERCENTAGE"
+            )
+            continue
         sdk = rng.choice([None, "", "flagsight-python/1.2", random_text(rng, 0, 256)])
         at = rng.choice(times)
         fields = ("org_0123456789abcdef", ENVIRONMENT, flag.key, sdk, "key_fedcba9876543210",
@@ -166,3 +198,65 @@ def test_segment_tables_are_probed_as_the_python_path_does() -> None:
             "key", SOURCE_EVALUATE, -1, None,
         )  # fmt: skip
         assert (rule == 0) == (user in table)
+
+
+class _Logged(Recording):
+    """``Recording``, keeping the events appended as events (a batch with users outside its
+    split's segment) and counting the frames the native path encoded."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.events: list = []
+        self.frames = 0
+
+    def append_evaluations(self, events) -> None:
+        self.events.extend(events)
+
+    def append_evaluation_frame(self, frame, count: int) -> None:
+        self.frames += 1
+        super().append_evaluation_frame(frame, count)
+
+
+def test_flags_with_conditions_answer_and_log_alike_with_and_without_the_module(
+    services, admin: Admin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SEGMENT rule over a segment with conditions is served natively (a request without
+    attributes, decided through the segment's ``__contains__``); a percentage within a segment
+    is handed on. Answers and events are the same either way."""
+    tenant = admin.tenant()
+    admin.request("PUT", f"/organizations/{tenant.organization_id}/segments/delta", {
+        "userIdentifiers": ["listed"], "excludedUserIdentifiers": ["bob"],
+        "conditions": [{"attribute": "userIdentifier", "operator": "STARTS_WITH", "values": ["b"]}],
+    }, expect=200)  # fmt: skip
+    admin.flag(tenant.environment_id, "segment", [
+        {"type": "SEGMENT", "segment": "delta"}, {"type": "PERCENTAGE", "percentage": 50},
+    ])  # fmt: skip
+    admin.flag(tenant.environment_id, "within", [
+        {"type": "PERCENTAGE", "percentage": 50, "segment": "delta"},
+        {"type": "STATIC", "value": False},
+    ])  # fmt: skip
+    services.config.refresh()
+    services.event_log = _Logged(services.event_log)
+    services.clock = lambda: 1_800_000_000.25
+    caller = services.config.caller(tenant.api_key)
+    server = EvaluationServer(services)
+    users = ["listed", "bob", "bea", "ben", "carl", "dora", *(f"b-{i}" for i in range(20))]
+    asked = [(flag, user) for flag in ("segment", "within") for user in users]
+    seen = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr("api.serving.evaluations.fastpath", None)
+        log = services.event_log
+        log.batches, log.events, log.frames = [], [], 0
+        answers = [
+            server.serve_one(caller, caller.environment, f, u, sdk="s", source=SOURCE_EVALUATE)[0]
+            for f, u in asked
+        ]
+        batches = [b._replace(evaluation_id_prefix="") for b in log.batches]
+        events = [e._replace(evaluation_id="") for e in log.events]
+        seen[native] = (answers, batches, events)
+        assert log.frames == (len(users) if native else 0)  # "within" never native
+    assert seen[True] == seen[False]
+    _answers, _batches, events = seen[True]
+    assert {e.user_identifier for e in events} == {"bob", "carl", "dora"}  # outside "delta"
+    assert all(e.arm is None and e.rollout_percentage is None for e in events)

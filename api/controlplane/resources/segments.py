@@ -1,17 +1,21 @@
 """The segments slice: its codes, its part of the store, its SQL and its restore.
 
-A segment is a named list of user identifiers in an organization, named by flags' SEGMENT
-rules. The audit record of a change keeps only its size; the members it had before each change
-are kept in ``segment_history`` (since migration 0003), which is what a restore puts back.
+A segment is a named set of user identifiers in an organization, with (contract 12, since
+migration 0010) the identifiers it excludes and its conditions on a user's attributes, named
+by flags' rules (a SEGMENT rule, a PERCENTAGE rule within a segment). The audit record of a
+change keeps its sizes and conditions; the members and excluded members it had before each
+change are kept in ``segment_history`` (members since migration 0003, the rest since 0010),
+which is what a restore puts back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import msgspec
+from flagsight_core.conditions import Condition, conditions_from_json
 from flagsight_core.contract import KEY_PATTERN, MAX_SEGMENT_SIZE
 
 from api.controlplane import documents
@@ -46,19 +50,48 @@ class SegmentCode(StrEnum):
 
 
 def segment_of(row: Row) -> Segment:
-    return Segment(row["organization_id"], row["key"], row["size"], row["updated_at"])
+    return Segment(
+        row["organization_id"], row["key"], row["size"], row["updated_at"],
+        row["excluded_size"], conditions_from_json(msgspec.json.decode(row["conditions"])),
+    )  # fmt: skip
 
 
 def segment_keys_named(rules_text: str) -> set[str]:
-    """The segments a flag's rules (their JSON, as stored) name."""
-    return {r["segment"] for r in msgspec.json.decode(rules_text) if r.get("type") == "SEGMENT"}
+    """The segments a flag's rules (their JSON, as stored) name: a rule's ``segment`` (a
+    SEGMENT rule's, a PERCENTAGE rule's within a segment), as ``ruleset.named_segments``."""
+    return {
+        r["segment"] for r in msgspec.json.decode(rules_text) if isinstance(r.get("segment"), str)
+    }
 
 
-_SEGMENT_BY_KEY = (
-    "SELECT organization_id, key, size, updated_at FROM segments"
-    " WHERE organization_id = ? AND key = ?"
-)
+def conditions_text(conditions: Sequence[Condition]) -> str:
+    """Conditions as stored: their JSON array (``Condition.to_json``)."""
+    return msgspec.json.encode([c.to_json() for c in conditions]).decode()
+
+
+_SUMMARY = "organization_id, key, size, updated_at, excluded_size, conditions"
+"""The columns of a segment's summary (``segment_of``): all but its identifiers."""
+_SEGMENT_BY_KEY = f"SELECT {_SUMMARY} FROM segments WHERE organization_id = ? AND key = ?"
 """One key, one segment: read outside a transaction (``get_*``) and inside the caller's."""
+
+
+def _distinct(identifiers: Sequence[str], field_name: str) -> list[str]:
+    """The identifiers once each, in the order first given; ``InvalidError`` past the size
+    (``field_name``: which list, ``user_identifiers`` or ``excluded_user_identifiers``)."""
+    distinct = list(dict.fromkeys(identifiers))
+    if len(distinct) > MAX_SEGMENT_SIZE:
+        raise InvalidError(
+            SegmentCode.SEGMENT_TOO_LARGE, field_name, count=len(distinct),
+            maximum=MAX_SEGMENT_SIZE,
+        )  # fmt: skip
+    return distinct
+
+
+class _Lists(NamedTuple):
+    """A segment's identifiers as stored: JSON arrays of distinct identifiers."""
+
+    members: bytes
+    excluded: bytes
 
 
 class SegmentStore(Protocol):
@@ -68,14 +101,22 @@ class SegmentStore(Protocol):
         key: str,
         user_identifiers: Sequence[str],
         *,
+        excluded_user_identifiers: Sequence[str] = (),
+        conditions: Sequence[Condition] = (),
         actor: str = Actor.SYSTEM,
     ) -> tuple[Segment, bool]:
-        """Create or replace; duplicates count once. Returns the segment and whether it is new."""
+        """Create or replace the whole segment (its lists and conditions: what is not given
+        is empty); duplicates count once. Returns the segment and whether it is new."""
         ...
 
     def get_segment(self, organization_id: str, key: str) -> Segment | None: ...
 
     def segment_members(self, organization_id: str, key: str) -> list[str] | None: ...
+
+    def segment_excluded(self, organization_id: str, key: str) -> list[str] | None:
+        """The identifiers the segment excludes, in the order first given (None: no such
+        segment)."""
+        ...
 
     def list_segments(self, organization_id: str) -> list[Segment]: ...
 
@@ -95,22 +136,23 @@ class SegmentSql(SqlSlice):
         key: str,
         user_identifiers: Sequence[str],
         *,
+        excluded_user_identifiers: Sequence[str] = (),
+        conditions: Sequence[Condition] = (),
         actor: str = Actor.SYSTEM,
     ) -> tuple[Segment, bool]:
         if not KEY_PATTERN.fullmatch(key):
             raise InvalidError(SegmentCode.SEGMENT_KEY_MALFORMED, "key", value=key)
-        members = list(dict.fromkeys(user_identifiers))
-        if len(members) > MAX_SEGMENT_SIZE:
-            raise InvalidError(
-                SegmentCode.SEGMENT_TOO_LARGE, "user_identifiers", count=len(members),
-                maximum=MAX_SEGMENT_SIZE,
-            )  # fmt: skip
-        segment = Segment(organization_id, key, len(members), self._now())
+        members = _distinct(user_identifiers, "user_identifiers")
+        excluded = _distinct(excluded_user_identifiers, "excluded_user_identifiers")
+        segment = Segment(
+            organization_id, key, len(members), self._now(), len(excluded), tuple(conditions)
+        )
         with self._transaction(write=True) as conn:
             self._require_organization(conn, organization_id)
             record = self._write_segment(
-                conn, segment, msgspec.json.encode(members), actor=actor, action="segment.put"
-            )
+                conn, segment, _Lists(msgspec.json.encode(members), msgspec.json.encode(excluded)),
+                actor=actor, action="segment.put",
+            )  # fmt: skip
         return segment, record.before is None
 
     @staticmethod
@@ -122,16 +164,17 @@ class SegmentSql(SqlSlice):
         self,
         conn: Connection,
         segment: Segment,
-        members: bytes,
+        lists: _Lists,
         *,
         actor: str,
         action: str,
         restored_from: str | None = None,
     ) -> AuditRecord:
-        """Create or replace ``segment`` with ``members`` (its JSON array) inside the caller's
-        write transaction: audit the change, keep the members it had (``_keep_members``) and
-        bump the version, so every worker serves the new members within a poll. Putting a
-        segment and restoring one both come here."""
+        """Create or replace ``segment`` with ``lists`` (its members and excluded members,
+        JSON arrays) and its conditions inside the caller's write transaction: audit the
+        change, keep the lists it had (``_keep_members``) and bump the version, so every
+        worker serves the new segment within a poll. Putting a segment and restoring one both
+        come here."""
         organization_id, key = segment.organization_id, segment.key
         before = self._segment_in(conn, organization_id, key)
         record = self._audit(
@@ -142,12 +185,17 @@ class SegmentSql(SqlSlice):
         self._keep_members(conn, record, organization_id, key)
         version = self._bump(conn)
         conn.execute(
-            "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?)"
+            "INSERT INTO segments (organization_id, key, size, members, updated_at, version,"
+            " excluded_size, excluded, conditions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (organization_id, key) DO UPDATE SET size = excluded.size,"
             " members = excluded.members, updated_at = excluded.updated_at,"
-            " version = excluded.version",
-            (organization_id, key, segment.size, members, segment.updated_at, version),
-        )
+            " version = excluded.version, excluded_size = excluded.excluded_size,"
+            " excluded = excluded.excluded, conditions = excluded.conditions",
+            (
+                organization_id, key, segment.size, lists.members, segment.updated_at, version,
+                segment.excluded_size, lists.excluded, conditions_text(segment.conditions),
+            ),
+        )  # fmt: skip
         conn.execute(
             "UPDATE organizations SET version = ? WHERE id = ?", (version, organization_id)
         )
@@ -157,14 +205,15 @@ class SegmentSql(SqlSlice):
     def _keep_members(
         conn: Connection, record: AuditRecord, organization_id: str, key: str
     ) -> None:
-        """Copy the segment's members as they are now (NULL: there is no such segment) into
-        ``segment_history`` under ``record``, the change about to be made: the audit record
-        keeps only the size, and a restore needs the members. Copied inside the database, so
-        a large segment never passes through Python for it."""
+        """Copy the segment's lists and conditions as they are now (NULL: there is no such
+        segment) into ``segment_history`` under ``record``, the change about to be made: the
+        audit record keeps only the sizes, and a restore needs the identifiers. Copied inside
+        the database, so a large segment never passes through Python for it."""
         conn.execute(
-            "INSERT INTO segment_history (audit_id, organization_id, key, members)"
-            " VALUES (?, ?, ?, (SELECT members FROM segments"
-            " WHERE organization_id = ? AND key = ?))",
+            "INSERT INTO segment_history (audit_id, organization_id, key, members, excluded,"
+            " conditions) SELECT ?, ?, ?, s.members, s.excluded, s.conditions"
+            " FROM (SELECT 1 AS one) AS o LEFT JOIN segments s"
+            " ON s.organization_id = ? AND s.key = ?",
             (record.id, organization_id, key, organization_id, key),
         )
 
@@ -179,10 +228,16 @@ class SegmentSql(SqlSlice):
         )
         return msgspec.json.decode(row[0]) if row else None
 
+    def segment_excluded(self, organization_id: str, key: str) -> list[str] | None:
+        row = self._fetchone(
+            "SELECT excluded FROM segments WHERE organization_id = ? AND key = ?",
+            (organization_id, key),
+        )
+        return msgspec.json.decode(row[0]) if row else None
+
     def list_segments(self, organization_id: str) -> list[Segment]:
         rows = self._fetchall(
-            "SELECT organization_id, key, size, updated_at FROM segments"
-            " WHERE organization_id = ? ORDER BY key",
+            f"SELECT {_SUMMARY} FROM segments WHERE organization_id = ? ORDER BY key",
             (organization_id,),
         )
         return [segment_of(row) for row in rows]
@@ -239,12 +294,15 @@ class SegmentSql(SqlSlice):
 
     @restores("segment")
     def _restore_segment(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
-        """Put the members the segment had before that change back (``segment_history``),
-        with its ``updatedAt`` then; a creation is undone by deleting the segment, refused
-        (as a deletion is) while a flag's rule names it."""
+        """Put the segment as it was before that change back: its members, excluded members
+        and conditions (``segment_history``), with its ``updatedAt`` then; a change kept
+        before migration 0010 puts back its members alone (segments had neither exclusions
+        nor conditions then). A creation is undone by deleting the segment, refused (as a
+        deletion is) while a flag's rule names it."""
         organization_id, _, key = ident.partition("/")
         kept = conn.execute(
-            "SELECT members FROM segment_history WHERE audit_id = ?", (record.id,)
+            "SELECT members, excluded, conditions FROM segment_history WHERE audit_id = ?",
+            (record.id,),
         ).fetchone()
         if kept is None:
             raise not_restorable(record, SegmentCode.SEGMENT_MEMBERS_NOT_KEPT)
@@ -259,8 +317,13 @@ class SegmentSql(SqlSlice):
                 conn, organization_id, key, actor=actor, action="restore", restored_from=record.id
             )
         before = record.before  # the segment as it was: it existed, its members were kept
-        segment = Segment(organization_id, key, before["size"], before["updatedAt"])
-        members = bytes(kept["members"])
+        conditions = conditions_from_json(msgspec.json.decode(kept["conditions"] or "[]"))
+        segment = Segment(
+            organization_id, key, before["size"], before["updatedAt"],
+            before.get("excludedSize", 0), conditions,
+        )  # fmt: skip
+        excluded = b"[]" if kept["excluded"] is None else bytes(kept["excluded"])
+        lists = _Lists(bytes(kept["members"]), excluded)
         return lambda actor: self._write_segment(
-            conn, segment, members, actor=actor, action="restore", restored_from=record.id
+            conn, segment, lists, actor=actor, action="restore", restored_from=record.id
         )

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import msgspec
+from flagsight_core.conditions import Condition, conditions_from_json
 
 from api.controlplane.model import Environment, FlagRecord, KeyContext, Organization
 from api.controlplane.resources.environments import environment_of
@@ -22,12 +23,23 @@ SegmentId = tuple[str, str]
 """``(organization_id, segment_key)``."""
 
 
+class SegmentConditions(NamedTuple):
+    """What a segment with conditions adds to its members (contract 12)."""
+
+    excluded: Sequence[str]
+    """The identifiers it excludes."""
+    conditions: tuple[Condition, ...]
+    """Its conditions (never empty: a segment without any has no ``SegmentConditions``)."""
+
+
 @dataclass(frozen=True)
 class ConfigSnapshot:
     """Everything evaluation and authentication need, read in one consistent transaction.
 
     ``segment_members`` holds only the segments whose version differs from what the reader
-    already has (see ``SnapshotStore.read_config``); ``segment_versions`` lists them all.
+    already has (see ``SnapshotStore.read_config``), and ``segment_conditions`` those of them
+    that have conditions; ``segment_versions`` lists them all. (A segment without conditions
+    is its members alone: its exclusions change no answer, so they are not read.)
     ``environment_versions`` is, per environment, the latest version that changed an answer
     evaluation can give there (its flags, its organization or the organization's segments).
     """
@@ -40,6 +52,7 @@ class ConfigSnapshot:
     environment_versions: Mapping[str, int]
     segment_versions: Mapping[SegmentId, int]
     segment_members: Mapping[SegmentId, Sequence[str]] = field(default_factory=dict)
+    segment_conditions: Mapping[SegmentId, SegmentConditions] = field(default_factory=dict)
 
 
 class SnapshotStore(Protocol):
@@ -83,7 +96,12 @@ class SnapshotSql(SqlSlice):
                 for row in conn.execute("SELECT organization_id, key, version FROM segments")
             }
             changed = [sid for sid, v in segment_versions.items() if known_segments.get(sid) != v]
-            members = {sid: _members(conn, sid) for sid in changed}
+            members: dict[SegmentId, Sequence[str]] = {}
+            conditions: dict[SegmentId, SegmentConditions] = {}
+            for sid in changed:
+                members[sid], found = _segment(conn, sid)
+                if found is not None:
+                    conditions[sid] = found
         return ConfigSnapshot(
             version=version,
             organizations=organizations,
@@ -93,11 +111,20 @@ class SnapshotSql(SqlSlice):
             environment_versions={row["id"]: row["answer_version"] for row in env_rows},
             segment_versions=segment_versions,
             segment_members=members,
+            segment_conditions=conditions,
         )
 
 
-def _members(conn: Connection, segment: SegmentId) -> list[str]:
+def _segment(conn: Connection, segment: SegmentId) -> tuple[list[str], SegmentConditions | None]:
+    """A segment's members, and its exclusions and conditions when it has conditions."""
     row = conn.execute(
-        "SELECT members FROM segments WHERE organization_id = ? AND key = ?", segment
+        "SELECT members, conditions,"
+        " CASE WHEN conditions = '[]' THEN NULL ELSE excluded END AS excluded"
+        " FROM segments WHERE organization_id = ? AND key = ?",
+        segment,
     ).fetchone()
-    return msgspec.json.decode(row[0])
+    conditions = conditions_from_json(msgspec.json.decode(row["conditions"]))
+    if not conditions:
+        return msgspec.json.decode(row["members"]), None
+    excluded = msgspec.json.decode(row["excluded"])
+    return msgspec.json.decode(row["members"]), SegmentConditions(excluded, conditions)

@@ -1,22 +1,32 @@
-"""Segments of an organization: a key and a set of up to 1,000,000 user identifiers."""
+"""Segments of an organization: a key, up to 1,000,000 user identifiers it lists, as many it
+excludes, and up to 20 conditions on a user's attributes (contract 12: a user listed is in;
+otherwise one excluded is out; otherwise the user is in when there are conditions and every
+one holds)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import falcon
 import falcon.asgi
 import msgspec
-from flagsight_core.contract import KEY_SCHEMA_PATTERN, MAX_SEGMENT_SIZE, USER_IDENTIFIER_MAX
+from flagsight_core.conditions import Condition, condition_schema, conditions_from_json
+from flagsight_core.contract import (
+    CONDITIONS_MAX,
+    KEY_SCHEMA_PATTERN,
+    MAX_SEGMENT_SIZE,
+    USER_IDENTIFIER_MAX,
+)
+from flagsight_core.registry import RuleError
 from msgspec import UNSET, Meta, UnsetType
 
 from api.controlplane import documents, model
 from api.web.admin.auth import require_admin
 from api.web.admin.base import AdminResource
-from api.web.admin.bodies import Body, Timestamp, words
+from api.web.admin.bodies import Body, Place, Timestamp, words
 from api.web.admin.organizations import existing_organization
 from api.web.admin.slices import Answer, Operation, Route, Slice, key_param
-from api.web.errors import NotFound
+from api.web.errors import BadRequest, NotFound
 from api.web.jsonio import write_json
 
 UserIdentifier = Annotated[
@@ -27,9 +37,24 @@ UserIdentifier = Annotated[
 ]  # fmt: skip
 
 
+Identifiers = Annotated[list[UserIdentifier], Meta(max_length=MAX_SEGMENT_SIZE)]
+ConditionJson = Annotated[dict[str, Any], Meta(extra_json_schema=condition_schema())]
+"""A condition as JSON: its schema from the operators' catalogue; ``conditions_from_json``
+decides (an RE2 expression's syntax, an instant's calendar)."""
+Conditions = Annotated[
+    list[Any],
+    Meta(max_length=CONDITIONS_MAX, extra_json_schema={"items": condition_schema()},
+         description="Conditions on a user's attributes, every one must hold (contract 12);"
+                     " a user listed in userIdentifiers is in whatever they say, one listed"
+                     " in excludedUserIdentifiers out"),
+]  # fmt: skip
+
+
 class Segment(msgspec.Struct):
     key: Annotated[str, Meta(pattern=KEY_SCHEMA_PATTERN)]
-    size: Annotated[int, Meta(ge=0, description="Distinct identifiers")]
+    size: Annotated[int, Meta(ge=0, description="Distinct identifiers listed")]
+    excludedSize: Annotated[int, Meta(ge=0, description="Distinct identifiers excluded")]
+    conditions: Annotated[list[ConditionJson], Meta(description="As given at PUT")]
     updatedAt: Timestamp
     userIdentifiers: (
         Annotated[
@@ -41,20 +66,59 @@ class Segment(msgspec.Struct):
         ]  # fmt: skip
         | UnsetType
     ) = UNSET
+    excludedUserIdentifiers: (
+        Annotated[
+            list[str],
+            Meta(
+                description="Only in GET of one segment: the distinct identifiers excluded,"
+                " in the order first given."
+            ),
+        ]  # fmt: skip
+        | UnsetType
+    ) = UNSET
 
 
 class SegmentList(msgspec.Struct):
     items: list[Segment]
 
 
+def _check_conditions(conditions: list[Any] | None, place: Place) -> None:
+    if conditions is not None:  # null: absent, as every optional field
+        parsed_conditions(conditions, place.label("conditions"))
+
+
+def parsed_conditions(conditions: list[Any], label: str) -> tuple[Condition, ...]:
+    """The conditions through the catalogue; 400 naming the field
+    (``conditions[2].values[0]``)."""
+    try:
+        return conditions_from_json(conditions, label)
+    except RuleError as exc:
+        field_name, _, problem = str(exc).partition(" ")
+        raise BadRequest(f"Field '{field_name}' {problem}") from None
+
+
 class SegmentPut(Body):
-    userIdentifiers: Annotated[list[UserIdentifier], Meta(max_length=MAX_SEGMENT_SIZE)]
+    """The whole segment: a field left out is empty (a body of ``userIdentifiers`` alone is
+    the list it always was)."""
+
+    userIdentifiers: Identifiers | None = None
+    excludedUserIdentifiers: Identifiers | None = None
+    conditions: Conditions | None = None
+
+    checks = {"conditions": _check_conditions}
 
 
-def segment(seg: model.Segment, user_identifiers: list[str] | None = None) -> Segment:
-    """``userIdentifiers`` only when reading one segment (a list or PUT answer leaves it out)."""
+def segment(
+    seg: model.Segment,
+    user_identifiers: list[str] | None = None,
+    excluded_user_identifiers: list[str] | None = None,
+) -> Segment:
+    """The identifiers only when reading one segment (a list or PUT answer leaves them out)."""
     members = UNSET if user_identifiers is None else user_identifiers
-    return Segment(**documents.segment(seg), userIdentifiers=members)
+    excluded = UNSET if excluded_user_identifiers is None else excluded_user_identifiers
+    return Segment(
+        **documents.segment(seg), userIdentifiers=members, excludedUserIdentifiers=excluded
+    )
 
 
 @falcon.before(require_admin)
@@ -73,8 +137,9 @@ class SegmentsResource(AdminResource):
 class SegmentResource(AdminResource):
     """``/admin/v1/organizations/{org_id}/segments/{segment_key}``.
 
-    PUT replaces the whole set and answers 200 with the summary (``key``, ``size``,
-    ``updatedAt``: a million identifiers are not echoed back); GET adds ``userIdentifiers``.
+    PUT replaces the whole segment and answers 200 with the summary (``key``, ``size``,
+    ``excludedSize``, ``conditions``, ``updatedAt``: a million identifiers are not echoed
+    back); GET adds ``userIdentifiers`` and ``excludedUserIdentifiers``.
     """
 
     async def on_get(
@@ -82,9 +147,10 @@ class SegmentResource(AdminResource):
     ) -> None:
         found = await self.read(self.store.get_segment, org_id, segment_key)
         members = await self.read(self.store.segment_members, org_id, segment_key)
-        if found is None or members is None:
+        excluded = await self.read(self.store.segment_excluded, org_id, segment_key)
+        if found is None or members is None or excluded is None:
             raise NotFound(f"Segment '{segment_key}' does not exist in organization '{org_id}'")
-        write_json(resp, segment(found, members))
+        write_json(resp, segment(found, members, excluded))
 
     async def on_put(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str, segment_key: str
@@ -92,8 +158,10 @@ class SegmentResource(AdminResource):
         key_param(segment_key, "segmentKey")
         body = await self.body(req, SegmentPut)
         stored, _created = await self.write(
-            self.store.put_segment, org_id, segment_key, body.userIdentifiers
-        )
+            self.store.put_segment, org_id, segment_key, body.userIdentifiers or (),
+            excluded_user_identifiers=body.excludedUserIdentifiers or (),
+            conditions=parsed_conditions(body.conditions or [], "conditions"),
+        )  # fmt: skip
         write_json(resp, segment(stored))
 
     async def on_delete(
@@ -109,7 +177,7 @@ SLICE = Slice(
                          {200: Answer("Segments", SegmentList)}),
     }),
     Route("/organizations/{org_id}/segments/{segment_key}", SegmentResource, {
-        "get": Operation("Read a segment with its identifiers",
+        "get": Operation("Read a segment with its identifiers and conditions",
                          {200: Answer("The segment", Segment)}),
         "put": Operation("Create or replace a segment",
                          {200: Answer("Stored (without identifiers)", Segment)}, body=SegmentPut),
