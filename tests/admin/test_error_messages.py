@@ -113,6 +113,9 @@ EXAMPLES: list[tuple[ControlPlaneError, int, str]] = [
     (InvalidError(C.SEGMENT_TOO_LARGE, "user_identifiers", count=1_000_001,
                   maximum=1_000_000), 400,
      "Field 'userIdentifiers' has 1000001 distinct items; at most 1000000 are allowed"),
+    (InvalidError(C.SEGMENT_TOO_LARGE, "excluded_user_identifiers", count=1_000_001,
+                  maximum=1_000_000), 400,
+     "Field 'excludedUserIdentifiers' has 1000001 distinct items; at most 1000000 are allowed"),
     (InvalidError(C.UNKNOWN_SEGMENT, "rules", index=1, segment="ghost"), 400,
      "Field 'rules[1].segment' names segment 'ghost', which does not exist in this"
      " organization"),

@@ -34,6 +34,14 @@ RESTORABLE = (
 """What a restore can put back, as every refusal to restore names it."""
 
 
+_SEGMENT_LISTS = {
+    "user_identifiers": "userIdentifiers",
+    "excluded_user_identifiers": "excludedUserIdentifiers",
+}
+"""A segment's two lists as the store names them (``SEGMENT_TOO_LARGE``'s field), and as the
+API does."""
+
+
 class Coded(Protocol):
     """An error as it is raised (``ControlPlaneError``) or kept (``RecordedError``)."""
 
@@ -152,8 +160,8 @@ MESSAGES: dict[str, Wording] = {
     ErrorCode.FLAG_KEY_MALFORMED: lambda d: f"Flag key must match {KEY_SPEC}",
     ErrorCode.SEGMENT_KEY_MALFORMED: lambda d: f"Segment key must match {KEY_SPEC}",
     ErrorCode.SEGMENT_TOO_LARGE: lambda d: (
-        f"Field 'userIdentifiers' has {d['count']} distinct items;"
-        f" at most {d['maximum']} are allowed"
+        f"Field '{_SEGMENT_LISTS.get(str(d['field']), 'userIdentifiers')}' has {d['count']}"
+        f" distinct items; at most {d['maximum']} are allowed"
     ),
     ErrorCode.UNKNOWN_SEGMENT: lambda d: (
         f"Field 'rules[{d['index']}].segment' names segment '{d['segment']}',"
