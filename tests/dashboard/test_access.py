@@ -21,6 +21,11 @@ FORM_FIELDS: dict[str, dict[str, str]] = {
     "/organizations": {"name": "Intruder Inc", "plan": "free"},
     "/organizations/{org_id}": {"key": "staging"},
     "/organizations/{org_id}/segments": {"key": "more-users", "identifiers": "u1\nu2"},
+    "/organizations/{org_id}/segments/{segment_key}": {
+        "identifiers": "alice",
+        "condition_attribute": "plan",
+        "condition_operator": "EXISTS",
+    },
     "/organizations/{org_id}/segments/{segment_key}/delete": {},
     "/environments/{env_id}/insights": {"enabled": "false"},
     "/environments/{env_id}/api-keys": {"name": "sneaky"},

@@ -8,6 +8,8 @@
 //    data-confirm-unchecked / data-confirm-checked), and the segment form only when its key
 //    names an existing segment (the table row's data-replace-question).
 // 4. The filter of a segment's member sample, as the visitor types.
+// 5. A segment condition's values hint follows the operator chosen (the page renders the
+//    hint of the operator it was loaded with).
 "use strict";
 
 function enableCopyButtons() {
@@ -143,9 +145,22 @@ function enableMemberFilter() {
   });
 }
 
+function enableOperatorHints() {
+  document.querySelectorAll("[data-condition-row]").forEach(function (row) {
+    var select = row.querySelector("[data-operator]");
+    var hint = row.querySelector("[data-operator-hint]");
+    if (!select || !hint) { return; }
+    select.addEventListener("change", function () {
+      var chosen = select.options[select.selectedIndex];
+      hint.textContent = chosen ? chosen.getAttribute("data-hint") : "";
+    });
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
   enableCopyButtons();
   enableRuleEditor();
   enableConfirmations();
   enableMemberFilter();
+  enableOperatorHints();
 });
