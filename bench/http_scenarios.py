@@ -21,28 +21,33 @@ from bench.workload import Workload
 from bench.wrk import WrkResult, run_wrk
 
 MB = 1024 * 1024
-TIGHT, MEDIA, EMBEDDED, CLUSTER = (
+TIGHT, MEDIA, EMBEDDED, CLUSTER, ATTRIBUTES = (
     "tight reference",
     "media reference",
     "flagsight",
     "flagsight cluster",
+    "flagsight, 1 KB attributes",
 )
+"""``ATTRIBUTES``: the embedded server again, each request with an attributes object, against a
+flag whose segment has five conditions (``bench.workload.TARGETED_RULES``)."""
 RATIOS = {
     "vs_tight": (EMBEDDED, TIGHT),
     "vs_media": (EMBEDDED, MEDIA),
     "cluster_vs_embedded": (CLUSTER, EMBEDDED),
+    "attributes_vs_plain": (ATTRIBUTES, EMBEDDED),
 }
 """Each ratio divides the first contender's req/s by the second's, in the same round."""
 
 
 @dataclass(frozen=True)
 class Contender:
-    """A server in the single-evaluate rounds, with the arguments of ``evaluate.lua`` for it
-    (its own API key: a cluster host has a control plane of its own)."""
+    """A server in the single-evaluate rounds, with the arguments of its script for it (its
+    own API key: a cluster host has a control plane of its own)."""
 
     label: str
     server: Server
     args: list[str]
+    script: str = "evaluate.lua"
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,7 @@ class HttpBench:
 
     def warm_up(self, contenders: list[Contender]) -> None:
         for contender in contenders:
-            run_wrk(contender.server.url, "evaluate.lua", contender.args, connections=16,
+            run_wrk(contender.server.url, contender.script, contender.args, connections=16,
                     duration_s=self.plan.warmup_s)  # fmt: skip
 
     def single_evaluate(
@@ -171,7 +176,7 @@ class HttpBench:
             for connections in connection_counts:
                 measured = {
                     c.label: self._measure(
-                        c.server, "evaluate.lua", c.args, connections, f"{c.label} evaluate"
+                        c.server, c.script, c.args, connections, f"{c.label} evaluate"
                     )  # fmt: skip
                     for c in contenders
                 }
@@ -217,8 +222,9 @@ class HttpBench:
             ],
         }
 
-    def bulk(self, users: int, bodies: Path) -> dict[str, object]:
-        """One connection: the answer's latency, and the in-server rate from ``/metrics``."""
+    def bulk(self, users: int, bodies: Path, label: str = "") -> dict[str, object]:
+        """One connection: the answer's latency, and the in-server rate from ``/metrics``
+        (``label``: what the bodies carry besides the users, for the log)."""
         self._quiesce()
         workers = self.flagsight.worker_pids()
         steady = {p: rss_bytes(p) for p in workers}
@@ -226,7 +232,7 @@ class HttpBench:
         with RssSampler(workers) as sampler:
             record = self._measure(self.flagsight, "bodies.lua",
                                    [self.work.api_key, "/v1/evaluate/bulk", str(bodies)], 1,
-                                   f"flagsight bulk {users}")  # fmt: skip
+                                   f"flagsight bulk {users}{label}")  # fmt: skip
         after = _scrape(self.flagsight)
         seconds = (
             after["flagsight_bulk_evaluate_seconds_sum"]

@@ -1,12 +1,14 @@
 """Local evaluation's speed goals (issue 31), side by side in one run against one server:
 
 * local ``evaluate`` against the same SDK's remote ``evaluate`` over loopback, and local p99;
+* local ``evaluate`` with 1 KB attributes against a flag whose segment has five conditions
+  (issue 41), its p99 beside plain local ``evaluate``'s, measured in alternating blocks;
 * how long a change takes to reach 100 connected local clients (p99 over 20 changes);
 * what 1,000 open streams cost one host: memory (PSS of every process), and single-evaluate
   throughput (wrk) with and without them;
 * ingest of reported local evaluations, per core (decode, validate and append, in process).
 
-    python -m bench.local_scenarios [--smoke]
+    python -m bench.local_scenarios [--smoke] [--attributes-only]
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ import requests
 
 from bench.procstat import pss_bytes, wait_idle
 from bench.servers import FlagsightServer
-from bench.workload import FLAG_KEY, create_tenant
+from bench.workload import (
+    ATTRIBUTE_VARIANTS,
+    FLAG_KEY,
+    SINGLE_ATTRIBUTE_BYTES,
+    TARGETED_FLAG_KEY,
+    attributes,
+    create_tenant,
+)
 from bench.wrk import run_wrk
 
 
@@ -77,6 +86,52 @@ def local_vs_remote(server: FlagsightServer, api_key: str, calls: int) -> dict[s
         "local_p50_us": round(percentile(local_ns, 0.50) / 1000, 2),
         "local_p99_us": round(percentile(local_ns, 0.99) / 1000, 2),
         "speedup": round(remote_us / local_us, 1),
+    }
+
+
+ATTRIBUTE_BLOCK = 1_000
+"""Calls in a row of one kind (plain, with attributes) before the other kind's turn."""
+
+
+def local_with_attributes(server: FlagsightServer, api_key: str, calls: int) -> dict[str, object]:
+    """``calls`` local evaluations with attributes (``ATTRIBUTE_VARIANTS`` objects of
+    ``SINGLE_ATTRIBUTE_BYTES``, a new user each) and as many plain ones, in alternating blocks
+    of ``ATTRIBUTE_BLOCK`` in one client, so that the machine's load weighs on both alike."""
+    from flagsight_sdk import FlagsightClient
+
+    variants = [attributes(i) for i in range(ATTRIBUTE_VARIANTS)]
+    local = FlagsightClient(api_key, server.url, local=True, timeout_s=5)
+    assert local.local is not None and local.local.wait_ready(10)
+    try:
+        held = local.evaluate(TARGETED_FLAG_KEY, "check-1", variants[1])
+        failed = local.evaluate(TARGETED_FLAG_KEY, "check-0", variants[0])
+        if held.matched_rule_type != "SEGMENT" or failed.matched_rule_type == "SEGMENT":
+            raise RuntimeError(f"local mode ignored the segment's conditions: {held}, {failed}")
+        for n in range(200):  # warm
+            local.evaluate(FLAG_KEY, f"warm-{n}")
+            local.evaluate(TARGETED_FLAG_KEY, f"warm-{n}", variants[n % ATTRIBUTE_VARIANTS])
+        plain_ns: list[int] = []
+        with_ns: list[int] = []
+        for block in range(0, calls, ATTRIBUTE_BLOCK):
+            for n in range(block, min(calls, block + ATTRIBUTE_BLOCK)):
+                start = time.perf_counter_ns()
+                local.evaluate(FLAG_KEY, f"user-{n}")
+                plain_ns.append(time.perf_counter_ns() - start)
+            for n in range(block, min(calls, block + ATTRIBUTE_BLOCK)):
+                attrs = variants[n % ATTRIBUTE_VARIANTS]
+                start = time.perf_counter_ns()
+                local.evaluate(TARGETED_FLAG_KEY, f"user-{n}", attrs)
+                with_ns.append(time.perf_counter_ns() - start)
+    finally:
+        local.close()
+    return {
+        "calls": calls,
+        "attribute_bytes": SINGLE_ATTRIBUTE_BYTES,
+        "plain_p50_us": round(percentile(plain_ns, 0.50) / 1000, 2),
+        "plain_p99_us": round(percentile(plain_ns, 0.99) / 1000, 2),
+        "mean_us": round(statistics.fmean(with_ns) / 1000, 2),
+        "p50_us": round(percentile(with_ns, 0.50) / 1000, 2),
+        "p99_us": round(percentile(with_ns, 0.99) / 1000, 2),
     }
 
 
@@ -266,14 +321,21 @@ def ingest_rounds(rows: int, batch: int, rounds: int = INGEST_ROUNDS) -> dict[st
             "rounds_per_second": [r["per_second"] for r in measured]}  # fmt: skip
 
 
-def local_bench(work_dir: Path, smoke: bool) -> dict[str, object]:
+def local_bench(work_dir: Path, smoke: bool, attributes_only: bool = False) -> dict[str, object]:
+    """Every scenario; with ``attributes_only``, local evaluate with attributes alone (beside
+    plain local evaluate), in a few seconds."""
     work_dir.mkdir(parents=True, exist_ok=True)
     server = FlagsightServer(work_dir / "data", 2, work_dir / "flagsight-local.log")
     server.start(2)
     results: dict[str, object] = {}
     try:
-        api_key, env_id = create_tenant(server.url, server.admin_token)
+        api_key, env_id = create_tenant(server.url, server.admin_token, targeted=True)
         time.sleep(1.2)
+        log("local evaluate with attributes, beside plain local evaluate")
+        results["attributes"] = local_with_attributes(server, api_key, 2_000 if smoke else 200_000)
+        log(f"  {results['attributes']}")
+        if attributes_only:
+            return results
         log("local evaluate against remote")
         results["local_vs_remote"] = local_vs_remote(server, api_key, 2_000 if smoke else 200_000)
         log(f"  {results['local_vs_remote']}")
@@ -298,10 +360,12 @@ def local_bench(work_dir: Path, smoke: bool) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.local_scenarios", description=__doc__)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--attributes-only", action="store_true",
+                        help="local evaluate with attributes alone, beside plain local evaluate")  # fmt: skip
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="flagsight-bench-local-") as tmp:
-        results = local_bench(Path(tmp), args.smoke)
+        results = local_bench(Path(tmp), args.smoke, args.attributes_only)
     text = json.dumps(results, indent=2)
     print(text)
     if args.out:

@@ -37,6 +37,14 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
                 ratios["vs_tight"]["median"], ">=", 0.85, "x",
                 "median over rounds of flagsight req/s / tight reference req/s, back to back",
             ))  # fmt: skip
+        if "attributes_vs_plain" in ratios:
+            goals.append(_goal(
+                f"single evaluate with 1 KB attributes, a segment of 5 conditions, vs plain, {c[1:]} connections",
+                ratios["attributes_vs_plain"]["median"], ">=", 0.85, "x",
+                "median over rounds of flagsight req/s with attributes / without, back to back "
+                "(bench/workload.py: CONDITIONS, attributes; python -m bench.run --only "
+                "single-attributes)",
+            ))  # fmt: skip
         if "cluster_vs_embedded" in ratios:
             goals.append(_goal(
                 f"single evaluate on a cluster host vs embedded, {c[1:]} connections",
@@ -65,6 +73,20 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
                            " (flagsight_bulk_evaluate_seconds), one connection"))  # fmt: skip
         goals.append(_goal("bulk 10,000 users: answer time", bulk["p50_ms"], "<=", 25, "ms",
                            "wrk p50 at one connection, network and HTTP included"))  # fmt: skip
+    targeted = results.get("bulk_10k_attributes")
+    if targeted:
+        plain = (
+            f"; plain bulk 10,000 beside it: {_fmt(bulk['server_user_evaluations_per_s_per_core'])}/s"
+            if bulk
+            else ""
+        )
+        goals.append(_goal(
+            "bulk 10,000 users with attributes: user-evaluations/s per core in the server",
+            targeted["server_user_evaluations_per_s_per_core"], ">=", 500_000, "/s",
+            "users answered / worker seconds in the bulk handler, one connection, each user with "
+            "attributes (about 130 bytes: the five the segment's conditions read and two more)"
+            f"{plain} (python -m bench.run --only bulk-attributes)",
+        ))  # fmt: skip
     feedback = results.get("feedback_bulk_500")
     if feedback:
         goals.append(_goal("feedback ingest through bulk (2 workers)", feedback["events_per_s"],
@@ -101,13 +123,23 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
         goals.append(_goal("worker RSS at steady state", max(memory["flagsight_worker_rss_mb"]),
                            "<=", 120, "MB", "largest VmRSS of the workers after the load, idle"))  # fmt: skip
     local = results.get("local")
-    if local:
+    if local and "local_vs_remote" in local:
         speed = local["local_vs_remote"]
         goals.append(_goal("local evaluate vs the same SDK's remote evaluate", speed["speedup"],
                            ">=", 100, "x", "mean remote call over loopback / mean local call,"
                            " one thread (python -m bench.local_scenarios)"))  # fmt: skip
         goals.append(_goal("local evaluate p99", speed["local_p99_us"], "<=", 50, "µs",
                            "perf_counter_ns around each call, reports and quota included"))  # fmt: skip
+    with_attributes = (local or {}).get("attributes")
+    if with_attributes:
+        goals.append(_goal(
+            "local evaluate with 1 KB attributes, a segment of 5 conditions, p99",
+            with_attributes["p99_us"], "<=", 50, "µs",
+            f"perf_counter_ns around each call, {with_attributes['calls']:,} calls in blocks of 1,000 alternating with "
+            f"plain ones (plain p99 {with_attributes['plain_p99_us']} µs) "
+            "(python -m bench.run --only local-attributes)",
+        ))  # fmt: skip
+    if local and "local_vs_remote" in local:
         spread = local["propagation"]
         goals.append(_goal(f"a change reaches {spread['clients']} local clients, p99",
                            spread["p99_s"], "<=", 1, "s",
@@ -136,6 +168,7 @@ RATIO_NAMES = {
     "vs_tight": "flagsight / tight reference",
     "vs_media": "flagsight / media reference",
     "cluster_vs_embedded": "cluster host / embedded",
+    "attributes_vs_plain": "flagsight with 1 KB attributes / flagsight",
 }
 
 
@@ -199,7 +232,8 @@ def render_markdown(report: dict[str, Any]) -> str:
                 x = s["ratios"][name]
                 lines.append(f"| {c[1:]} | {RATIO_NAMES[name]} | {x['median']:.2f} "
                              f"({', '.join(f'{v:.2f}' for v in x['rounds'])}) |")  # fmt: skip
-    rows = [(k, r[k]) for k in ("bulk_1k", "bulk_10k", "feedback_bulk_500", "mixed") if k in r]
+    rows = [(k, r[k]) for k in ("bulk_1k", "bulk_10k", "bulk_10k_attributes", "feedback_bulk_500",
+                                "mixed") if k in r]  # fmt: skip
     if rows:
         lines += ["", "## Other HTTP scenarios", "",
                   "| scenario | connections | req/s | p50 ms | p99 ms | CPU µs/req | in server |",
@@ -221,7 +255,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                   f"{memory['reference_worker_rss_mb']} MB.",
                   f"- flagsight's event log sealer process (one per server, pyarrow lives there): "
                   f"RSS {memory.get('flagsight_sealer_rss_mb')} MB."]  # fmt: skip
-        for name in ("bulk_1k", "bulk_10k"):
+        for name in ("bulk_1k", "bulk_10k", "bulk_10k_attributes"):
             if name in r:
                 lines.append(f"- during {name}: peak RSS {r[name]['worker_rss_peak_mb']} MB, "
                              f"added {r[name]['worker_rss_added_mb']} MB.")  # fmt: skip

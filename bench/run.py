@@ -1,10 +1,17 @@
 """``make bench``: measure flagsight against the reference app and write the report.
 
-    python -m bench.run            # the full benchmark (about 10 minutes on 2 cores)
+    python -m bench.run            # the full benchmark (about 20 minutes on 2 cores)
     python -m bench.run --smoke    # every scenario for about a second: the suite cannot rot
+    python -m bench.run --only single-attributes   # one scenario and what it is compared with
 
-The report goes to ``bench/results/report.{md,json}``; a full run also rewrites
-``docs/benchmarks.md`` with the same markdown.
+``--only`` (repeatable) runs issue 41's scenarios alone, each beside its plain counterpart,
+in a few minutes: ``single-attributes`` (single evaluate with 1 KB attributes against a segment
+of five conditions, in rounds with plain single evaluate and the tight reference, at 16
+connections), ``bulk-attributes`` (bulk of 10,000 users with attributes, after plain bulk of
+10,000) and ``local-attributes`` (the SDK's local evaluate with attributes, and without).
+
+The report goes to ``bench/results/report.{md,json}`` (``bench/results/only/`` with ``--only``);
+a full run also rewrites ``docs/benchmarks.md`` with the same markdown.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from pathlib import Path
 
 from bench.http_scenarios import (
+    ATTRIBUTES,
     CLUSTER,
     EMBEDDED,
     MEDIA,
@@ -41,6 +49,13 @@ from bench.wrk import pinned_cpu
 
 FULL = Plan(duration_s=10, rounds=5, warmup_s=3)
 SMOKE = Plan(duration_s=1, rounds=1, warmup_s=1)
+SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES = (
+    "single-attributes",
+    "bulk-attributes",
+    "local-attributes",
+)
+ONLY = (SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES)
+"""The scenarios ``--only`` runs alone (issue 41's); a full run has them all."""
 
 
 def log(message: str) -> None:
@@ -55,13 +70,16 @@ def _machine() -> str:
 
 def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
               cluster_env: dict[str, str] | None) -> dict[str, object]:  # fmt: skip
+    """Every HTTP scenario; with ``args.only``, those named and what they are compared with
+    (single evaluate with attributes: plain single evaluate and the tight reference)."""
+    only = set(args.only or ())
     flagsight = FlagsightServer(work_dir / "data", args.workers, work_dir / "flagsight.log")
-    references = [
-        ReferenceServer(args.workers, work_dir / "tight-reference.log"),
-        ReferenceServer(
-            args.workers, work_dir / "media-reference.log", app="app", name=MEDIA
-        ),  # fmt: skip
-    ]
+    single = not only or SINGLE_ATTRIBUTES in only
+    references = [ReferenceServer(args.workers, work_dir / "tight-reference.log")] if single else []
+    if not only:
+        references.append(
+            ReferenceServer(args.workers, work_dir / "media-reference.log", app="app", name=MEDIA)
+        )
     servers: list[Server] = [flagsight, *references]
     cluster = None
     if cluster_env is not None:
@@ -78,12 +96,23 @@ def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
         for server in servers:
             server.start(args.workers)
         work = prepare(flagsight.url, flagsight.admin_token, work_dir,
-                       ids=200 if args.smoke else 4000, bodies=4 if args.smoke else 16)  # fmt: skip
-        contenders = [
-            Contender(TIGHT, references[0], [work.api_key, work.flag_key]),
-            Contender(MEDIA, references[1], [work.api_key, work.flag_key]),
-            Contender(EMBEDDED, flagsight, [work.api_key, work.flag_key]),
-        ]
+                       ids=200 if args.smoke else 4000, bodies=4 if args.smoke else 16,
+                       targeted=True)  # fmt: skip
+        contenders = (
+            [Contender(TIGHT, references[0], [work.api_key, work.flag_key])] if single else []
+        )
+        if not only:
+            contenders.append(Contender(MEDIA, references[1], [work.api_key, work.flag_key]))
+        contenders.append(Contender(EMBEDDED, flagsight, [work.api_key, work.flag_key]))
+        if single:
+            contenders.append(
+                Contender(
+                    ATTRIBUTES,
+                    flagsight,
+                    [work.api_key, str(work.targeted_flag_key), str(work.attributes_1k)],
+                    "evaluate_attributes.lua",
+                )  # fmt: skip
+            )
         if cluster is not None:
             (work_dir / "cluster-work").mkdir(exist_ok=True)
             cluster_work = prepare(cluster.url, cluster.admin_token, work_dir / "cluster-work",
@@ -92,23 +121,31 @@ def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
                 Contender(CLUSTER, cluster, [cluster_work.api_key, cluster_work.flag_key])
             )
         bench = HttpBench(flagsight, references, work, plan, log, [cluster] if cluster else None)
-        bench.warm_up(contenders)
-        log("single evaluate: " + ", ".join(c.label for c in contenders))
-        before = scrape_totals(cluster) if cluster is not None else {}
-        results["single_evaluate"] = bench.single_evaluate(
-            contenders, (16,) if args.smoke else (16, 64)
-        )
-        if cluster is not None:
-            results["cluster_meter"] = meter_round_trips(before, scrape_totals(cluster))
-            log(f"  cluster host's meter: {results['cluster_meter']}")
-        results["memory_steady"] = bench.memory_steady()
-        log(f"  steady state: {results['memory_steady']}")
-        log("bulk evaluate")
-        results["bulk_1k"] = bench.bulk(1000, work.bulk_1k)
-        results["bulk_10k"] = bench.bulk(10_000, work.bulk_10k)
-        log("feedback")
-        results["feedback_bulk_500"] = bench.feedback_bulk()
-        if not args.smoke:
+        if single:
+            bench.warm_up(contenders)
+            log("single evaluate: " + ", ".join(c.label for c in contenders))
+            before = scrape_totals(cluster) if cluster is not None else {}
+            results["single_evaluate"] = bench.single_evaluate(
+                contenders, (16,) if args.smoke or only else (16, 64)
+            )
+            if cluster is not None:
+                results["cluster_meter"] = meter_round_trips(before, scrape_totals(cluster))
+                log(f"  cluster host's meter: {results['cluster_meter']}")
+        if not only:
+            results["memory_steady"] = bench.memory_steady()
+            log(f"  steady state: {results['memory_steady']}")
+        if not only or BULK_ATTRIBUTES in only:
+            log("bulk evaluate")
+            if not only:
+                results["bulk_1k"] = bench.bulk(1000, work.bulk_1k)
+            results["bulk_10k"] = bench.bulk(10_000, work.bulk_10k)
+            assert work.bulk_10k_attributes is not None
+            results["bulk_10k_attributes"] = bench.bulk(10_000, work.bulk_10k_attributes,
+                                                        " with attributes")  # fmt: skip
+        if not only:
+            log("feedback")
+            results["feedback_bulk_500"] = bench.feedback_bulk()
+        if not args.smoke and not only:
             log("mixed")
             results["mixed"] = bench.mixed()
     finally:
@@ -120,7 +157,7 @@ def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="every scenario, briefly")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    parser.add_argument("--out", type=Path, help="where the report goes (bench/results)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP scenarios")
     parser.add_argument("--no-pipeline", action="store_true", help="skip the pipeline scenarios")
@@ -131,8 +168,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--work-dir", type=Path, help="keep servers' data and logs here")
+    parser.add_argument(
+        "--only", action="append", choices=ONLY, metavar="SCENARIO",
+        help=f"run this scenario alone, beside its plain counterpart (repeatable): {', '.join(ONLY)}",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, help="single evaluate's rounds (default: 5)")
     args = parser.parse_args(argv)
     plan = SMOKE if args.smoke else FULL
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        plan = Plan(plan.duration_s, args.rounds, plan.warmup_s)
+    only = set(args.only or ())
+    if only:  # issue 41's scenarios alone: nothing else, and no rewritten docs
+        args.no_pipeline = args.no_signal = args.no_cluster = args.no_docs = True
+        args.no_http = not only & {SINGLE_ATTRIBUTES, BULK_ATTRIBUTES}
+        args.no_local = LOCAL_ATTRIBUTES not in only
+        if args.out is None:
+            args.out = REPO / "bench" / "results" / "only"
+    if args.out is None:
+        args.out = REPO / "bench" / "results"
     started = time.monotonic()
     started_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load_before = os.getloadavg()
@@ -148,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             results.update(run_http(args, plan, work_dir, cluster_env))
         if not args.no_local:
             log("local evaluation")
-            results["local"] = local_bench(work_dir / "local", args.smoke)
+            results["local"] = local_bench(work_dir / "local", args.smoke,
+                                           attributes_only=bool(only))  # fmt: skip
         if not args.no_signal:
             log("time to signal (flagsight serve + the Dagster daemon)")
             results["time_to_signal"] = time_to_signal(

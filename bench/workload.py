@@ -18,6 +18,28 @@ RULES = [
     {"type": "PERCENTAGE", "percentage": 50, "value": True},
 ]
 """A segment first, then a 50% rollout: most users are bucketed (a murmur3 hash each)."""
+TARGETED_FLAG_KEY = "checkout-targeted"
+TARGETED_SEGMENT_KEY = "pro-in-germany"
+CONDITIONS = [
+    {"attribute": "country", "operator": "EQUALS", "values": ["DE"]},
+    {"attribute": "plan", "operator": "IN", "values": ["pro", "business", "enterprise"]},
+    {"attribute": "appVersion", "operator": "SEMVER_GREATER_THAN", "values": ["2.3.0"]},
+    {"attribute": "seats", "operator": "GREATER_OR_EQUAL", "values": [5]},
+    {"attribute": "email", "operator": "MATCHES", "values": [r"@(example|flagsight)\.(com|de)$"]},
+]
+"""The targeted segment's five conditions (contract 12): a string, a set, a version, a number
+and a regular expression. ``attributes`` makes every user hold the first four, so that each
+evaluation reads all five; three users in four hold the fifth too."""
+TARGETED_RULES = [
+    {"type": "SEGMENT", "segment": TARGETED_SEGMENT_KEY, "value": True},
+    {"type": "PERCENTAGE", "percentage": 50, "value": True},
+]
+"""``RULES``' shape, its segment defined by ``CONDITIONS``: what attributes add to it."""
+SINGLE_ATTRIBUTE_BYTES = 1024
+"""A single evaluate's attributes object, as compact JSON (issue 41: "a 1 KB attributes
+object")."""
+ATTRIBUTE_VARIANTS = 64
+"""Distinct attributes objects the scripts and the SDK scenario cycle through."""
 CONFIG_PROPAGATION_S = 1.5
 """The contract: an admin change reaches every worker within one second."""
 LIMIT = 10**15
@@ -32,6 +54,10 @@ class Workload:
     bulk_10k: Path
     feedback_500: Path
     evaluation_ids: Path
+    targeted_flag_key: str | None = None
+    attributes_1k: Path | None = None
+    """``ATTRIBUTE_VARIANTS`` objects of ``SINGLE_ATTRIBUTE_BYTES``, one a line."""
+    bulk_10k_attributes: Path | None = None
 
 
 def _admin(url: str, token: str, method: str, path: str, body: object) -> dict:
@@ -44,8 +70,9 @@ def _admin(url: str, token: str, method: str, path: str, body: object) -> dict:
     return answer.json()
 
 
-def create_tenant(url: str, token: str) -> tuple[str, str]:
-    """An enterprise organization, its production environment (insights on), a key, the flag."""
+def create_tenant(url: str, token: str, *, targeted: bool = False) -> tuple[str, str]:
+    """An enterprise organization, its production environment (insights on), a key, the flag;
+    with ``targeted``, also the flag on a segment of conditions (``create_targeted_flag``)."""
     org = _admin(url, token, "POST", "/organizations",
                  {"name": "Bench", "plan": "enterprise", "monthlyEvaluationLimit": LIMIT})  # fmt: skip
     env = _admin(url, token, "POST", f"/organizations/{org['id']}/environments",
@@ -56,7 +83,56 @@ def create_tenant(url: str, token: str) -> tuple[str, str]:
            {"userIdentifiers": members})  # fmt: skip
     _admin(url, token, "PUT", f"/environments/{env['id']}/flags/{FLAG_KEY}",
            {"enabled": True, "rules": RULES})  # fmt: skip
+    if targeted:
+        create_targeted_flag(url, token, org["id"], env["id"])
     return key["key"], env["id"]
+
+
+def create_targeted_flag(url: str, token: str, org_id: str, env_id: str) -> None:
+    """``TARGETED_FLAG_KEY``: ``TARGETED_RULES`` on a segment of the same 1,000 listed users,
+    100 excluded ones and ``CONDITIONS`` (the benchmark's users are in neither list, so each
+    reaches the conditions)."""
+    _admin(url, token, "PUT", f"/organizations/{org_id}/segments/{TARGETED_SEGMENT_KEY}", {
+        "userIdentifiers": [f"beta-{i}" for i in range(1000)],
+        "excludedUserIdentifiers": [f"excluded-{i}" for i in range(100)],
+        "conditions": CONDITIONS,
+    })  # fmt: skip
+    _admin(url, token, "PUT", f"/environments/{env_id}/flags/{TARGETED_FLAG_KEY}",
+           {"enabled": True, "rules": TARGETED_RULES})  # fmt: skip
+
+
+def attributes(index: int, size: int | None = SINGLE_ATTRIBUTE_BYTES) -> dict[str, object]:
+    """The ``index``-th user's attributes: the five ``CONDITIONS`` read (the first four hold,
+    the fifth for three in four), then what an application typically adds; with ``size``,
+    padded with a user agent to exactly ``size`` bytes of compact JSON."""
+    attrs: dict[str, object] = {
+        "country": "DE",
+        "plan": ("pro", "business", "enterprise")[index % 3],
+        "appVersion": f"2.{4 + index % 5}.{index % 13}",
+        "seats": 5 + index % 200,
+        "email": f"user{index}@{'other.org' if index % 4 == 0 else 'example.com'}",
+        "locale": "de-DE",
+        "company": f"Company {index % 97}",
+    }
+    if size is None:
+        return attrs
+    attrs |= {
+        "timezone": "Europe/Berlin",
+        "signupAt": f"2025-{1 + index % 12:02d}-14T09:26:53Z",
+        "lastSeen": 1_760_000_000 + index,
+        "beta": index % 2 == 0,
+        "platform": ("ios", "android", "web")[index % 3],
+        "osVersion": f"{14 + index % 4}.{index % 7}",
+        "deviceModel": f"Model-{index % 31}",
+        "referrer": "https://www.example.com/landing?utm_source=newsletter&utm_campaign=spring",
+        "tags": ["early-adopter", "newsletter", f"cohort-{index % 12}", "mobile", "checkout"],
+        "userAgent": "",
+    }
+    missing = size - len(json.dumps(attrs, separators=(",", ":")))
+    if missing < 0:
+        raise ValueError(f"attributes need at least {size - missing} bytes")
+    attrs["userAgent"] = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 " * 20)[:missing]
+    return attrs
 
 
 def _write_lines(path: Path, bodies: list[object]) -> Path:
@@ -69,6 +145,37 @@ def _bulk_bodies(tag: str, users: int, count: int) -> list[object]:
         {"flagKey": FLAG_KEY, "userIdentifiers": [f"{tag}-{j}-user-{i}" for i in range(users)]}
         for j in range(count)
     ]
+
+
+def _bulk_attribute_bodies(tag: str, users: int, count: int) -> list[object]:
+    """As ``_bulk_bodies``, every user with attributes (those the conditions read and two more,
+    about 130 bytes of JSON each)."""
+    bodies = []
+    for j, body in enumerate(_bulk_bodies(tag, users, count)):
+        identifiers = body["userIdentifiers"]  # type: ignore[index]
+        bodies.append({"flagKey": TARGETED_FLAG_KEY, "userIdentifiers": identifiers,
+                       "attributes": {u: attributes(j * users + i, None)
+                                      for i, u in enumerate(identifiers)}})  # fmt: skip
+    return bodies
+
+
+def check_targeted(url: str, api_key: str) -> None:
+    """The targeted flag decides by its segment's conditions: a user who holds all five is
+    matched by the SEGMENT rule, one whose e-mail fails ``MATCHES`` goes on to the percentage
+    (so a figure is never measured against a server that ignores the conditions)."""
+    for index, expected in ((1, True), (0, False)):
+        answer = requests.post(
+            f"{url}/v1/evaluate", headers={"Authorization": f"ApiKey {api_key}"}, timeout=10,
+            json={"flagKey": TARGETED_FLAG_KEY, "userIdentifier": f"check-{index}",
+                  "attributes": attributes(index)},
+        )  # fmt: skip
+        if answer.status_code != 200:
+            raise RuntimeError(f"evaluate with attributes: {answer.status_code} {answer.text}")
+        matched = answer.json().get("matchedRuleType")
+        if (matched == "SEGMENT") is not expected:
+            raise RuntimeError(
+                f"the segment's conditions were not applied: attributes({index}) -> {matched}"
+            )
 
 
 def _single_evaluation_ids(url: str, api_key: str, count: int) -> list[str]:
@@ -90,10 +197,14 @@ def _single_evaluation_ids(url: str, api_key: str, count: int) -> list[str]:
         return [i for ids in pool.map(some, range(4)) for i in ids]
 
 
-def prepare(url: str, token: str, work_dir: Path, *, ids: int, bodies: int) -> Workload:
-    """Tenant, flag and the request bodies the wrk scripts send (``bodies`` of each kind)."""
-    api_key, _ = create_tenant(url, token)
+def prepare(url: str, token: str, work_dir: Path, *, ids: int, bodies: int,
+            targeted: bool = False) -> Workload:  # fmt: skip
+    """Tenant, flag and the request bodies the wrk scripts send (``bodies`` of each kind); with
+    ``targeted``, the flag on a segment of conditions and the attributes its scenarios send."""
+    api_key, _ = create_tenant(url, token, targeted=targeted)
     time.sleep(CONFIG_PROPAGATION_S)  # every worker must know the new key and flag
+    if targeted:
+        check_targeted(url, api_key)
     evaluation_ids = _single_evaluation_ids(url, api_key, ids)
     rng = random.Random(7)
     feedback = []
@@ -112,4 +223,15 @@ def prepare(url: str, token: str, work_dir: Path, *, ids: int, bodies: int) -> W
         bulk_10k=_write_lines(work_dir / "bulk-10k.jsonl", _bulk_bodies("b10k", 10_000, bodies)),
         feedback_500=_write_lines(work_dir / "feedback-500.jsonl", feedback),
         evaluation_ids=ids_file,
+        **(_targeted_files(work_dir, bodies) if targeted else {}),
     )
+
+
+def _targeted_files(work_dir: Path, bodies: int) -> dict[str, object]:
+    return {
+        "targeted_flag_key": TARGETED_FLAG_KEY,
+        "attributes_1k": _write_lines(work_dir / "attributes-1k.jsonl",
+                                      [attributes(i) for i in range(ATTRIBUTE_VARIANTS)]),
+        "bulk_10k_attributes": _write_lines(work_dir / "bulk-10k-attributes.jsonl",
+                                            _bulk_attribute_bodies("a10k", 10_000, bodies)),
+    }  # fmt: skip

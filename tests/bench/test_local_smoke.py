@@ -20,6 +20,8 @@ def test_local_scenarios_yield_every_figure_and_goal(tmp_path: Path) -> None:
     assert len(local["streams"]["rounds_ratio"]) == 3  # back-to-back pairs, median reported
     rounds = local["ingest"]["rounds_per_second"]  # the reported rate is their median
     assert len(rounds) == 3 and local["ingest"]["per_second"] == sorted(rounds)[1]
+    assert local["attributes"]["p99_us"] > 0 and local["attributes"]["plain_p99_us"] > 0
     goals = {goal.name: goal for goal in evaluate_goals({"local": local})}
-    assert len(goals) == 6 and all(goal.measured is not None for goal in goals.values())
+    assert len(goals) == 7 and all(goal.measured is not None for goal in goals.values())
     assert "local evaluate p99" in goals
+    assert "local evaluate with 1 KB attributes, a segment of 5 conditions, p99" in goals

@@ -23,15 +23,19 @@ def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:
     ratios = results["single_evaluate"]["summary"]["c16"]["ratios"]
     assert ratios["vs_tight"]["median"] > 0 and ratios["vs_media"]["median"] > 0
     assert ratios["cluster_vs_embedded"]["median"] > 0  # a host on PostgreSQL and S3
+    assert ratios["attributes_vs_plain"]["median"] > 0  # 1 KB attributes, 5 conditions
     assert results["cluster_meter"]["evaluations"] > 0
     assert results["pipeline"]["full_s3"]["run_s"] > 0
     assert results["bulk_10k"]["server_user_evaluations"] > 0
+    assert results["bulk_10k_attributes"]["server_user_evaluations"] > 0
     assert results["feedback_bulk_500"]["events_per_s"] > 0
     assert results["pipeline"]["incremental"]["run_s"] > 0
     assert results["pipeline"]["dagster_floor"]["run_s"] > 0  # the job with empty bodies
     assert results["time_to_signal"]["samples"] == 3 and results["time_to_signal"]["p95_s"] > 0
     names = {goal["name"] for goal in report["goals"]}
     assert any(name.startswith("bulk 10,000") for name in names)
+    assert any(name.startswith("bulk 10,000 users with attributes") for name in names)
+    assert any(name.startswith("single evaluate with 1 KB attributes") for name in names)
     assert any(name.startswith("worker RSS") for name in names)
     assert all(goal["measured"] is not None for goal in report["goals"])
     markdown = (tmp_path / "report.md").read_text()
