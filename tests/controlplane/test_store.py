@@ -14,13 +14,13 @@ from flagsight_core import PercentageRule, SegmentRule, StaticRule
 from api.controlplane.errors import (
     ConflictError,
     ConflictReason,
-    ErrorCode,
     InvalidError,
     NotFoundError,
     Resource,
 )
 from api.controlplane.model import Plan
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
+from api.controlplane.store import ErrorCode
 
 
 def test_ids_have_their_prefix_and_16_hex_digits(store, organization, environment) -> None:

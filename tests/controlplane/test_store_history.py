@@ -24,12 +24,12 @@ from api.controlplane.errors import (
     ConflictError,
     ConflictReason,
     ControlPlaneError,
-    ErrorCode,
     NotFoundError,
     RecordedError,
     Resource,
 )
 from api.controlplane.sql_store import sha256_hex
+from api.controlplane.store import ErrorCode
 
 
 def test_audit_is_newest_first_and_restore_puts_a_flag_back(store, organization, environment):
