@@ -100,3 +100,10 @@ def test_the_local_core_gets_arrays_as_tuples() -> None:
         "plan": "pro",
         "t": ("b",),
     }
+
+
+def test_the_name_pattern_is_the_contracts() -> None:
+    from flagsight_core.contract import ATTRIBUTE_NAME_PATTERN
+    from flagsight_sdk.attributes import ATTRIBUTE_NAME
+
+    assert ATTRIBUTE_NAME.pattern == ATTRIBUTE_NAME_PATTERN.pattern

@@ -12,15 +12,17 @@ null, a mixed array) is ignored, never an error.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from flagsight_core.contract import ATTRIBUTE_NAME_PATTERN
-
 AttributeValue = str | int | float | bool | Sequence[str]
 Attributes = Mapping[str, AttributeValue]
 
+ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""``flagsight_core.contract.ATTRIBUTE_NAME_PATTERN``, written again: the remote client must
+import without the core's numpy (``tests/sdk/test_attributes.py`` holds the two equal)."""
 TARGETING_KEY = "targetingKey"
 RESERVED_NAME = "userIdentifier"
 """Conditions may name it (it is the user's identifier); a request may not send it."""
@@ -49,7 +51,7 @@ def from_openfeature(fields: Mapping[str, object]) -> dict[str, AttributeValue]:
     limits is kept: the service refuses it, as OFREP refuses such a context."""
     kept: dict[str, AttributeValue] = {}
     for name, value in fields.items():
-        if name in (TARGETING_KEY, RESERVED_NAME) or not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
+        if name in (TARGETING_KEY, RESERVED_NAME) or not ATTRIBUTE_NAME.fullmatch(name):
             continue  # a name no condition can use ("first name"), as OFREP ignores it
         shaped = _shaped(value)
         if shaped is not None:
