@@ -135,8 +135,8 @@ def aim_body(body: dict[str, Any], world: World) -> None:
         if isinstance(item, dict) and "evaluationId" in item:
             item["evaluationId"] = world.evaluation_id
     for rule in body.get("rules") or []:
-        if isinstance(rule, dict) and rule.get("type") == "SEGMENT":
-            rule["segment"] = world.ids["segmentKey"]
+        if isinstance(rule, dict) and (rule.get("type") == "SEGMENT" or "segment" in rule):
+            rule["segment"] = world.ids["segmentKey"]  # a percentage's segment too
     if isinstance(body.get("flag"), dict):  # a schedule's flag: the same rules, one level down
         aim_body(body["flag"], world)
     users, attributes = body.get("userIdentifiers"), body.get("attributes")
