@@ -196,6 +196,29 @@ def _version(text: str) -> semver.Version | None:
         return None
 
 
+def _precedence_key(version: semver.Version) -> tuple[Any, ...]:
+    """SemVer 2.0.0 precedence (semver.org, item 11) as a tuple Python orders alike: major,
+    minor, patch, then a release above any of its pre-releases, whose identifiers compare
+    numerically when all digits, below any alphanumeric one, which compare in ASCII order,
+    more identifiers above fewer when all before are equal; build metadata ignored. Compared
+    as tuples it is some twenty times faster than ``Version.compare``, which a condition on an
+    application's version runs for every user evaluated."""
+    if version.prerelease is None:
+        release: tuple[Any, ...] = (1,)
+    else:
+        release = (0, *((0, int(part)) if part.isdigit() else (1, part)
+                        for part in version.prerelease.split(".")))  # fmt: skip
+    return (version.major, version.minor, version.patch, release)
+
+
+@lru_cache(maxsize=4096)
+def _precedence(text: str) -> tuple[Any, ...] | None:
+    """The precedence key of the version ``text`` is, or None: an attribute's few distinct
+    versions (an application's releases) are each parsed once."""
+    found = _version(text)
+    return None if found is None else _precedence_key(found)
+
+
 # --- the values a condition takes ---------------------------------------------------------------
 
 
@@ -365,11 +388,12 @@ def _versions(want: Callable[[int], bool], pick: Callable[..., Any] | None) -> C
     """``want`` of ``compare``'s sign against some value (``pick``'s one when it says)."""
 
     def build(operands: tuple[semver.Version, ...]) -> Test:
-        against = (pick(operands),) if pick else operands
+        keys = tuple(_precedence_key(operand) for operand in operands)
+        against = (pick(keys),) if pick else keys
 
         def test(item: Scalar) -> bool:
-            found = _version(item) if isinstance(item, str) else None
-            return found is not None and any(want(found.compare(o)) for o in against)
+            found = _precedence(item) if isinstance(item, str) else None
+            return found is not None and any(want((found > o) - (found < o)) for o in against)
 
         return test
 
