@@ -434,3 +434,34 @@ def test_segment_membership_by_definition(
 )
 def test_a_condition_in_words(raw: dict, words: str) -> None:
     assert condition_from_json(raw).in_words() == words
+
+
+# --- many users at once -------------------------------------------------------------------------
+
+VALUES = st.one_of(
+    st.sampled_from([True, False, 1, 0, 1.0, "1", "DE", "2.4.0", "2.3.0", "a@example.com"]),
+    st.lists(st.sampled_from(["DE", "1", "x"]), max_size=2),
+    st.just({"an": "object"}),
+)
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b"]), VALUES, max_size=2), max_size=30))
+def test_a_segment_decides_many_users_as_it_decides_each(people: list[dict[str, Any]]) -> None:
+    """``includes_many`` keeps each condition's answer per distinct value: it must tell apart
+    what the conditions tell apart (``True`` and ``1``, ``1`` and ``"1"``, a list and a
+    string) and decide objects anew, giving the answers ``includes`` gives one by one."""
+    from flagsight_core.context import EvaluationContext, EvaluationContexts
+    from flagsight_core.segments import DefinedSegment, SegmentMembership
+
+    conditions = (
+        _condition("EQUALS", [1], "a"),
+        _condition("NOT_IN", ["x"], "b"),
+    )
+    segment = DefinedSegment(
+        SegmentMembership.build(["u0"]), SegmentMembership.build(["u1"]), conditions
+    )
+    users = [f"u{index}" for index in range(len(people))]
+    attributes = dict(zip(users, people, strict=True))
+    many = segment.includes_many(EvaluationContexts(users, attributes))
+    one_by_one = [segment.includes(EvaluationContext(u, attributes[u])) for u in users]
+    assert many.tolist() == one_by_one

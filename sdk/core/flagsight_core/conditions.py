@@ -59,7 +59,7 @@ import json
 import math
 import operator as op
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 from datetime import date
 from enum import StrEnum
@@ -539,10 +539,18 @@ class Condition:
     def holds(self, attributes: Attributes, user_identifier: str) -> bool:
         """Whether the user's attributes satisfy this condition (contract 12's type rules, in
         the module's docstring). Never raises."""
+        return self.holds_for(self.value_of(attributes, user_identifier))
+
+    def value_of(self, attributes: Attributes, user_identifier: str) -> object:
+        """What the condition reads: the attribute's value (the identifier for
+        ``userIdentifier``), or a marker that it is missing."""
         if self.attribute == USER_IDENTIFIER_ATTRIBUTE:
-            value: object = user_identifier
-        else:
-            value = attributes.get(self.attribute, _MISSING)
+            return user_identifier
+        return attributes.get(self.attribute, _MISSING)
+
+    def holds_for(self, value: object) -> bool:
+        """Whether the condition holds for that value (``value_of``): the same value always
+        gives the same answer, so many users' answers can be kept by value."""
         items = _items(value)
         return items is not None and self._decide(items)
 
@@ -560,6 +568,18 @@ class Condition:
         shown = ", ".join(json.dumps(value, ensure_ascii=False) for value in self.values)
         phrase = one if len(self.values) < 2 else several
         return f"{self.attribute} {phrase} {shown}".rstrip()
+
+
+def value_key(value: object) -> Hashable | None:
+    """A dict key for an attribute's value that tells apart what the conditions tell apart:
+    ``True`` from ``1``, ``1`` from ``"1"`` (a list as its tuple); None for a value that has
+    none (an object: it never holds, and is decided each time)."""
+    key = (list, tuple(value)) if isinstance(value, list) else (value.__class__, value)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _operands(comparison: Comparison, values: tuple[Any, ...], where: str) -> tuple[Any, ...]:

@@ -39,12 +39,12 @@ a user without attributes. ``segment_of`` makes the one or the other.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Container, Hashable, Iterable, Sequence
 
 import mmh3
 import numpy as np
 
-from flagsight_core.conditions import Condition, in_segment
+from flagsight_core.conditions import Condition, in_segment, value_key
 from flagsight_core.context import NO_ATTRIBUTES, EvaluationContext, EvaluationContexts
 
 _EMPTY = 0
@@ -293,12 +293,25 @@ class DefinedSegment(SegmentMembership):
         rest = np.flatnonzero(~found)
         if rest.size and len(self.excluded):
             rest = rest[~self.excluded.contains_many([users[i] for i in rest.tolist()])]
-        conditions = self.conditions
         attributes_of = contexts.attributes_of
+        # users share values (a country, a plan, a release): each condition decides each
+        # distinct value once per call
+        known: list[dict[Hashable, bool]] = [{} for _ in self.conditions]
         for index in rest.tolist():
             user = users[index]
             attributes = attributes_of(user)
-            found[index] = all(c.holds(attributes, user) for c in conditions)
+            for condition, answers in zip(self.conditions, known, strict=True):
+                value = condition.value_of(attributes, user)
+                key = value_key(value)
+                held = None if key is None else answers.get(key)
+                if held is None:
+                    held = condition.holds_for(value)
+                    if key is not None:
+                        answers[key] = held
+                if not held:
+                    break
+            else:
+                found[index] = True
         return found
 
     def __contains__(self, identifier: object) -> bool:
