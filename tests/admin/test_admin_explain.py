@@ -157,6 +157,92 @@ def test_the_admin_token_comes_first(admin_api: AdminClient, flag: dict[str, Any
     assert answer.status == 401
 
 
+# -- segments by conditions (contract 12) ------------------------------------------------------
+
+DACH_PRO = [
+    {"attribute": "plan", "operator": "EQUALS", "values": ["pro"]},
+    {"attribute": "country", "operator": "IN", "values": ["DE", "AT"]},
+    {"attribute": "appVersion", "operator": "SEMVER_GREATER_THAN", "values": ["2.2.99"]},
+]
+
+
+def held(*flags: bool) -> list[dict[str, Any]]:
+    """``DACH_PRO``'s conditions as explain reports them, each held or not."""
+    return [
+        {"attribute": c["attribute"], "operator": c["operator"], "held": flag}
+        for c, flag in zip(DACH_PRO, flags, strict=True)
+    ]
+
+
+@pytest.fixture
+def dach(admin_api: AdminClient, org: dict[str, Any], env: dict[str, Any]) -> dict[str, Any]:
+    """``dach-pro``: always alice, never bob, else pro users in DE or AT on 2.3 or later; the
+    flag asks it through a SEGMENT rule, then through a percentage of 100 within it."""
+    body = {"userIdentifiers": ["alice"], "excludedUserIdentifiers": ["bob"],
+            "conditions": DACH_PRO}  # fmt: skip
+    answer = admin_api.put(f"/organizations/{org['id']}/segments/dach-pro", body)
+    assert answer.status == 200, answer
+    put_flag(admin_api, env, [
+        {"type": "SEGMENT", "segment": "dach-pro", "value": False},
+        {"type": "PERCENTAGE", "percentage": 100, "segment": "dach-pro"},
+        {"type": "STATIC", "value": True},
+    ])  # fmt: skip
+    return env
+
+
+PRO_IN_DE = {"plan": "pro", "country": "DE", "appVersion": "2.3.0"}
+
+
+@pytest.mark.parametrize(
+    ("user", "attributes", "conditions", "in_segment"),
+    [
+        ("carol", PRO_IN_DE, held(True, True, True), True),
+        ("carol", {**PRO_IN_DE, "country": "FR"}, held(True, False, True), False),
+        ("carol", {"plan": "pro", "appVersion": "2.2.99"}, held(True, False, False), False),
+        ("carol", None, held(False, False, False), False),
+        ("alice", None, held(False, False, False), True),  # listed: in, whatever they say
+        ("bob", PRO_IN_DE, held(True, True, True), False),  # excluded: out, whatever they say
+    ],
+)
+def test_a_segment_of_conditions_reports_each_one(
+    admin_api: AdminClient, dach: dict[str, Any], user: str, attributes: Any,
+    conditions: list[dict[str, Any]], in_segment: bool,
+) -> None:  # fmt: skip
+    answer = admin_api.post(explain_path(dach), {"userIdentifier": user,
+                                                 "attributes": attributes})  # fmt: skip
+    assert answer.status == 200, answer
+    first = {"index": 0, "type": "SEGMENT", "matched": in_segment, "conditions": conditions}
+    if in_segment:
+        assert answer.body == {"value": False, "matchedRuleType": "SEGMENT", "error": None,
+                               "rules": [first]}  # fmt: skip
+        return
+    # outside the segment, the percentage within it does not apply either: the last rule decides
+    assert answer.body == {
+        "value": True, "matchedRuleType": "STATIC", "error": None,
+        "rules": [first,
+                  {"index": 1, "type": "PERCENTAGE", "matched": False, "conditions": conditions},
+                  {"index": 2, "type": "STATIC", "matched": True}],
+    }  # fmt: skip
+    environment = admin_api.services.config.environment(dach["id"])
+    result = evaluate(environment.flags["checkout"], user, environment.segments, attributes,
+                      at=NOW)  # fmt: skip
+    assert tuple(result[:2]) == (answer.body["value"], answer.body["matchedRuleType"])
+
+
+def test_a_percentage_within_a_segment_reports_its_conditions(
+    admin_api: AdminClient, org: dict[str, Any], env: dict[str, Any]
+) -> None:
+    body = {"conditions": DACH_PRO}
+    assert admin_api.put(f"/organizations/{org['id']}/segments/dach-pro", body).status == 200
+    put_flag(admin_api, env, [{"type": "PERCENTAGE", "percentage": 100, "segment": "dach-pro"}])
+    answer = admin_api.post(explain_path(env), {"userIdentifier": "u", "attributes": PRO_IN_DE})
+    assert answer.body == {
+        "value": True, "matchedRuleType": "PERCENTAGE", "error": None,
+        "rules": [{"index": 0, "type": "PERCENTAGE", "matched": True,
+                   "conditions": held(True, True, True)}],
+    }  # fmt: skip
+
+
 # -- attributes, and a rule that reads one ---------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """The flag page's "try a user" form in a real browser (Debian's chromium, headless) against a
 real gunicorn server, at a laptop's 1366 px and a phone's 390 px (contract 12's explain): the
-answer is the one ``/v1/evaluate`` gives the same user, each rule is said in words, bad input
+answer is the one ``/v1/evaluate`` gives the same user, each rule and condition is said in words, bad input
 is answered on the form in the admin API's words, and the page fits the screen."""
 
 from __future__ import annotations
@@ -47,7 +47,14 @@ def page(browser: Browser) -> Iterator[Page]:
 
 def seed(admin: Admin, server: GunicornServer) -> Tenant:
     tenant = admin.tenant()
-    admin.segment(tenant.organization_id, "beta-testers", ["vip-1", "vip-2"])
+    admin.request("PUT", f"/organizations/{tenant.organization_id}/segments/beta-testers", {
+        "userIdentifiers": ["vip-1", "vip-2"],
+        "conditions": [
+            {"attribute": "country", "operator": "IN", "values": ["DE", "AT"]},
+            {"attribute": "appVersion", "operator": "SEMVER_GREATER_THAN", "values": ["2.2.99"]},
+            {"attribute": "plan", "operator": "EQUALS", "values": ["pro"]},
+        ],
+    }, expect=200)  # fmt: skip
     admin.flag(tenant.environment_id, FLAG, RULES)
     eventually(lambda: key_is_served(server, tenant.api_key))
     return tenant
@@ -71,6 +78,9 @@ def test_try_a_user_shows_the_answer_and_each_rule(
     answer = page.locator("[data-trial-answer]")
     expect(answer).to_have_text("vip-1 gets ON (true): rule 1 (SEGMENT) decided.")
     expect(page.locator("[data-trial-rule]")).to_have_count(1)
+    expect(page.locator("[data-trial-segment]")).to_have_text(
+        "vip-1 is listed in segment beta-testers: in, whatever its conditions say."
+    )
     assert served(server, tenant.api_key, FLAG, "vip-1") == (True, "SEGMENT", None)
 
     section = page.locator("[data-try-user]")  # a new page: the form kept what was typed
@@ -87,6 +97,15 @@ def test_try_a_user_shows_the_answer_and_each_rule(
     rules = page.locator("[data-trial-rule]")
     expect(rules).to_have_count(3)
     expect(rules.nth(0)).to_contain_text("Rule 1 did not match: SEGMENT beta-testers, serves ON.")
+    expect(rules.nth(0).locator("[data-trial-segment]")).to_have_text(
+        f"{OUTSIDE} is neither listed in nor excluded from segment beta-testers: its conditions"
+        " decide."
+    )
+    expect(rules.nth(0).locator("[data-condition]")).to_have_text([
+        '✓ country is one of "DE", "AT": held',
+        '✓ appVersion is a version above "2.2.99": held',
+        '✗ plan is "pro": did not hold',
+    ])  # fmt: skip
     expect(rules.nth(1)).to_contain_text("Rule 2 did not match: PERCENTAGE 30 %, serves ON.")
     expect(rules.nth(2)).to_contain_text("Rule 3 matched: STATIC, serves OFF, so it decides.")
     assert served(server, tenant.api_key, FLAG, OUTSIDE) == (False, "STATIC", None)
