@@ -157,7 +157,9 @@ def test_create_a_flag_with_three_rules_and_toggle_it(
     for kind in ("STATIC", "SEGMENT", "PERCENTAGE"):
         page.get_by_role("button", name=kind, exact=True).click()
     page.get_by_label("Serve").first.select_option("false")
-    page.get_by_label("Segment").first.fill("beta-users")  # the SEGMENT rule's; PERCENTAGE has one too
+    page.get_by_label("Segment").first.fill(
+        "beta-users"
+    )  # the SEGMENT rule's; PERCENTAGE has one too
     page.get_by_label("Percentage of users (0–100)").fill("150")
     page.get_by_role("button", name="Save flag").first.click()
     expect(page.get_by_text("Percentage must be a number from 0 to 100")).to_be_visible()
