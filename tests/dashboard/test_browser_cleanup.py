@@ -217,7 +217,7 @@ def test_the_cleanup_view_shows_the_evidence_and_archives_in_one_click(
     no_horizontal_overflow(page, "editor")
     page.screenshot(path=str(screens / f"cleanup-editor-{width}.png"), full_page=True)
     page.get_by_label("Expires at (UTC)").fill("2099-12-31T18:00")
-    page.get_by_label("Kind").select_option("temporary")
+    page.get_by_label("Kind", exact=True).select_option("temporary")
     page.get_by_role("button", name="Save flag").first.click()
     expect(page.get_by_text("Saved.")).to_be_visible()
     expect(lifecycle.get_by_role("heading")).to_have_text("Lifecycle: Active")
