@@ -119,12 +119,16 @@ def test_flags_keep_being_served_while_postgres_is_down_and_all_recovers(
         served = sum(len(codes) for codes in answers.values()) + probes
         usage_path = f"/organizations/{tenant.organization_id}/usage"
         time.sleep(6)  # every worker reports its lease (every 5 s) and its outage credit
-        # a loaded machine may still be reconnecting to the database: 503 "retry", then 200
-        deadline = time.monotonic() + PROMPTLY_S
-        while "evaluations" not in (usage := admin.request("GET", usage_path)):
-            assert usage["status"] == 503 and time.monotonic() < deadline, usage
-            time.sleep(0.2)
-        assert abs(usage["evaluations"] - served) <= 2, (usage, served)
+        # On a loaded machine the worker that answers may not have reconnected yet: it says
+        # 503, or its last figure seen (0 if it saw none: docs/metering.md), until its next
+        # report; every worker reports within a few intervals of 5 s.
+        deadline = time.monotonic() + 6 * PROMPTLY_S
+        while True:
+            usage = admin.request("GET", usage_path)
+            if "evaluations" in usage and abs(usage["evaluations"] - served) <= 2:
+                break
+            assert time.monotonic() < deadline, (usage, served)
+            time.sleep(0.5)
     finally:
         for host in hosts:
             host.kill()
