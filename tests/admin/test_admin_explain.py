@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from flagsight_core import (
-    EvaluationContext,
-    Rule,
-    RuleError,
-    RuleField,
     evaluate,
     register_rule_type,
     unregister_rule_type,
 )
-from flagsight_core.conditions import Condition, Operator
-from flagsight_core.contract import OfrepReason
 from flagsight_core.hashing import bucket
-from flagsight_core.registry import Segments, rule_value
 
 from api.metering.meter import month_of
 from api.observability.metrics import render
@@ -30,6 +22,7 @@ from api.web.attributes import check_attributes
 from api.web.errors import BadRequest
 from tests.admin import conftest
 from tests.admin.conftest import NOW, AdminClient
+from tests.support.attribute_rule import AttributeIsRule
 from tests.support.openapi import OpenApiChecker
 
 SEGMENT = "beta"
@@ -244,42 +237,6 @@ def test_a_percentage_within_a_segment_reports_its_conditions(
 
 
 # -- attributes, and a rule that reads one ---------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AttributeIsRule(Rule):
-    """Matches users whose attribute ``attribute`` is the string ``equals``; it says which
-    condition it asks (``Rule.conditions_asked``), so explain reports it."""
-
-    attribute: str
-    equals: str
-    value: bool = True
-    type: ClassVar[str] = "ATTRIBUTE_IS"
-    ofrep_reason: ClassVar[str] = OfrepReason.TARGETING_MATCH
-    description: ClassVar[str] = "matches users whose attribute has a value"
-    fields: ClassVar[tuple[RuleField, ...]] = (
-        RuleField("attribute", {"type": "string", "minLength": 1, "maxLength": 64}, "Attribute"),
-        RuleField("equals", {"type": "string"}, "Value"),
-    )
-
-    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
-        return ctx.attributes.get(self.attribute) == self.equals
-
-    def conditions_asked(self, segments: Segments) -> tuple[Condition, ...]:
-        return (Condition(self.attribute, Operator.EQUALS, (self.equals,)),)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "attribute": self.attribute, "equals": self.equals,
-                "value": self.value}  # fmt: skip
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any], where: str) -> AttributeIsRule:
-        attribute, equals = raw.get("attribute"), raw.get("equals")
-        if not isinstance(attribute, str) or not 1 <= len(attribute) <= 64:
-            raise RuleError(f"{where}.attribute must be a string of 1 to 64 characters")
-        if not isinstance(equals, str):
-            raise RuleError(f"{where}.equals must be a string")
-        return cls(attribute, equals, rule_value(raw, where))
 
 
 @pytest.fixture

@@ -53,6 +53,7 @@ from api.serving.services import Services
 from tests.api.test_serving import Recording
 from tests.dashboard.conftest import DashClient
 from tests.support.admin import Admin
+from tests.support.attribute_rule import AttributeIsRule
 from tests.support.in_process_session import in_process_session
 from tests.support.openapi import OpenApiChecker
 
@@ -252,38 +253,6 @@ def test_the_public_api_and_ofrep_answer_with_it(
 
 
 # -- rules that read the evaluation context: an attribute, the clock --------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AttributeIsRule(Rule):
-    """Matches users whose attribute ``attribute`` is the string ``equals``."""
-
-    attribute: str
-    equals: str
-    value: bool = True
-    type: ClassVar[str] = "ATTRIBUTE_IS"
-    ofrep_reason: ClassVar[str] = OfrepReason.TARGETING_MATCH
-    description: ClassVar[str] = "matches users whose attribute has a value"
-    fields: ClassVar[tuple[RuleField, ...]] = (
-        RuleField("attribute", {"type": "string", "minLength": 1, "maxLength": 64}, "Attribute"),
-        RuleField("equals", {"type": "string"}, "Value"),
-    )
-
-    def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
-        return ctx.attributes.get(self.attribute) == self.equals
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "attribute": self.attribute, "equals": self.equals,
-                "value": self.value}  # fmt: skip
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any], where: str) -> AttributeIsRule:
-        attribute, equals = raw.get("attribute"), raw.get("equals")
-        if not isinstance(attribute, str) or not 1 <= len(attribute) <= 64:
-            raise RuleError(f"{where}.attribute must be a string of 1 to 64 characters")
-        if not isinstance(equals, str):
-            raise RuleError(f"{where}.equals must be a string")
-        return cls(attribute, equals, rule_value(raw, where))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from flagsight_core import EvaluationContext, Rule, RuleError, RuleField
+from flagsight_core.conditions import Condition, Operator
 from flagsight_core.contract import OfrepReason
 from flagsight_core.registry import Segments, register_rule_type, rule_value, unregister_rule_type
 
 
 @dataclass(frozen=True, slots=True)
 class AttributeIsRule(Rule):
-    """Matches users whose attribute ``attribute`` is the string ``equals``."""
+    """Matches users whose attribute ``attribute`` is the string ``equals``; it says which
+    condition it asks, so explain reports it."""
 
     attribute: str
     equals: str
@@ -35,6 +37,10 @@ class AttributeIsRule(Rule):
 
     def matches(self, flag_key: str, ctx: EvaluationContext, segments: Segments) -> bool:
         return ctx.attributes.get(self.attribute) == self.equals
+
+    def conditions_asked(self, segments: Segments) -> tuple[Condition, ...]:
+        """The condition it asks, so explain reports it (``Rule.conditions_asked``)."""
+        return (Condition(self.attribute, Operator.EQUALS, (self.equals,)),)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "attribute": self.attribute, "equals": self.equals,
