@@ -1,4 +1,5 @@
-"""The event log: every evaluation and feedback event, appended durably, sealed into Parquet.
+"""The event log: every evaluation, feedback and tracked event, appended durably, sealed into
+Parquet.
 
 ``read_events`` (which needs ``pyarrow.dataset``) is imported from ``api.eventlog.reading`` by
 the tools that read the lake, so API workers do not pay for it.

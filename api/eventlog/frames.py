@@ -5,10 +5,11 @@ A frame is one batch of events of one type::
     magic  b"FSW1"             4 bytes
     crc32  of length+payload   4 bytes, little-endian unsigned
     length of payload          4 bytes, little-endian unsigned
-    payload                    msgpack array [type_code, body]: for codes 1 and 2 a list of
-                               events, each an array; for code 4 one EvaluationBatch (code 3:
-                               one version-1 batch, without rule bytes; read, never written);
-                               for code 5 one LocalReport
+    payload                    msgpack array [type_code, body]: for codes 1, 2 and 6 a list
+                               of events (evaluations, feedback, tracked events), each an
+                               array; for code 4 one EvaluationBatch (code 3: one version-1
+                               batch, without rule bytes; read, never written); for code 5
+                               one LocalReport
 
 The header is written together with the payload by a single ``write`` so a frame is either
 wholly in the page cache or torn at the tail of its segment. A torn or overwritten frame never
@@ -34,12 +35,14 @@ from api.eventlog.schema import (
     EVALUATION,
     FEEDBACK,
     OUTCOMES,
+    TRACK,
     V1_BATCH_DEFAULTS,
     EvaluationBatch,
     EvaluationBatchV1,
     EvaluationEvent,
     FeedbackEvent,
     LocalReport,
+    TrackEvent,
 )
 from api.native import fastpath
 
@@ -52,7 +55,8 @@ _COPY_BELOW = 4096
 MAX_PAYLOAD = 256 * 1024 * 1024
 """Larger lengths are treated as corruption, so garbage never makes a reader allocate GBs."""
 
-TYPE_CODES = {EVALUATION: 1, FEEDBACK: 2}
+TYPE_CODES = {EVALUATION: 1, FEEDBACK: 2, TRACK: 6}
+"""The codes of frames holding a list of events of one type (3 to 5 are other forms)."""
 TYPE_NAMES = {code: name for name, code in TYPE_CODES.items()}
 EVALUATION_BATCH_CODE = 4
 """An ``EvaluationBatch``: evaluation events in columnar form, expanded when decoded."""
@@ -62,7 +66,7 @@ LOCAL_REPORT_CODE = 5
 """A ``LocalReport``: a local SDK's reported evaluations as sent, expanded when decoded."""
 
 EVENTS, BATCHES, LOCAL = "events", "batches", "local"
-"""The forms of a frame's body: a list of event tuples (codes 1, 2), an ``EvaluationBatch``
+"""The forms of a frame's body: a list of event tuples (codes 1, 2, 6), an ``EvaluationBatch``
 (codes 3, 4) or a ``LocalReport`` (code 5)."""
 
 _batch_bodies = getattr(fastpath, "batch_bodies", None)
@@ -171,6 +175,7 @@ _TYPED = _Decoders(
     {
         EVALUATION: msgspec.msgpack.Decoder(list[EvaluationEvent]),
         FEEDBACK: msgspec.msgpack.Decoder(list[FeedbackEvent]),
+        TRACK: msgspec.msgpack.Decoder(list[TrackEvent]),
     },
     msgspec.msgpack.Decoder(EvaluationBatchV1),
     EvaluationBatchV1.upgraded,
@@ -181,6 +186,7 @@ _PLAIN = _Decoders(
     {
         EVALUATION: msgspec.msgpack.Decoder(list[_plain(EvaluationEvent)]),
         FEEDBACK: msgspec.msgpack.Decoder(list[_plain(FeedbackEvent)]),
+        TRACK: msgspec.msgpack.Decoder(list[_plain(TrackEvent)]),
     },
     msgspec.msgpack.Decoder(_plain(EvaluationBatchV1)),
     lambda batch: batch + V1_BATCH_DEFAULTS,

@@ -3,6 +3,7 @@ section 6), so that any Hive-aware reader gets both as columns::
 
     <events>/event_type=evaluation/date=YYYY-MM-DD/<file>.parquet
     <events>/event_type=feedback/date=YYYY-MM-DD/<file>.parquet
+    <events>/event_type=track/date=YYYY-MM-DD/<file>.parquet
 
 Versions before this one wrote ``<events>/<type>/date=YYYY-MM-DD/``: the type as a plain
 folder, which Hive readers do not see as a column. The pipeline still lists that layout and

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from api.eventlog.schema import EvaluationBatch, EvaluationEvent, FeedbackEvent, LocalReport
+from api.eventlog.schema import (
+    EvaluationBatch,
+    EvaluationEvent,
+    FeedbackEvent,
+    LocalReport,
+    TrackEvent,
+)
 
 
 class EventLogUnavailable(RuntimeError):
@@ -30,6 +36,9 @@ class EventLog(Protocol):
 
     def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
         """As ``append_evaluations``."""
+
+    def append_track(self, events: Sequence[TrackEvent]) -> None:
+        """As ``append_evaluations``, for tracked events (``POST /v1/track``)."""
 
     def unready_reason(self) -> str | None:
         """Why an append would raise ``EventLogUnavailable`` now, or None if it would not."""

@@ -1,14 +1,17 @@
 """Event schemas, version 2: the contract between the API, the lake and the warehouse.
 
-Both event types are appended by API workers and sealed into Hive-partitioned Parquet::
+Every event type is appended by API workers and sealed into Hive-partitioned Parquet::
 
     <events>/event_type=evaluation/date=YYYY-MM-DD/<segment>.parquet
     <events>/event_type=feedback/date=YYYY-MM-DD/<segment>.parquet
+    <events>/event_type=track/date=YYYY-MM-DD/<segment>.parquet
 
-``date`` is the UTC date of ``evaluated_at`` / ``received_at`` (``api.eventlog.layout``). Columns are documented in
+``date`` is the UTC date of each schema's first time column (``evaluated_at``,
+``received_at``, ``occurred_at``; ``api.eventlog.layout``). Columns are documented in
 ``docs/events.md``; a change of columns bumps ``SCHEMA_VERSION`` and keeps old files readable
 (version 2 added ``rule_index``, ``arm`` and ``rollout_percentage`` to evaluations; readers
-of version-1 files see them as NULL).
+of version-1 files see them as NULL). The ``track`` type came later without a bump: a new
+type changes no column of the others, and no older file of it exists.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ SCHEMA_VERSION = 2
 
 EVALUATION = "evaluation"
 FEEDBACK = "feedback"
-EVENT_TYPES = (EVALUATION, FEEDBACK)
+TRACK = "track"
+EVENT_TYPES = (EVALUATION, FEEDBACK, TRACK)
 
 # Where an evaluation came from.
 SOURCE_EVALUATE = "v1"
@@ -34,6 +38,16 @@ SOURCE_OFREP = "ofrep"
 SOURCE_OFREP_BULK = "ofrep-bulk"
 SOURCE_LOCAL = "local"
 """Decided in the application by a local SDK, and reported (``POST /v1/local/report``)."""
+
+# Who sent a tracked event (``POST /v1/track``): the client says so in a header
+# (``flagsight_core.contract.TRACK_SOURCE_HEADER``).
+TRACK_SOURCE_HTTP = "http"
+"""Any HTTP caller that does not say it is one of the two below."""
+TRACK_SOURCE_SDK = "sdk"
+"""The Python SDK's ``FlagsightClient.track``."""
+TRACK_SOURCE_PROVIDER = "provider"
+"""The SDK's OpenFeature provider (``FlagsightProvider.track``)."""
+TRACK_SOURCES = (TRACK_SOURCE_HTTP, TRACK_SOURCE_SDK, TRACK_SOURCE_PROVIDER)
 
 
 class EvaluationEvent(NamedTuple):
@@ -151,6 +165,25 @@ class FeedbackEvent(NamedTuple):
     api_key_id: str
 
 
+class TrackEvent(NamedTuple):
+    """One tracked event (``POST /v1/track``): something a user did that a metric counts.
+
+    ``occurred_at_us`` is the event's ``at`` (checked to be within the last 24 hours), or its
+    arrival when it has none; it comes first, so it decides the ``date`` partition: a metric
+    reads events by when they happened. Times in microseconds UTC.
+    """
+
+    occurred_at_us: int
+    received_at_us: int
+    organization_id: str
+    environment_id: str
+    event_name: str
+    user_identifier: str
+    value: float | None
+    source: str
+    api_key_id: str
+
+
 class LocalRow(NamedTuple):
     """One evaluation a local SDK decided and reported, as it sent it (``docs/api.md``,
     "Local evaluation"), its time already checked: ``evaluated_at_ms`` is the SDK's clock
@@ -249,15 +282,32 @@ def _arrow_schemas() -> dict[str, pa.Schema]:
             pa.field("api_key_id", pa.string(), nullable=False),
         ]
     )
-    return {EVALUATION: evaluation, FEEDBACK: feedback}
+    track = pa.schema(
+        [
+            pa.field("schema_version", pa.int16(), nullable=False),
+            pa.field("occurred_at", ts, nullable=False),
+            pa.field("received_at", ts, nullable=False),
+            pa.field("organization_id", pa.string(), nullable=False),
+            pa.field("environment_id", pa.string(), nullable=False),
+            pa.field("event_name", pa.string(), nullable=False),
+            pa.field("user_identifier", pa.string(), nullable=False),
+            pa.field("value", pa.float64()),
+            pa.field("source", pa.string(), nullable=False),
+            pa.field("api_key_id", pa.string(), nullable=False),
+        ]
+    )
+    return {EVALUATION: evaluation, FEEDBACK: feedback, TRACK: track}
 
 
 def __getattr__(name: str) -> object:
-    """``EVALUATION_SCHEMA``, ``FEEDBACK_SCHEMA`` and ``SCHEMAS``, importing pyarrow lazily."""
+    """``EVALUATION_SCHEMA``, ``FEEDBACK_SCHEMA``, ``TRACK_SCHEMA`` and ``SCHEMAS``, importing
+    pyarrow lazily."""
     if name == "SCHEMAS":
         return _arrow_schemas()
     if name == "EVALUATION_SCHEMA":
         return _arrow_schemas()[EVALUATION]
     if name == "FEEDBACK_SCHEMA":
         return _arrow_schemas()[FEEDBACK]
+    if name == "TRACK_SCHEMA":
+        return _arrow_schemas()[TRACK]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,7 +45,6 @@ log = logging.getLogger("flagsight.eventlog")
 
 _US_PER_DAY = 86_400 * 1_000_000
 _EPOCH = dt.date(1970, 1, 1)
-_TIME_COLUMN = 2  # evaluated_at / received_at, right after schema_version
 _SHARED_STRINGS = ("organization_id", "environment_id", "flag_key", "sdk", "api_key_id", "source")
 """The string columns an ``EvaluationBatch`` holds once for all its users, in its field order."""
 _OUTCOME_FIELDS = ("value", "matched_rule_type", "error_type")
@@ -132,7 +131,7 @@ class _Converter:
 
     A batch (code 4) is never expanded into events: its shared fields are converted once and
     repeated by Arrow, so a 10,000-user batch costs little more than its user identifiers.
-    Chunks keep frame order even where event lists (codes 1, 2) and batches mix.
+    Chunks keep frame order even where event lists (codes 1, 2, 6) and batches mix.
     """
 
     def __init__(self, event_type: str):
@@ -340,12 +339,20 @@ def build_table(event_type: str, chunks: list[Columns]) -> pa.Table:
 
 
 def split_by_date(table: pa.Table) -> list[tuple[str, pa.Table]]:
-    """``(YYYY-MM-DD, rows of that UTC date)`` in date order, row order kept within a date."""
-    days = table.column(_TIME_COLUMN).cast(pa.int64()).to_numpy() // _US_PER_DAY
+    """``(YYYY-MM-DD, rows of that UTC date)`` in date order, row order kept within a date.
+
+    The date is that of the schema's first time column: ``evaluated_at``, ``received_at``
+    (feedback) or ``occurred_at`` (tracked events)."""
+    days = table.column(_time_column(table.schema)).cast(pa.int64()).to_numpy() // _US_PER_DAY
     unique = np.unique(days)
     if len(unique) == 1:
         return [(_date_name(int(unique[0])), table)]
     return [(_date_name(int(day)), table.filter(pa.array(days == day))) for day in unique]
+
+
+def _time_column(schema: pa.Schema) -> int:
+    """The index of the first timestamp column of ``schema``."""
+    return next(i for i, field in enumerate(schema) if pa.types.is_timestamp(field.type))
 
 
 def _date_name(day: int) -> str:

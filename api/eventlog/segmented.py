@@ -48,10 +48,12 @@ from api.eventlog.schema import (
     EVALUATION,
     EVENT_TYPES,
     FEEDBACK,
+    TRACK,
     EvaluationBatch,
     EvaluationEvent,
     FeedbackEvent,
     LocalReport,
+    TrackEvent,
 )
 from api.eventlog.sealer import RETRY_CAP_S, Backoff, Sealer, location_sink
 from api.eventlog.sealer_lock import SealerLock
@@ -169,6 +171,10 @@ class SegmentedEventLog:
     def append_feedback(self, events: Sequence[FeedbackEvent]) -> None:
         """As ``append_evaluations``."""
         self._append(FEEDBACK, events)
+
+    def append_track(self, events: Sequence[TrackEvent]) -> None:
+        """As ``append_evaluations``, for tracked events."""
+        self._append(TRACK, events)
 
     def append_evaluation_batch(self, batch: EvaluationBatch) -> None:
         """As ``append_evaluations``, for one flag's evaluations in columnar form."""

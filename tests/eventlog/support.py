@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from api.eventlog.schema import EvaluationEvent, FeedbackEvent
+from api.eventlog.schema import TRACK_SOURCES, EvaluationEvent, FeedbackEvent, TrackEvent
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("child.py")
@@ -50,6 +50,22 @@ def feedback(n: int, at_us: int = LAST_US_OF_DAY, tag: str = "e") -> FeedbackEve
         result=n % 3 != 0,
         latency_ms=None if n % 4 == 0 else n * 0.25,
         error_type=None if n % 2 else "TimeoutError",
+        api_key_id=f"key-{n % 2}",
+    )
+
+
+def track(n: int, at_us: int = LAST_US_OF_DAY) -> TrackEvent:
+    """A distinct tracked event (its user and value say ``n``), received a second after it
+    occurred; the value cycles through None, integers and fractions, the source through all."""
+    return TrackEvent(
+        occurred_at_us=at_us,
+        received_at_us=at_us + 1_000_000,
+        organization_id=f"org-{n % 3}",
+        environment_id=f"env-{n % 5}",
+        event_name=("checkout", "revenue", "error.payment")[n % 3],
+        user_identifier=f"üser-{n}",
+        value=(None, float(n), n + 0.25)[n % 3],
+        source=TRACK_SOURCES[n % len(TRACK_SOURCES)],
         api_key_id=f"key-{n % 2}",
     )
 

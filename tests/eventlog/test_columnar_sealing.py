@@ -3,7 +3,7 @@
 The reference is the sealer as it was before it built Arrow columns from frames directly:
 each payload through ``decode_payload`` (as then written), its events as tuples, one struct
 conversion per event type; a local report's rows as the events the service wrote for them
-before it kept reports as sent. Segments mix every frame form, both event types, batches of no,
+before it kept reports as sent. Segments mix every frame form, every event type, batches of no,
 one and many users, local reports, every outcome, two UTC dates and invalid frames, and are
 sealed with
 the production chunk sizes and with tiny ones (so every chunk and run boundary is crossed).
@@ -52,16 +52,18 @@ from api.eventlog.schema import (
     SCHEMA_VERSION,
     SCHEMAS,
     SOURCE_LOCAL,
+    TRACK,
     EvaluationBatch,
     EvaluationBatchV1,
     EvaluationEvent,
     FeedbackEvent,
     LocalReport,
     LocalRow,
+    TrackEvent,
 )
 from api.eventlog.sealing import build_table, read_segment, seal_segment, split_by_date
 from api.eventlog.sinks import ParquetSink
-from tests.eventlog.support import LAST_US_OF_DAY, evaluation, feedback
+from tests.eventlog.support import LAST_US_OF_DAY, evaluation, feedback, track
 
 DAY_US = 86_400 * 1_000_000
 
@@ -71,6 +73,7 @@ _envelope = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
 _reference_decoders = {
     EVALUATION: msgspec.msgpack.Decoder(list[EvaluationEvent]),
     FEEDBACK: msgspec.msgpack.Decoder(list[FeedbackEvent]),
+    TRACK: msgspec.msgpack.Decoder(list[TrackEvent]),
 }
 _reference_batch_decoder = msgspec.msgpack.Decoder(EvaluationBatch)
 _reference_v1_batch_decoder = msgspec.msgpack.Decoder(EvaluationBatchV1)
@@ -318,6 +321,8 @@ def test_a_mixed_segment_seals_exactly_as_expanded_events(tmp_path: Path) -> Non
             frames.append(events_frame(EVALUATION, [evaluation(n, at), evaluation(n + 1, at)]))
         if n % 4 == 0:
             frames.append(events_frame(FEEDBACK, [feedback(i, at) for i in range(n, n + 5)]))
+        if n % 3 == 0:
+            frames.append(events_frame(TRACK, [track(i, at) for i in range(n, n + n % 4 + 1)]))
         if n == 13:  # a batch whose outcomes do not fit its users, in the middle
             frames.append(batch_frame(make_batch(n, ["a", "b"], bytes([1]))))
         if n == 17:  # a batch of version 1, from a log written before the upgrade
@@ -348,6 +353,7 @@ INVALID_FRAMES = {
         bytes(encode_frame(EVALUATION_BATCH_CODE, make_batch(1, ["a"], b"\x01")))[HEADER.size : -3]
     ),
     "events that are not events": events_frame(EVALUATION, [("not", "an", "event")]),
+    "a tracked event without its value": events_frame(TRACK, [track(1)[:6] + track(1)[7:]]),
     "a local row of the wrong type": raw_frame(
         b"\x92\x05"
         + msgspec.msgpack.encode(("o", "e", None, "k", [("id", "not a time", *("f",) * 8)]))
@@ -382,6 +388,7 @@ def test_frames_outside_the_encoders_form_are_decoded_through_the_envelope(
         long_envelope(TYPE_CODES[EVALUATION], [evaluation(3)]),
         batch_frame(make_batch(2, ["b"], b"\x02")),
         long_envelope(TYPE_CODES[FEEDBACK], [feedback(4)]),
+        long_envelope(TYPE_CODES[TRACK], [track(5)]),
     ]
     assert assert_seals_like_reference(tmp_path, frames) == []
 
