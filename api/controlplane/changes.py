@@ -8,7 +8,7 @@ audit log shows, and a restore puts back, exactly what the API showed at the tim
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from flagsight_core import Rule
 
 from api.controlplane.errors import RecordedError
+from api.controlplane.model import Metric, MetricKind
 
 JsonDocument = dict[str, Any]
 
@@ -49,7 +50,8 @@ class RolloutAction(StrEnum):
 
 
 GUARDRAILS = ("failureRate", "latencyP95Ms", "coverage")
-"""Guardrails a rollout may watch: the health answer's comparisons of the same names."""
+"""The built-in guardrails a rollout may watch: the health answer's comparisons of the same
+names; a rollout may also guard on the organization's metrics (``metric_guardrail``)."""
 
 GUARDRAIL_LABELS = {
     "failureRate": "Failure rate",
@@ -64,6 +66,62 @@ GUARDRAIL_UNITS = {"failureRate": "pp", "latencyP95Ms": "ms", "coverage": "pp"}
 DEFAULT_TOLERANCES = {"failureRate": 1.0, "latencyP95Ms": 50.0, "coverage": 5.0}
 """The largest regression a rollout accepts on each guardrail when its ``PUT`` names none
 (contract section 10; why these values: docs/rollouts.md, "Tolerances")."""
+
+METRIC_GUARDRAIL_PREFIX = "metric:"
+"""A guardrail on an organization's metric is named ``metric:<metricKey>`` (contract 13)."""
+
+METRIC_UNITS = {
+    MetricKind.CONVERSION: "pp",
+    MetricKind.COUNT: "events",
+    MetricKind.SUM: "value",
+    MetricKind.MEAN: "value",
+}
+"""The unit of a metric guardrail's difference and tolerance: percentage points of users for a
+conversion, the events' own count or value otherwise."""
+
+DEFAULT_METRIC_TOLERANCES = {MetricKind.CONVERSION: 1.0}
+"""A metric guardrail's tolerance when the ``PUT`` names none: only a conversion has one (1
+percentage point, as ``failureRate``); a count, sum or mean is in the events' own unit, which
+the service cannot guess, so such a guardrail needs its tolerance (docs/rollouts.md)."""
+
+
+def metric_guardrail(metric_key: str) -> str:
+    """The guardrail that guards on the metric ``metric_key``."""
+    return METRIC_GUARDRAIL_PREFIX + metric_key
+
+
+def guarded_metric(guardrail: str) -> str | None:
+    """The metric key a ``metric:<key>`` guardrail guards on; None for a built-in one."""
+    if guardrail.startswith(METRIC_GUARDRAIL_PREFIX):
+        return guardrail[len(METRIC_GUARDRAIL_PREFIX) :]
+    return None
+
+
+def guarded_metrics(guardrails: Iterable[str]) -> list[str]:
+    """The metric keys a rollout's guardrails guard on, in their order."""
+    return [key for key in map(guarded_metric, guardrails) if key is not None]
+
+
+def guardrail_label(guardrail: str, metric: Metric | None = None) -> str:
+    """How people read a guardrail's name: a built-in's label, a metric's own name."""
+    if metric is not None:
+        return metric.name
+    return GUARDRAIL_LABELS.get(guardrail, guardrail)
+
+
+def guardrail_unit(guardrail: str, metric: Metric | None = None) -> str:
+    """A guardrail's unit (``GUARDRAIL_UNITS``; a metric's by its kind, ``METRIC_UNITS``)."""
+    if metric is not None:
+        return METRIC_UNITS[metric.kind]
+    return GUARDRAIL_UNITS[guardrail]
+
+
+def default_tolerance(guardrail: str) -> float:
+    """A guardrail's tolerance when the rollout names none. A metric guardrail without one is
+    a conversion's (the store refuses a rollout whose count, sum or mean guardrail has none)."""
+    if guarded_metric(guardrail) is not None:
+        return DEFAULT_METRIC_TOLERANCES[MetricKind.CONVERSION]
+    return DEFAULT_TOLERANCES[guardrail]
 
 
 class EventType(StrEnum):
@@ -113,7 +171,7 @@ class RolloutPlan:
     def tolerances(self) -> dict[str, float]:
         """Each watched guardrail's tolerance, in its unit (``GUARDRAIL_UNITS``)."""
         named = dict(self.tolerance_overrides)
-        return {g: float(named.get(g, DEFAULT_TOLERANCES[g])) for g in self.guardrails}
+        return {g: float(named.get(g, default_tolerance(g))) for g in self.guardrails}
 
 
 def step_of(step: int, steps: Sequence[float]) -> str:

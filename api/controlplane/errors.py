@@ -104,6 +104,8 @@ class ConflictReason(StrEnum):
     """Restoring would change nothing: the record's before-state is what there is now."""
     NO_PERCENTAGE_RULE = "no_percentage_rule"
     """A guarded rollout needs the flag to have a percentage rule to move."""
+    METRIC_IN_USE = "metric_in_use"
+    """A metric a guarded rollout guards on cannot be deleted, nor change its kind."""
 
 
 class ControlPlaneError(Exception):

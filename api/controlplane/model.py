@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from flagsight_core import Rule
@@ -131,3 +132,47 @@ class KeyContext:
     key_id: str
     environment_id: str
     organization_id: str
+
+
+class MetricKind(StrEnum):
+    """What a metric makes of one exposed user's events within its window (contract 13):
+    whether it has one, how many, the sum of their values, or that sum over their count."""
+
+    CONVERSION = "conversion"
+    COUNT = "count"
+    SUM = "sum"
+    MEAN = "mean"
+
+
+class Better(StrEnum):
+    """Which direction of a metric's difference is an improvement (the other a regression)."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """An organization's metric over tracked events named ``event`` (contract 13), per exposed
+    user from its first exposure to ``window_hours`` after it."""
+
+    organization_id: str
+    key: str
+    name: str
+    event: str
+    kind: MetricKind
+    window_hours: int
+    better: Better
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class MetricFollow:
+    """A flag environment whose release health compares ``metric`` between its arms: the flag
+    follows it, or a guarded rollout of the flag guards on it."""
+
+    organization_id: str
+    environment_id: str
+    flag_key: str
+    metric: Metric

@@ -27,6 +27,7 @@ from api.controlplane.resources.deployment import DeploymentSql, DeploymentStore
 from api.controlplane.resources.environments import EnvironmentSql, EnvironmentStore
 from api.controlplane.resources.flags import FlagSql, FlagStore
 from api.controlplane.resources.grants import GrantSql, GrantStore
+from api.controlplane.resources.metrics import MetricSql, MetricStore
 from api.controlplane.resources.organizations import (
     MAX_MONTHLY_LIMIT,
     OrganizationSql,
@@ -58,6 +59,7 @@ class ControlPlaneStore(
     DeploymentStore,
     CodeReferenceStore,
     StaleFlagStore,
+    MetricStore,
     Protocol,
 ):
     """Organizations, environments, API keys, segments and flags, with a change counter; and
@@ -87,6 +89,7 @@ class SqlControlPlaneStore(
     DeploymentSql,
     CodeReferenceSql,
     StaleFlagSql,
+    MetricSql,
     SqlSlice,
 ):
     """``ControlPlaneStore`` on a SQL ``backend`` (``sql_backend``), whose schema it brings up

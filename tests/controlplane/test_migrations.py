@@ -50,6 +50,7 @@ def test_reopening_a_store_keeps_its_data(tmp_path) -> None:
         (8, "code_references"),
         (9, "stale_flags"),
         (10, "segment_conditions"),
+        (11, "metrics"),
     ]
 
 

@@ -220,6 +220,8 @@ RESTORED_BY = {
     "schedule": "schedules",
     "rollout": "rollouts",
     "webhook": "webhooks",
+    "metric": "metrics",
+    "flagMetrics": "metrics",
 }
 """Each audit target kind the store writes, and the slice whose restorer puts it back."""
 

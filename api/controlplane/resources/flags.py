@@ -218,7 +218,7 @@ class FlagSql(SqlSlice):
         action: str,
         restored_from: str | None = None,
     ) -> AuditRecord:
-        """Delete inside the caller's transaction; its rollout goes too."""
+        """Delete inside the caller's transaction; its rollout and its metrics' follows go too."""
         environment = self._require_environment(conn, environment_id)
         before = self._flag_in(conn, environment_id, key)
         if before is None:
@@ -229,6 +229,7 @@ class FlagSql(SqlSlice):
         conn.execute(
             "DELETE FROM rollouts WHERE environment_id = ? AND flag_key = ?", (environment_id, key)
         )
+        self._drop_flag_follows(conn, environment_id, key)  # the metrics it followed
         conn.execute(
             "UPDATE environments SET version = ? WHERE id = ?", (self._bump(conn), environment_id)
         )

@@ -29,6 +29,7 @@ from api.controlplane.changes import (
     RolloutPlan,
     RolloutState,
     RolloutWait,
+    guarded_metrics,
 )
 from api.controlplane.errors import ConflictError, ConflictReason, NotFoundError, Resource
 from api.controlplane.model import FlagRecord
@@ -152,10 +153,11 @@ class RolloutSql(SqlSlice):
         self, environment_id: str, flag_key: str, plan: RolloutPlan, *, actor: str = Actor.SYSTEM
     ) -> Rollout:
         with self._transaction(write=True) as conn:
-            self._require_environment(conn, environment_id)
+            environment = self._require_environment(conn, environment_id)
             flag = self._flag_in(conn, environment_id, flag_key)
             if flag is None:
                 raise NotFoundError(FlagCode.FLAG_NOT_FOUND, Resource.FLAG, flag_key)
+            self._check_metric_guardrails(conn, environment.organization_id, plan)
             moved = with_split_at(flag, plan.steps[0], self._now())
             self._put_rollout(
                 conn,
@@ -364,6 +366,7 @@ class RolloutSql(SqlSlice):
             )
         if record.before is not None:
             split_index(flag)  # what the rollout moves must still be there
+            self._check_metrics_kept(conn, record, guarded_metrics(record.before["guardrails"]))
 
         def write(actor: str) -> AuditRecord:
             if record.before is None:
