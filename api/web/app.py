@@ -17,6 +17,7 @@ from api.web.public.health import HealthResource, MetricsResource, ReadyResource
 from api.web.public.local import add_local_routes
 from api.web.public.ofrep import add_ofrep_routes
 from api.web.public.ruleset import RulesetResource, StreamResource
+from api.web.public.track import TrackResource
 from api.web.public.usage import UsageResource
 from api.web.request_tallies import RequestTallyMiddleware, TimedRequest
 
@@ -35,6 +36,7 @@ def create_app(services: Services, evaluate: EvaluateResource | None = None) -> 
     app.add_route("/v1/evaluate/bulk", BulkEvaluateResource(services))
     app.add_route("/v1/feedback/report", FeedbackResource(services))
     app.add_route("/v1/feedback/bulk", BulkFeedbackResource(services))
+    app.add_route("/v1/track", TrackResource(services))
     app.add_route("/v1/usage", UsageResource(services))
     app.add_route("/v1/ruleset", RulesetResource(services))
     app.add_route("/v1/stream", StreamResource(services))

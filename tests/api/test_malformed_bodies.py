@@ -27,6 +27,7 @@ def endpoints(tenant: Tenant) -> list[tuple[str, str, dict[str, str]]]:
         ("POST", "/v1/evaluate/bulk", key),
         ("POST", "/v1/feedback/report", key),
         ("POST", "/v1/feedback/bulk", key),
+        ("POST", "/v1/track", key),
         ("POST", "/ofrep/v1/evaluate/flags/f", key),
         ("POST", "/ofrep/v1/evaluate/flags", key),
         ("POST", "/admin/v1/organizations", admin),

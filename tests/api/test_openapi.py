@@ -78,6 +78,8 @@ def test_public_answers_conform(client, admin, tenant, checker) -> None:
             auth,
         ),
         ("POST", "/v1/feedback/bulk", {"feedbacks": []}, auth),
+        ("POST", "/v1/track", {"events": [{"name": "checkout", "userIdentifier": "u"}]}, auth),
+        ("POST", "/v1/track", {"events": [{"name": "checkout", "value": 1}]}, auth),
         ("GET", "/healthz", None, {}),
         ("GET", "/readyz", None, {}),
     ]

@@ -16,11 +16,18 @@ from flagsight_core.contract import (
     BULK_MAX_USERS,
     ERROR_TYPE_MAX,
     FLAG_KEY_MAX,
+    KEY_SCHEMA_PATTERN,
     SDK_MAX,
+    TRACK_MAX_AGE_S,
+    TRACK_MAX_AHEAD_S,
+    TRACK_MAX_EVENTS,
+    TRACK_SOURCE_HEADER,
     USER_IDENTIFIER_ATTRIBUTE,
     USER_IDENTIFIER_MAX,
     ErrorType,
 )
+
+from api.eventlog.schema import TRACK_SOURCES
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -107,8 +114,50 @@ ATTRIBUTE_SCHEMAS: dict[str, Any] = {
 }
 """One user's attributes, as ``/v1`` takes them (``api.web.attributes``)."""
 
+_FINITE_NUMBER = {"type": "number", "minimum": -_DOUBLE_MAX, "maximum": _DOUBLE_MAX}
+
+TRACK_SCHEMAS: dict[str, Any] = {
+    "TrackEvent": {
+        "type": "object",
+        "required": ["name", "userIdentifier"],
+        "properties": {
+            "name": {
+                "type": "string",
+                "pattern": KEY_SCHEMA_PATTERN,
+                "description": "What happened, as a metric's `event` names it",
+            },
+            "userIdentifier": {**_USER_IDENTIFIER, "description": "Who did it"},
+            "value": {
+                "oneOf": [{"type": "null"}, _FINITE_NUMBER],
+                "description": "A finite number the metrics of kind sum and mean add up"
+                " (a JSON boolean is not a number)",
+            },
+            "at": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "When it happened (RFC 3339 with its offset), within the"
+                f" {TRACK_MAX_AGE_S // 3600} hours before the request arrives and at most"
+                f" {TRACK_MAX_AHEAD_S // 60} minutes after it (else 400); default: its arrival",
+            },
+        },
+    },
+    "TrackRequest": {
+        "type": "object",
+        "required": ["events"],
+        "properties": {
+            "events": {
+                "type": "array",
+                "maxItems": TRACK_MAX_EVENTS,
+                "items": _ref("TrackEvent"),
+            },
+        },
+    },
+}
+"""``POST /v1/track`` (``api.web.public.track``)."""
+
 PUBLIC_SCHEMAS: dict[str, Any] = {
     **ATTRIBUTE_SCHEMAS,
+    **TRACK_SCHEMAS,
     "Error": ERROR_SCHEMA,
     "UnauthorizedError": {
         "type": "object",
@@ -229,6 +278,27 @@ _FEEDBACK_ERRORS = {
     "503": error_response("The event log cannot take writes; retry"),
 }
 
+_TRACK_SOURCE = {
+    "name": TRACK_SOURCE_HEADER,
+    "in": "header",
+    "required": False,
+    "description": "Who sends the events, stored as their `source`: the SDK (`sdk`) or its"
+    " OpenFeature provider (`provider`); absent: `http`",
+    "schema": {"enum": list(TRACK_SOURCES)},
+}
+
+
+def _track_path() -> dict[str, Any]:
+    path = _post(
+        f"Track up to {TRACK_MAX_EVENTS} events users did, for metrics",
+        "TrackRequest",
+        {**_FEEDBACK_ERRORS, "204": {"description": "Every event is in the event log"}},
+        "metrics",
+    )
+    path["post"]["parameters"] = [_TRACK_SOURCE]
+    return path
+
+
 PUBLIC_PATHS: dict[str, Any] = {
     "/v1/evaluate": _post(
         "Evaluate one flag for one user",
@@ -265,6 +335,7 @@ PUBLIC_PATHS: dict[str, Any] = {
         _FEEDBACK_ERRORS,
         "feedback",
     ),
+    "/v1/track": _track_path(),
     "/v1/usage": {
         "get": {
             "summary": "The key's organization's evaluations this UTC month, against its limit",

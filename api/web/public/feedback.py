@@ -134,10 +134,14 @@ class BulkFeedbackResource(_FeedbackBase):
             except FeedbackProblem as exc:
                 problems.append((index, str(exc)))
         if problems:
-            indexes = ", ".join(str(index) for index, _ in problems)
-            details = "; ".join(message for _, message in problems[:20])
-            more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
-            raise BadRequest(
-                f"Invalid items at indexes {indexes}; nothing was stored: {details}{more}"
-            )
+            raise items_refused(problems)
         self._store(events, resp)
+
+
+def items_refused(problems: list[tuple[int, str]]) -> BadRequest:
+    """The 400 refusing a whole bulk request for its bad items, ``(index, message)`` in order:
+    every bad index, and the messages of the first 20."""
+    indexes = ", ".join(str(index) for index, _ in problems)
+    details = "; ".join(message for _, message in problems[:20])
+    more = f"; and {len(problems) - 20} more" if len(problems) > 20 else ""
+    return BadRequest(f"Invalid items at indexes {indexes}; nothing was stored: {details}{more}")

@@ -41,6 +41,16 @@ BULK_MAX_USERS = 10_000
 """``userIdentifiers`` of one bulk evaluate (more: 400)."""
 BULK_MAX_FEEDBACKS = 500
 """``feedbacks`` of one bulk feedback request (more: 400)."""
+TRACK_MAX_EVENTS = 500
+"""``events`` of one ``POST /v1/track`` (more: 400; contract 13)."""
+TRACK_MAX_AGE_S = 24 * 3600
+"""A tracked event's ``at`` is at most this long before the request arrives."""
+TRACK_MAX_AHEAD_S = 5 * 60
+"""A tracked event's ``at`` is at most this long after the request arrives: the sender's clock
+may run a little ahead of the service's."""
+TRACK_SOURCE_HEADER = "Flagsight-Source"
+"""The header in which a ``POST /v1/track`` client says it is the SDK (``sdk``) or its
+OpenFeature provider (``provider``); without it the events' ``source`` is ``http``."""
 LOCAL_REPORT_MAX = 10_000
 """``evaluations`` of one report of local evaluations (``POST /v1/local/report``; more: 400)."""
 LOCAL_GRANT_MAX = 65_535
