@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from warehouse.statistics import ArmCells
+from warehouse.statistics.boundaries import information_for_radius
 from warehouse.statistics.guard import (
     GuardBound,
     Status,
-    _information_for_radius,
     proportion_guard,
     quantile_guard,
     rejects,
@@ -108,7 +108,7 @@ def test_rejects_is_vectorized_over_experiments() -> None:
 def test_a_mixing_spread_at_the_tolerance_needs_less_information() -> None:
     """docs/statistics.md: at a 1 pp tolerance, 0.76 times what a 5-point spread needs."""
     alpha = 2 * 0.8 * 0.05
-    ratio = _information_for_radius(0.01, 0.01**2, alpha) / _information_for_radius(
+    ratio = information_for_radius(0.01, 0.01**2, alpha) / information_for_radius(
         0.01, 0.05**2, alpha
     )
     assert round(ratio, 2) == 0.76

@@ -47,3 +47,18 @@ def normal_mixture_radius(
     squared = safe * (safe + mixing_variance) / mixing_variance
     squared *= np.log((safe + mixing_variance) / safe) - 2.0 * math.log(alpha)
     return np.where(positive, np.sqrt(squared), 0.0)
+
+
+def information_for_radius(radius: float, mixing_variance: float, alpha: float) -> float:
+    """The least information ``1 / V`` at which the normal mixture's radius is ``radius`` (the
+    radius falls as information grows): what a guard's ``users_needed`` plans for."""
+    low, high = 1e-12, 1e18  # information, bisected in logarithms
+    for _ in range(200):
+        middle = math.sqrt(low * high)
+        if float(normal_mixture_radius(1.0 / middle, mixing_variance, alpha)) > radius:
+            low = middle
+        else:
+            high = middle
+        if high / low < 1.0001:
+            break
+    return high

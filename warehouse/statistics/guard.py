@@ -58,7 +58,7 @@ from enum import StrEnum
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from warehouse.statistics.boundaries import normal_mixture_radius
+from warehouse.statistics.boundaries import information_for_radius, normal_mixture_radius
 from warehouse.statistics.budget import ROLLOUT_ERROR_BUDGET
 from warehouse.statistics.exact_proportions import log_likelihood, log_marginal
 from warehouse.statistics.proportions import EXACT_SHARE, approximation_holds
@@ -297,24 +297,9 @@ def _proportion_users_needed(x_t, n_t, x_c, n_c, estimate, tol, alpha, share) ->
     rate_t = min(max(pooled + (1.0 - share) * tol, 1e-9), 1.0 - 1e-9)
     rate_c = min(max(pooled - share * tol, 1e-9), 1.0 - 1e-9)
     _, information = normal_statistic(x_t, n_t, x_c, n_c, tol)
-    wanted = _information_for_radius(room, tol**2, 2.0 * (1.0 - EXACT_SHARE) * alpha)
+    wanted = information_for_radius(room, tol**2, 2.0 * (1.0 - EXACT_SHARE) * alpha)
     per_user = 1.0 / (rate_t * (1.0 - rate_t) / share + rate_c * (1.0 - rate_c) / (1.0 - share))
     return max(math.ceil((wanted - float(information)) / per_user), 1)
-
-
-def _information_for_radius(radius: float, mixing_variance: float, alpha: float) -> float:
-    """The least information ``1 / V`` at which the normal mixture's radius is ``radius``
-    (the radius falls as information grows)."""
-    low, high = 1e-12, 1e18  # information, bisected in logarithms
-    for _ in range(200):
-        middle = math.sqrt(low * high)
-        if float(normal_mixture_radius(1.0 / middle, mixing_variance, alpha)) > radius:
-            low = middle
-        else:
-            high = middle
-        if high / low < 1.0001:
-            break
-    return high
 
 
 # --- p95 latency, pooled ----------------------------------------------------------------------
