@@ -12,6 +12,8 @@ docs/statistics.md.
   ``compare_all_proportions`` for many at once, their intervals refined together.
 - ``compare_quantiles``: p95 latency (a two-sample sequence: the product of the arms'
   beta-binomial mixtures).
+- ``compare_means``: count, sum and mean metrics (a ratio of per-user sums), adjusted for
+  each user's pre-exposure value; ``mean_guard`` for a metric guardrail.
 - ``guard``: a guarded rollout's evidence, one one-sided sequence per guardrail over all its
   steps (``proportion_guard``, ``quantile_guard``), one error budget per rollout.
 """
@@ -20,6 +22,14 @@ from flagsight_core.contract import Decision, WithheldReason
 
 from warehouse.statistics.budget import ROLLOUT_ERROR_BUDGET
 from warehouse.statistics.decisions import CONFIDENCE, MIN_USERS_WITH_FEEDBACK, Comparison
+from warehouse.statistics.means import (
+    MIN_USERS_FOR_MEANS,
+    MOMENT_COLUMNS,
+    MeanComparison,
+    MeanMoments,
+    compare_means,
+    mean_guard,
+)
 from warehouse.statistics.proportions import (
     MIXING_SD,
     ProportionComparison,
@@ -44,20 +54,26 @@ __all__ = [
     "CONFIDENCE",
     "ROLLOUT_ERROR_BUDGET",
     "ArmCells",
+    "MIN_USERS_FOR_MEANS",
     "MIN_USERS_WITH_FEEDBACK",
     "MIXING_SD",
+    "MOMENT_COLUMNS",
     "SRM_P_VALUE_THRESHOLD",
     "Comparison",
     "Decision",
+    "MeanComparison",
+    "MeanMoments",
     "ProportionComparison",
     "SampleRatio",
     "WithheldReason",
     "compare_all_proportions",
+    "compare_means",
     "compare_proportions",
     "compare_quantiles",
     "difference_interval",
     "difference_intervals",
     "excludes_difference",
+    "mean_guard",
     "quantile_difference_interval",
     "sample_ratio",
 ]
