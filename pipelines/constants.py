@@ -9,6 +9,7 @@ SCHEDULE_NAME = "insights_schedule"
 # Asset names (each is also the name of its main table where it has one).
 RAW_EVALUATIONS = "raw_evaluation_events"
 RAW_FEEDBACK = "raw_feedback_events"
+RAW_TRACK = "raw_track_events"
 ENVIRONMENT_KEYS = "environment_keys"
 ATTRIBUTED_FEEDBACK = "attributed_feedback"
 FLAG_ENVIRONMENT_METRICS = "flag_environment_metrics"

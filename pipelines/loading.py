@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from api.eventlog.schema import EVALUATION, FEEDBACK
+from api.eventlog.schema import EVALUATION, FEEDBACK, TRACK
 from pipelines.lake import Lake, LakeFile, Scan
 from warehouse.sql import transaction
 
@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 
     from pipelines.resources import WarehouseResource
 
-RAW_TABLES = {EVALUATION: "evaluation_events", FEEDBACK: "feedback_events"}
+RAW_TABLES = {
+    EVALUATION: "evaluation_events",
+    FEEDBACK: "feedback_events",
+    TRACK: "track_events",
+}
 _COLUMNS = {
     EVALUATION: (
         "evaluation_id, evaluated_at, organization_id, environment_id, flag_key, user_identifier, "
@@ -27,7 +31,14 @@ _COLUMNS = {
         "evaluation_id, received_at, organization_id, environment_id, result, latency_ms, "
         "error_type, api_key_id, schema_version"
     ),
+    TRACK: (
+        "organization_id, environment_id, event_name, user_identifier, value, occurred_at, "
+        "received_at, source, api_key_id, schema_version"
+    ),
 }
+_ORDER = {TRACK: "environment_id, event_name, user_identifier, occurred_at"}
+"""How a load sorts its rows, where a table is read by ranges of these columns
+(``warehouse/migrations/0010_track_events.sql``); other loads keep the files' order."""
 _ADDED_SINCE_V1 = {
     "rule_index": "NULL::SMALLINT",
     "arm": "NULL::VARCHAR",
@@ -70,7 +81,8 @@ def load_files(
     """Append the files' rows and record them in the ledger, in one transaction.
 
     Evaluation events are kept once per ``evaluation_id`` (a copy already loaded, or repeated
-    within the batch, is counted in ``duplicate_rows`` and dropped); feedback rows are all kept.
+    within the batch, is counted in ``duplicate_rows`` and dropped); feedback and tracked
+    events are all kept.
     """
     pending = new_files(con, event_type, files)
     if not pending:
@@ -102,13 +114,14 @@ def _append_rows(con: duckdb.DuckDBPyConnection, event_type: str, scan: Scan, ba
     before = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[
         0
     ]
-    if event_type == FEEDBACK:
+    if event_type == EVALUATION:
+        _append_unique_evaluations(con, source, columns, scan.params, batch)
+    else:
+        order = f" ORDER BY {_ORDER[event_type]}" if event_type in _ORDER else ""
         con.execute(
-            f"INSERT INTO {table} ({columns}, load_batch) SELECT *, {batch} FROM ({source})",
+            f"INSERT INTO {table} ({columns}, load_batch) SELECT *, {batch} FROM ({source}){order}",
             scan.params,
         )
-    else:
-        _append_unique_evaluations(con, source, columns, scan.params, batch)
     after = con.execute(f"SELECT count(*) FROM {table} WHERE load_batch = ?", [batch]).fetchone()[0]
     return int(after - before)
 

@@ -10,11 +10,13 @@ from pipelines.assets.flag_lifecycle import flag_lifecycle
 from pipelines.assets.published_warehouse import published_warehouse
 from pipelines.assets.raw_evaluation_events import raw_evaluation_events
 from pipelines.assets.raw_feedback_events import raw_feedback_events
+from pipelines.assets.raw_track_events import raw_track_events
 from pipelines.assets.rollout_decisions import rollout_decisions
 
 ASSETS = [
     raw_evaluation_events,
     raw_feedback_events,
+    raw_track_events,
     environment_keys,
     attributed_feedback,
     flag_environment_metrics,

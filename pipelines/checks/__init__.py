@@ -9,6 +9,7 @@ from pipelines.checks.lifecycle_one_row_per_flag import lifecycle_one_row_per_fl
 from pipelines.checks.no_file_loaded_twice import (
     no_evaluation_file_loaded_twice,
     no_feedback_file_loaded_twice,
+    no_track_file_loaded_twice,
 )
 from pipelines.checks.pending_feedback_bounded import pending_feedback_bounded
 from pipelines.checks.success_plus_failure_is_100 import success_plus_failure_is_100
@@ -16,6 +17,7 @@ from pipelines.checks.success_plus_failure_is_100 import success_plus_failure_is
 CHECKS = [
     no_evaluation_file_loaded_twice,
     no_feedback_file_loaded_twice,
+    no_track_file_loaded_twice,
     pending_feedback_bounded,
     coverage_at_most_100,
     success_plus_failure_is_100,

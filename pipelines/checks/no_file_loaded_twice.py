@@ -1,12 +1,12 @@
 """Each sealed file is loaded once, and the raw tables hold what the loads kept: one check on
-each raw asset, both named ``no_file_loaded_twice``."""
+each raw asset, all named ``no_file_loaded_twice``."""
 
 import dagster as dg
 import duckdb
 
-from api.eventlog.schema import EVALUATION, FEEDBACK
+from api.eventlog.schema import EVALUATION, FEEDBACK, TRACK
 from pipelines.checks.sampling import sample
-from pipelines.constants import RAW_EVALUATIONS, RAW_FEEDBACK
+from pipelines.constants import RAW_EVALUATIONS, RAW_FEEDBACK, RAW_TRACK
 from pipelines.loading import RAW_TABLES
 from pipelines.resources import WarehouseResource
 
@@ -27,6 +27,14 @@ def no_feedback_file_loaded_twice(warehouse: WarehouseResource) -> dg.AssetCheck
     exactly the rows the ledger's loads kept."""
     with warehouse.connect() as con:
         return _ledger_agrees(con, FEEDBACK)
+
+
+@dg.asset_check(asset=RAW_TRACK, name=NAME)
+def no_track_file_loaded_twice(warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    """No tracked-event file appears twice in the ledger `loaded_files`, and the raw table
+    holds exactly the rows the ledger's loads kept."""
+    with warehouse.connect() as con:
+        return _ledger_agrees(con, TRACK)
 
 
 def _ledger_agrees(con: duckdb.DuckDBPyConnection, event_type: str) -> dg.AssetCheckResult:

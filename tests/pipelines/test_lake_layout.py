@@ -44,6 +44,7 @@ def _as_before_the_upgrade(working: Path) -> None:
         )
         con.execute("DROP TABLE flag_sdk_daily")  # made by 0009
         con.execute("DROP TABLE flag_lifecycle")  # made by 0009
+        con.execute("DROP TABLE track_events")  # made by 0010
         con.execute("DELETE FROM fold_state WHERE name = 'lifecycle_folded'")
         con.execute("DELETE FROM schema_migrations WHERE version >= 4")
     finally:
