@@ -247,8 +247,8 @@ def test_targets_that_cannot_be_restored_answer_409_saying_why(
     assert answer.body["message"].endswith(
         "What can be restored: flags, an organization's plan and limit, an environment's"
         " settings, an API key's creation or revocation, a segment's members or creation, a"
-        " schedule's creation or cancellation, a rollout's stop or hold, and a webhook's"
-        " creation"
+        " schedule's creation or cancellation, a rollout's stop or hold, a webhook's creation,"
+        " a metric (created, changed or deleted), and the metrics a flag follows"
     )
 
 

@@ -28,6 +28,7 @@ _CONCRETE = {
     "{schedule_id}": "sch_0000000000000000",
     "{audit_id}": "aud_0000000000000000",
     "{webhook_id}": "whk_0000000000000000",
+    "{metric_key}": "checkout",
 }
 
 
@@ -64,7 +65,7 @@ def test_every_served_operation_is_documented_and_nothing_else() -> None:
     names = {"{org_id}": "{orgId}", "{env_id}": "{envId}", "{key_id}": "{keyId}",
              "{segment_key}": "{segmentKey}", "{flag_key}": "{flagKey}",
              "{schedule_id}": "{scheduleId}", "{audit_id}": "{auditId}",
-             "{webhook_id}": "{webhookId}"}  # fmt: skip
+             "{webhook_id}": "{webhookId}", "{metric_key}": "{metricKey}"}  # fmt: skip
     served = set()
     for path, resource in ROUTES.items():
         for placeholder, name in names.items():
@@ -79,8 +80,10 @@ def test_every_served_operation_is_documented_and_nothing_else() -> None:
         if method != "parameters"
     }
     assert served == documented
-    assert len(served) == len(OPERATIONS) == 35  # 33, PUT .../code-refs (contract 14) and
-    # POST .../flags/{flagKey}/explain (contract 12)
+    assert len(served) == len(OPERATIONS) == 41  # 33, PUT .../code-refs (contract 14),
+    # POST .../flags/{flagKey}/explain (contract 12), and contract 13's metrics: GET, PUT and
+    # DELETE .../metrics/{metricKey}, GET .../metrics, PUT .../flags/{flagKey}/metrics (beside
+    # its GET) and GET .../flags/{flagKey}/followed-metrics
 
 
 @pytest.mark.parametrize(("method", "path"), OPERATIONS)

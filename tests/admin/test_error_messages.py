@@ -119,6 +119,39 @@ EXAMPLES: list[tuple[ControlPlaneError, int, str]] = [
     (InvalidError(C.UNKNOWN_SEGMENT, "rules", index=1, segment="ghost"), 400,
      "Field 'rules[1].segment' names segment 'ghost', which does not exist in this"
      " organization"),
+    (NotFoundError(C.METRIC_NOT_FOUND, "metric", "checkout"), 404,
+     "Metric 'checkout' does not exist in this organization"),
+    (ConflictError(C.METRIC_IN_USE, R.METRIC_IN_USE, metric="checkout", flag="f",
+                   environment="production"), 409,
+     "Metric 'checkout' is guarded on by the rollout of flag 'f' in environment 'production';"
+     " stop that rollout first"),
+    (ConflictError(C.METRIC_KIND_IN_USE, R.METRIC_IN_USE, metric="checkout", flag="f",
+                   environment="production", kind="count"), 409,
+     "Metric 'checkout' cannot become a count metric while the rollout of flag 'f' in"
+     " environment 'production' guards on it (its tolerance is in the metric's unit); stop"
+     " that rollout first"),
+    (ConflictError(C.METRIC_STILL_ABSENT, N, metric="checkout"), 409,
+     "Metric 'checkout' did not exist before that change and does not now"),
+    (ConflictError(C.METRIC_GONE, R.NOT_RESTORABLE, metric="checkout", **AUDIT), 409,
+     f"{REFUSED}metric 'checkout' has been deleted since"),
+    (InvalidError(C.METRIC_KEY_MALFORMED, "key", value="a b"), 400,
+     f"Metric key must match {KEY}"),
+    (InvalidError(C.METRIC_EVENT_MALFORMED, "event", value="a b"), 400,
+     f"Field 'event' must match {KEY}"),
+    (InvalidError(C.METRIC_WINDOW_OUT_OF_RANGE, "window_hours", value=0, maximum=720), 400,
+     "Field 'windowHours' must be an integer from 1 to 720"),
+    (InvalidError(C.UNKNOWN_METRIC, "metrics", metric="ghost", index=2), 400,
+     "Field 'metrics[2]' names metric 'ghost', which does not exist in this organization"),
+    (InvalidError(C.UNKNOWN_METRIC_GUARDRAIL, "guardrails", metric="ghost", index=1), 400,
+     "Field 'guardrails[1]' guards on metric 'ghost', which does not exist in this"
+     " organization"),
+    (InvalidError(C.METRIC_TOLERANCE_REQUIRED, "tolerances", guardrail="metric:revenue",
+                  kind="sum"), 400,
+     "Field 'tolerances' must give metric:revenue a tolerance: a sum metric's difference is"
+     " in its events' own unit, which has no default"),
+    (InvalidError(C.METRIC_TOLERANCE_OUT_OF_RANGE, "tolerances", guardrail="metric:checkout",
+                  tolerance=101.0, maximum=100.0), 400,
+     "Field 'tolerances' must give metric:checkout a number above 0 and at most 100 (pp)"),
     (UnavailableError("the control-plane database cannot be reached: refused"), 503,
      "The control plane is busy or unavailable; nothing was changed. Retry shortly."),
 ]  # fmt: skip

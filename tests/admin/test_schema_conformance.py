@@ -12,7 +12,7 @@ format asserted), forbids the body.
 
 What no schema states is put into the bodies as a client would (``semantics``): a rule's
 segment (a SEGMENT rule's, a PERCENTAGE rule's) exists; a rollout's steps rise to 100 and its tolerances name only
-guardrails it watches; a webhook's URL has a public host; an environment's key is new; a limit
+guardrails it watches; a metric a flag follows, or a rollout guards on, exists; a webhook's URL has a public host; an environment's key is new; a limit
 alone is sent to an enterprise organization (each organization body goes to a new one).
 """
 
@@ -39,14 +39,18 @@ REGISTRY = Registry().with_resource(ROOT, DRAFT202012.create_resource(DOCUMENT))
 SCHEMAS = DOCUMENT["components"]["schemas"]
 PUBLIC_URL = "https://example.com/hooks/flagsight"
 """A URL whose host is a name (not resolved when a webhook is created) and public."""
-STRINGS = ("production", PUBLIC_URL, "2030-01-31T09:00:00Z", "beta", "x", "1.4.0")
-"""Candidates for a string with a pattern or a format, the first that fits is taken (the
-last, a condition's Semantic Versioning value)."""
+STRINGS = (
+    "production", PUBLIC_URL, "2030-01-31T09:00:00Z", "beta", "x", "1.4.0", "metric:production",
+)  # fmt: skip
+"""Candidates for a string with a pattern or a format, the first that fits is taken (a
+condition's Semantic Versioning value; a rollout's guardrail on the metric ``production``,
+which the world has, as any key in a body is ``production``)."""
 MAX_ITEMS_SENT = 1000
 """An array's ``maxItems`` is passed in a mutation up to this (a segment's million
 identifiers are tested in ``test_admin_segments.py``)."""
 
 SEGMENT = "beta"
+METRIC = "production"
 FLAG_WITH_PERCENTAGE = "checkout"
 
 
@@ -327,20 +331,26 @@ def concrete(path: str, world: dict[str, str]) -> str:
 
 
 def world_of(admin_api: AdminClient) -> dict[str, str]:
-    """An enterprise organization with an environment, a segment and a flag with a
-    percentage rule."""
+    """An enterprise organization with an environment, a segment, a conversion metric (its key
+    ``production``, the sample of every key) and a flag with a percentage rule."""
     org = admin_api.organization("enterprise", monthlyEvaluationLimit=1_000_000)
     env = admin_api.environment(org["id"])
     segment = admin_api.put(f"/organizations/{org['id']}/segments/{SEGMENT}",
                             {"userIdentifiers": ["u1", "u2"]})  # fmt: skip
     assert segment.status == 200, segment
+    metric = admin_api.put(
+        f"/organizations/{org['id']}/metrics/{METRIC}",
+        {"name": "Checkout", "event": "checkout", "kind": "conversion", "windowHours": 72,
+         "better": "higher"},
+    )  # fmt: skip
+    assert metric.status == 201, metric
     flag = admin_api.put(
         f"/environments/{env['id']}/flags/{FLAG_WITH_PERCENTAGE}",
         {"enabled": True, "rules": [{"type": "PERCENTAGE", "percentage": 0}]},
     )
     assert flag.status == 201, flag
     return {"orgId": org["id"], "envId": env["id"], "segmentKey": SEGMENT,
-            "flagKey": FLAG_WITH_PERCENTAGE}  # fmt: skip
+            "flagKey": FLAG_WITH_PERCENTAGE, "metricKey": METRIC}  # fmt: skip
 
 
 def bodies_for(schema: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -29,7 +29,8 @@ UNAVAILABLE_MESSAGE = (
 RESTORABLE = (
     "flags, an organization's plan and limit, an environment's settings, an API key's creation"
     " or revocation, a segment's members or creation, a schedule's creation or cancellation,"
-    " a rollout's stop or hold, and a webhook's creation"
+    " a rollout's stop or hold, a webhook's creation, a metric (created, changed or deleted),"
+    " and the metrics a flag follows"
 )
 """What a restore can put back, as every refusal to restore names it."""
 

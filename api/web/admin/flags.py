@@ -305,7 +305,7 @@ EVALUATED_FLAG_KEY = Parameter("flagKey", "Flag key as evaluated (1 to 128 chara
 """The flag key of a warehouse row: any key an application asked for, not only a valid one."""
 NOT_AGGREGATED = "No such environment, or not aggregated yet"
 
-SLICE = Slice(
+SLICE = Slice(  # .../flags/{flag_key}/metrics is metrics.SLICE's (GET here, PUT there)
     Route("/environments/{env_id}/flags", FlagsResource, {
         "get": Operation("List an environment's flags", {200: Answer("Flags", FlagList)},
                          query=FlagsQuery),
@@ -317,9 +317,4 @@ SLICE = Slice(
                          body=FlagPut),
         "delete": Operation("Delete a flag", {204: Answer("Done; no body")}),
     }),
-    Route("/environments/{env_id}/flags/{flag_key}/metrics", FlagMetricsResource, {
-        "get": Operation("The flag environment's latest aggregated metrics",
-                         {200: Answer("The warehouse row", FlagMetrics)},
-                         errors={400: None, 404: NOT_AGGREGATED}),
-    }, parameters={"flag_key": EVALUATED_FLAG_KEY}),
 )  # fmt: skip

@@ -8,12 +8,14 @@ from typing import Annotated, Any, Literal
 import falcon
 import falcon.asgi
 import msgspec
-from msgspec import UNSET, Meta, UnsetType
+from flagsight_core.contract import KEY_SPEC
+from msgspec import Meta
 
 from api.controlplane import documents
 from api.controlplane.changes import (
     GUARDRAIL_UNITS,
     GUARDRAILS,
+    METRIC_GUARDRAIL_PREFIX,
     RolloutAction,
     RolloutPlan,
     RolloutState,
@@ -34,19 +36,43 @@ MAX_STEP_MINUTES = 7 * 24 * 60
 MAX_TOLERANCE = {"pp": 100.0, "ms": 3_600_000.0}
 """A tolerance above these could never be exceeded (percentage points) or means nothing (an
 hour of p95 latency)."""
+MAX_METRIC_TOLERANCE = 1e12
+"""A metric guardrail's tolerance is in its events' own unit (a count, a sum of values); the
+store holds a conversion's to 100 percentage points."""
 STEP_WORDS = "Field '{label}' must be a number above 0 and at most 100, with at most two decimals"
-GUARDRAIL_WORDS = f"Field 'guardrails' must be an array of {', '.join(GUARDRAILS)}"
+GUARDRAIL_WORDS = (
+    f"Field 'guardrails' must be an array of {', '.join(GUARDRAILS)} or"
+    f" {METRIC_GUARDRAIL_PREFIX}<metricKey>"
+)
+METRIC_GUARDRAIL_PATTERN = f"^{METRIC_GUARDRAIL_PREFIX}{KEY_SPEC}$"
+GUARDRAIL_PATTERN = f"^(?:{'|'.join(GUARDRAILS)}|{METRIC_GUARDRAIL_PREFIX}{KEY_SPEC})$"
+"""A built-in guardrail's name, or ``metric:<metricKey>`` (contract 13)."""
 
 Step = Annotated[
     float, Meta(gt=0, le=100, extra=words(every=STEP_WORDS), extra_json_schema={"multipleOf": 0.01})
 ]
 """A percentage of the flag's split: two decimals at most (checked in ``_check_steps``, where
 the float's two decimals are judged as they always were)."""
-GuardrailName = one_of(GUARDRAILS)
-Guardrail = Annotated[GuardrailName, Meta(extra=words(every=GUARDRAIL_WORDS))]
+Guardrail = Annotated[
+    str,
+    Meta(pattern=GUARDRAIL_PATTERN, extra=words(every=GUARDRAIL_WORDS),
+         extra_json_schema={"anyOf": [
+             {"enum": list(GUARDRAILS)},
+             {"type": "string", "pattern": METRIC_GUARDRAIL_PATTERN},
+         ]}),
+]  # fmt: skip
+"""A guardrail: a built-in comparison of release health, or one of the organization's metrics
+(the store refuses a metric it does not have)."""
 StateName = one_of(RolloutState)
 ActionName = one_of(a for a in RolloutAction if a is not RolloutAction.WAIT)
 """What a decision did: a wait is never recorded."""
+
+TOLERANCE_WORDS = (
+    "Field 'tolerances' must map each guardrail to a number above 0 ({label} does not)"
+)
+Tolerance = Annotated[
+    float, Meta(gt=0, le=MAX_METRIC_TOLERANCE, extra=words(every=TOLERANCE_WORDS))
+]
 
 
 def _not_watched(name: str, watched: tuple[str, ...]) -> str:
@@ -56,29 +82,26 @@ def _not_watched(name: str, watched: tuple[str, ...]) -> str:
     )
 
 
-def _tolerance(guardrail: str) -> Any:
-    unit = GUARDRAIL_UNITS[guardrail]
-    top = MAX_TOLERANCE[unit]
-    said = f"Field 'tolerances' must give {guardrail} a number above 0 and at most {top:g} ({unit})"
-    return Annotated[float, Meta(gt=0, le=top, extra=words(every=said))] | UnsetType
+def _tolerance_schema(guardrail: str) -> dict[str, Any]:
+    return {"type": "number", "exclusiveMinimum": 0,
+            "maximum": MAX_TOLERANCE[GUARDRAIL_UNITS[guardrail]]}  # fmt: skip
 
 
-RolloutTolerances = msgspec.defstruct(
-    "RolloutTolerances",
-    [(guardrail, _tolerance(guardrail), UNSET) for guardrail in GUARDRAILS],
-    bases=(Body,),
-    forbid_unknown_fields=True,
-    module=__name__,
-)
-RolloutTolerances.__doc__ = (
-    "The largest regression accepted per watched guardrail: percentage points for failureRate"
-    " and coverage, milliseconds for latencyP95Ms. A step advances only once each regression"
-    " is shown below its tolerance (contract section 10); a guardrail left out takes its"
-    " default."
-)
-RolloutTolerances.unknown_field = staticmethod(  # type: ignore[attr-defined]
-    lambda name, place: _not_watched(name, place.parent.fields["guardrails"])
-)
+Tolerances = Annotated[
+    dict[str, Tolerance],
+    Meta(
+        description="The largest regression accepted per watched guardrail: percentage points"
+        " for failureRate, coverage and a conversion metric, milliseconds for latencyP95Ms, the"
+        " events' own unit for a count, sum or mean metric (which has no default and must be"
+        " given). A step advances only once each regression is shown below its tolerance"
+        " (contract section 10); a guardrail left out takes its default.",
+        extra=words(type="Field 'tolerances' must be an object of guardrail names to numbers"),
+        extra_json_schema={
+            "properties": {g: _tolerance_schema(g) for g in GUARDRAILS},
+            "propertyNames": {"pattern": GUARDRAIL_PATTERN},
+        },
+    ),
+]
 
 
 def _check_steps(steps: tuple[float, ...], place: Place) -> None:
@@ -96,16 +119,25 @@ def _check_guardrails(guardrails: tuple[str, ...], place: Place) -> None:
         raise BadRequest("Field 'guardrails' names a guardrail twice")
 
 
-def _check_tolerances(tolerances: Any, place: Place) -> None:
-    for name in GUARDRAILS:
-        if getattr(tolerances, name) is not UNSET and name not in place.fields["guardrails"]:
-            raise BadRequest(_not_watched(name, place.fields["guardrails"]))
+def _check_tolerances(tolerances: dict[str, float], place: Place) -> None:
+    watched = place.fields["guardrails"]
+    for name, tolerance in tolerances.items():
+        if name not in watched:
+            raise BadRequest(_not_watched(name, watched))
+        if name in GUARDRAIL_UNITS:
+            unit = GUARDRAIL_UNITS[name]
+            if tolerance > MAX_TOLERANCE[unit]:
+                raise BadRequest(
+                    f"Field 'tolerances' must give {name} a number above 0 and at most"
+                    f" {MAX_TOLERANCE[unit]:g} ({unit})"
+                )
 
 
 class RolloutPut(Body):
     """Every field is optional: the defaults are the plan docs/admin-api.md describes. Steps
     increase and end at 100, with at most two decimals; each tolerance names a guardrail the
-    rollout watches."""
+    rollout watches. A ``metric:<metricKey>`` guardrail names a metric of the organization, and
+    one on a count, sum or mean metric needs its tolerance (the store checks both)."""
 
     steps: Annotated[
         tuple[Step, ...],
@@ -119,18 +151,13 @@ class RolloutPut(Body):
         tuple[Guardrail, ...],
         Meta(extra=words(every=GUARDRAIL_WORDS), extra_json_schema={"uniqueItems": True}),
     ] = GUARDRAILS
-    tolerances: Annotated[
-        RolloutTolerances,  # type: ignore[valid-type]
-        Meta(extra=words(type="Field 'tolerances' must be an object of guardrail names to"
-                              " numbers")),
-    ] = msgspec.field(default_factory=RolloutTolerances)  # fmt: skip
+    tolerances: Tolerances = msgspec.field(default_factory=dict)
 
     checks = {"steps": _check_steps, "guardrails": _check_guardrails,
               "tolerances": _check_tolerances}  # fmt: skip
 
     def plan(self) -> RolloutPlan:
-        named = msgspec.structs.asdict(self.tolerances)
-        overrides = tuple(sorted((k, float(v)) for k, v in named.items() if v is not UNSET))
+        overrides = tuple(sorted((k, float(v)) for k, v in self.tolerances.items()))
         return RolloutPlan(
             tuple(float(s) for s in self.steps), float(self.stepMinutes), tuple(self.guardrails),
             overrides,
@@ -181,7 +208,7 @@ class RolloutGuard(msgspec.Struct):
     confidence: GuardConfidence
     guardrails: Annotated[
         dict[str, GuardrailEvidence],
-        Meta(extra_json_schema={"propertyNames": {"enum": list(GUARDRAILS)}}),
+        Meta(extra_json_schema={"propertyNames": {"pattern": GUARDRAIL_PATTERN}}),
     ]
 
 
@@ -213,7 +240,7 @@ class Rollout(msgspec.Struct):
     percentage: float
     steps: list[Step]
     stepMinutes: float
-    guardrails: list[GuardrailName]  # type: ignore[valid-type]
+    guardrails: list[Guardrail]
     tolerances: Annotated[
         dict[str, float], Meta(description="Each watched guardrail's tolerance, defaults filled in")
     ]

@@ -19,6 +19,7 @@ from api.web.admin import (
     explain,
     flags,
     health,
+    metrics,
     organizations,
     rollouts,
     schedules,
@@ -44,6 +45,7 @@ SLICES: tuple[Slice, ...] = (
     webhooks.SLICE,
     code_references.SLICE,
     explain.SLICE,
+    metrics.SLICE,
 )
 
 ROUTES = {route.path: route.resource for piece in SLICES for route in piece.routes}
