@@ -101,7 +101,7 @@ def test_every_asset_and_every_check_is_a_definition_of_its_own(monkeypatch, tmp
         assert spec.description, check_key
         assert not spec.blocking, f"{check_key} blocks: none did, downstream assets always ran"
     assert {k for c in checks for k in c.check_keys} == graph.asset_check_keys
-    assert len(graph.asset_check_keys) == 8
+    assert len(graph.asset_check_keys) == 9
 
 
 def test_each_asset_and_check_declares_only_the_resources_it_uses(monkeypatch, tmp_path):
@@ -138,5 +138,6 @@ def test_kinds_follow_the_configured_control_plane_and_lake(tmp_path):
         "flag_lifecycle": (["duckdb", "sqlite"], ["duckdb", "postgres"]),
         "raw_evaluation_events": (["duckdb", "parquet"], ["duckdb", "parquet", "s3"]),
         "raw_feedback_events": (["duckdb", "parquet"], ["duckdb", "parquet", "s3"]),
+        "raw_track_events": (["duckdb", "parquet"], ["duckdb", "parquet", "s3"]),
         "published_warehouse": (["duckdb"], ["duckdb", "s3"]),
     }

@@ -84,7 +84,7 @@ def test_a_lake_of_the_old_layout_is_moved_and_nothing_is_loaded_twice(lake_sett
     _as_before_the_upgrade(working)
     # Files an old host sealed after that run, one of them sealed again by a new host.
     add_wave_two(lake_settings, waves)
-    new_files = {t: len(_files(events / f"event_type={t}")) for t in EVENT_TYPES}
+    new_files = {t: n for t in EVENT_TYPES if (n := len(_files(events / f"event_type={t}")))}
     _to_old_layout(events)
     resealed = sorted((events / "evaluation").rglob("w2-*.parquet"))[0]
     again = events / "event_type=evaluation" / resealed.parent.name / resealed.name
