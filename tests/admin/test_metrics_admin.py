@@ -246,8 +246,9 @@ def test_a_count_sum_or_mean_guardrail_needs_a_tolerance(
     [
         ({"metric:checkout": 100.5},
          "Field 'tolerances' must give metric:checkout a number above 0 and at most 100 (pp)"),
-        ({"metric:checkout": 0}, "Field 'tolerances' must map each guardrail to a number above 0"
-                                 " (tolerances.metric:checkout does not)"),
+        ({"metric:checkout": 0}, "Field 'tolerances' must give metric:checkout a number above 0"),
+        ({"metric:checkout": True},
+         "Field 'tolerances' must give metric:checkout a number above 0"),
         ({"metric:other": 1}, "Field 'tolerances' names 'metric:other', which is not one of the"
                               " rollout's guardrails (metric:checkout)"),
     ],

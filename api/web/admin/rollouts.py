@@ -67,12 +67,8 @@ StateName = one_of(RolloutState)
 ActionName = one_of(a for a in RolloutAction if a is not RolloutAction.WAIT)
 """What a decision did: a wait is never recorded."""
 
-TOLERANCE_WORDS = (
-    "Field 'tolerances' must map each guardrail to a number above 0 ({label} does not)"
-)
-Tolerance = Annotated[
-    float, Meta(gt=0, le=MAX_METRIC_TOLERANCE, extra=words(every=TOLERANCE_WORDS))
-]
+Tolerance = Annotated[float, Meta(gt=0, le=MAX_METRIC_TOLERANCE)]
+"""A tolerance as the document states it; its words are ``_tolerance_words`` (by name)."""
 
 
 def _not_watched(name: str, watched: tuple[str, ...]) -> str:
@@ -119,18 +115,33 @@ def _check_guardrails(guardrails: tuple[str, ...], place: Place) -> None:
         raise BadRequest("Field 'guardrails' names a guardrail twice")
 
 
+def _tolerance_words(guardrail: str) -> str:
+    if guardrail in GUARDRAIL_UNITS:
+        unit = GUARDRAIL_UNITS[guardrail]
+        return (
+            f"Field 'tolerances' must give {guardrail} a number above 0 and at most"
+            f" {MAX_TOLERANCE[unit]:g} ({unit})"
+        )
+    return f"Field 'tolerances' must give {guardrail} a number above 0"
+
+
+def _precheck_tolerances(tolerances: Any, place: Place) -> None:
+    """Each tolerance a number within its guardrail's bounds, refused in words naming the
+    guardrail (a metric's unit, and a conversion's bound, are the store's to know)."""
+    if not isinstance(tolerances, dict):
+        return  # the declared type words it
+    for name, value in tolerances.items():
+        top = MAX_TOLERANCE[GUARDRAIL_UNITS[name]] if name in GUARDRAIL_UNITS else None
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not 0 < value <= (top or MAX_METRIC_TOLERANCE):
+            raise BadRequest(_tolerance_words(name))
+
+
 def _check_tolerances(tolerances: dict[str, float], place: Place) -> None:
     watched = place.fields["guardrails"]
-    for name, tolerance in tolerances.items():
+    for name in tolerances:
         if name not in watched:
             raise BadRequest(_not_watched(name, watched))
-        if name in GUARDRAIL_UNITS:
-            unit = GUARDRAIL_UNITS[name]
-            if tolerance > MAX_TOLERANCE[unit]:
-                raise BadRequest(
-                    f"Field 'tolerances' must give {name} a number above 0 and at most"
-                    f" {MAX_TOLERANCE[unit]:g} ({unit})"
-                )
 
 
 class RolloutPut(Body):
@@ -155,6 +166,7 @@ class RolloutPut(Body):
 
     checks = {"steps": _check_steps, "guardrails": _check_guardrails,
               "tolerances": _check_tolerances}  # fmt: skip
+    prechecks = {"tolerances": _precheck_tolerances}
 
     def plan(self) -> RolloutPlan:
         overrides = tuple(sorted((k, float(v)) for k, v in self.tolerances.items()))
