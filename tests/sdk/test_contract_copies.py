@@ -4,7 +4,9 @@ to ``flagsight_core.contract`` here."""
 from __future__ import annotations
 
 from flagsight_core import contract
-from flagsight_sdk import batcher, client, model
+from flagsight_sdk import batcher, client, model, tracking
+
+from api.eventlog import schema
 
 
 def test_the_sdks_limits_are_the_contracts() -> None:
@@ -15,3 +17,14 @@ def test_the_sdks_limits_are_the_contracts() -> None:
 
 def test_the_sdks_error_types_are_the_contracts() -> None:
     assert {str(error) for error in contract.ErrorType} == model.ERROR_TYPES
+
+
+def test_the_sdks_tracking_names_are_the_contracts() -> None:
+    assert tracking.EVENT_NAME.pattern == contract.KEY_PATTERN.pattern
+    assert tracking.USER_IDENTIFIER_MAX == contract.USER_IDENTIFIER_MAX
+    assert tracking.TRACK_SOURCE_HEADER == contract.TRACK_SOURCE_HEADER
+    assert batcher.TrackBatcher.batch_limit == contract.TRACK_MAX_EVENTS
+    assert (tracking.SOURCE_SDK, tracking.SOURCE_PROVIDER) == (
+        schema.TRACK_SOURCE_SDK,
+        schema.TRACK_SOURCE_PROVIDER,
+    )

@@ -1,6 +1,6 @@
 """Background delivery in batches, with retries, bounded: feedback (``/v1/feedback/bulk``,
-``FeedbackBatcher``) and a local client's evaluation reports (``/v1/local/report``,
-``ReportBatcher``).
+``FeedbackBatcher``), tracked events (``/v1/track``, ``TrackBatcher``) and a local client's
+evaluation reports (``/v1/local/report``, ``ReportBatcher``).
 
 The application's thread only appends to a bounded queue. One daemon thread sends batches of
 at most 500 when a batch is full or the interval passes, on ``flush``, and at interpreter exit.
@@ -314,6 +314,15 @@ class Batcher:
 
 class FeedbackBatcher(Batcher):
     """Outcome feedback, 500 per ``/v1/feedback/bulk`` request."""
+
+
+class TrackBatcher(Batcher):
+    """Tracked events, 500 per ``/v1/track`` request, delivered as feedback is (same options,
+    retries and drop accounting)."""
+
+    body_key = "events"
+    what = "tracked event"
+    thread_name = "flagsight-track"
 
 
 class ReportBatcher(Batcher):

@@ -1,9 +1,9 @@
-"""The flagsight client: evaluations that never raise, and outcome feedback.
+"""The flagsight client: evaluations that never raise, outcome feedback and tracked events.
 
 The service's fail-safe rule (spec 7): when it is unreachable or answers unexpectedly, the
 flag is off and the application goes on. So ``evaluate`` and ``evaluate_bulk`` catch every
 failure and answer False within the timeout, logged as ``FailureLog`` says (a warning when
-failures start, at most one per interval after it); ``report`` never raises either.
+failures start, at most one per interval after it); ``report`` and ``track`` never raise either.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import requests
 
 from flagsight_sdk.attributes import Attributes, body_attributes
-from flagsight_sdk.batcher import FeedbackBatcher
+from flagsight_sdk.batcher import FeedbackBatcher, TrackBatcher
 from flagsight_sdk.failure_log import WARNING_INTERVAL_S, FailureLog
 from flagsight_sdk.model import (
     FAILURE_CLOSED,
@@ -33,6 +33,7 @@ from flagsight_sdk.model import (
     UnexpectedResponse,
     parse_evaluation,
 )
+from flagsight_sdk.tracking import SOURCE_SDK, TRACK_SOURCE_HEADER, track_item
 from flagsight_sdk.transport import HttpAnswer, checked_base_url, new_session, post_json
 from flagsight_sdk.version import __version__
 
@@ -59,7 +60,8 @@ class FlagsightClient:
             and attributable. Needs the ``local`` extra (``flagsight-sdk[local]``).
         warning_interval_s: the least time between two warnings of one kind of failed
             evaluation (the first is logged at once; the next says how many were not).
-        feedback: options for the ``FeedbackBatcher`` made on the first ``report``.
+        feedback: options for the ``FeedbackBatcher`` made on the first ``report`` (and for
+            the ``TrackBatcher`` made on the first ``track``).
     """
 
     def __init__(
@@ -81,6 +83,8 @@ class FlagsightClient:
         self._feedback_options = feedback
         self._batcher: FeedbackBatcher | None = None
         self._batcher_lock = threading.Lock()
+        self._track_batchers: dict[str, TrackBatcher] = {}
+        """By source (``sdk``, or ``provider`` for the OpenFeature provider): one a header."""
         self._failures = FailureLog(warning_interval_s)
         self._closed = False
         self._local = None
@@ -247,19 +251,64 @@ class FlagsightClient:
                 )
             return self._batcher
 
+    # -- tracked events ------------------------------------------------------------------------
+
+    def track(self, name: str, user: str, value: float | None = None) -> bool:
+        """Queue that ``user`` did ``name`` (now) for ``/v1/track``; never blocks or raises.
+
+        ``name`` is what a metric's ``event`` names (1 to 128 letters, digits, ``.``, ``_``
+        or ``-``); ``value`` an optional finite number (an amount, a duration) that metrics of
+        kind sum and mean add up. Sent in batches of at most 500 as feedback is, in both modes
+        (a local client's events go to the service too). Returns whether it was queued: not
+        when the name or user would be refused (logged), the queue is full (counted) or the
+        client is closed.
+        """
+        return self._track(SOURCE_SDK, name, user, value)
+
+    def _track(self, source: str, name: str, user: str, value: float | None) -> bool:
+        """``track`` as ``source`` says it (the OpenFeature provider's own)."""
+        if self._closed:  # as a closed client's evaluations: nothing is sent any more
+            return False
+        try:
+            item = track_item(name, user, value)
+            return item is not None and self.track_batcher(source).submit(item)
+        except Exception:  # noqa: BLE001 - tracking must never break the application
+            log.warning("flagsight: tracked event not queued", exc_info=True)
+            return False
+
+    def track_batcher(self, source: str = SOURCE_SDK) -> TrackBatcher:
+        """The batcher of the events tracked as ``source``, started on first use."""
+        with self._batcher_lock:
+            batcher = self._track_batchers.get(source)
+            if batcher is None:
+                batcher = self._track_batchers[source] = TrackBatcher(
+                    self._session,
+                    self._base_url + "/v1/track",
+                    {**self._headers, TRACK_SOURCE_HEADER: source},
+                    **self._feedback_options,  # type: ignore[arg-type]
+                )
+            return batcher
+
+    def _batchers(self) -> list[FeedbackBatcher | TrackBatcher]:
+        with self._batcher_lock:
+            feedback = [self._batcher] if self._batcher is not None else []
+            return [*feedback, *self._track_batchers.values()]
+
     def flush(self, timeout_s: float = 5.0) -> bool:
-        """Send everything reported so far; True when nothing is left pending."""
-        return self._batcher is None or self._batcher.flush(timeout_s)
+        """Send everything reported and tracked so far; True when nothing is left pending."""
+        deadline = time.monotonic() + timeout_s
+        return all([b.flush(max(deadline - time.monotonic(), 0.0)) for b in self._batchers()])
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Flush and stop the feedback thread (it also happens at interpreter exit); a local
-        client also sends its unreported evaluations and gives back its unspent quota, and
-        from then on answers False (``CLIENT_CLOSED``) without a warning."""
+        """Flush and stop the feedback and tracking threads (it also happens at interpreter
+        exit); a local client also sends its unreported evaluations and gives back its unspent
+        quota, and from then on answers False (``CLIENT_CLOSED``) without a warning."""
         self._closed = True
         if self._local is not None:
             self._local.close(timeout_s)
-        if self._batcher is not None:
-            self._batcher.close(timeout_s)
+        deadline = time.monotonic() + timeout_s  # one bound for them all
+        for batcher in self._batchers():
+            batcher.close(max(deadline - time.monotonic(), 0.0))
 
     def __enter__(self) -> FlagsightClient:
         return self

@@ -10,7 +10,12 @@ DISABLED (disabled or archived flag); ``flag_metadata["evaluationId"]`` is the s
 A flag that does not exist is ``FLAG_NOT_FOUND``; the plan limit and any transport failure are
 ``GENERAL`` errors, so OpenFeature answers the caller's default value.
 
-Feedback: ``client.track(flag_key, context, TrackingEventDetails(value=latency_ms,
+Tracking (contract 13): ``client.track(event_name, context,
+TrackingEventDetails(value=59.9))`` is the SDK's ``track(event_name, targeting key, value)``:
+a tracked event, stored with source ``provider``, for the metrics release health compares.
+
+Feedback: details whose attributes carry ``success`` are outcome feedback instead, as before
+tracked events existed: ``client.track(flag_key, context, TrackingEventDetails(value=latency_ms,
 attributes={"success": bool, "errorType": str}))`` reports the outcome of the latest
 evaluation of that flag for that targeting key. Without ``value`` the latency is measured
 from that evaluation to the ``track`` call.
@@ -38,6 +43,7 @@ from openfeature.track import TrackingEventDetails
 from flagsight_sdk.attributes import from_openfeature
 from flagsight_sdk.client import FlagsightClient
 from flagsight_sdk.model import RULE_REASONS, Evaluation
+from flagsight_sdk.tracking import SOURCE_PROVIDER
 
 log = logging.getLogger("flagsight_sdk")
 
@@ -51,7 +57,7 @@ _DISABLED = frozenset({"FLAG_DISABLED", "FLAG_ARCHIVED"})
 
 
 class FlagsightProvider(AbstractProvider):
-    """Boolean flags from flagsight; ``track`` sends outcome feedback.
+    """Boolean flags from flagsight; ``track`` sends tracked events, or outcome feedback.
 
     Args:
         client: the application's ``FlagsightClient`` (shared: one session, one batcher);
@@ -149,7 +155,7 @@ class FlagsightProvider(AbstractProvider):
     ) -> FlagResolutionDetails[Sequence[FlagValueType] | Mapping[str, FlagValueType]]:
         raise TypeMismatchError("flagsight flags are boolean")
 
-    # -- feedback ------------------------------------------------------------------------------
+    # -- tracking and feedback -----------------------------------------------------------------
 
     def track(
         self,
@@ -157,25 +163,40 @@ class FlagsightProvider(AbstractProvider):
         evaluation_context: EvaluationContext | None = None,
         tracking_event_details: TrackingEventDetails | None = None,
     ) -> None:
-        """Report the outcome of the latest evaluation of flag ``tracking_event_name``."""
-        at = time.monotonic()
+        """A tracked event ``tracking_event_name`` of the targeting key, with the details'
+        ``value``; or, when the details' attributes carry ``success``, the outcome of the
+        latest evaluation of flag ``tracking_event_name`` (feedback). Never raises."""
+        if tracking_event_details and TRACK_SUCCESS in tracking_event_details.attributes:
+            self._report(tracking_event_name, evaluation_context, tracking_event_details)
+            return
         user = evaluation_context.targeting_key if evaluation_context else None
+        if not user:
+            log.warning("flagsight: track(%r) not sent: no targeting key", tracking_event_name)
+            return
+        value = tracking_event_details.value if tracking_event_details else None
+        self.client._track(SOURCE_PROVIDER, tracking_event_name, user, value)
+
+    def _report(
+        self, flag_key: str, context: EvaluationContext | None, details: TrackingEventDetails
+    ) -> None:
+        """Report the outcome of the latest evaluation of ``flag_key`` for the targeting key."""
+        at = time.monotonic()
+        user = context.targeting_key if context else None
         with self._lock:
-            evaluation = self._latest.get((tracking_event_name, user or ""))
-        attributes = tracking_event_details.attributes if tracking_event_details else {}
-        success = attributes.get(TRACK_SUCCESS)
+            evaluation = self._latest.get((flag_key, user or ""))
+        success = details.attributes.get(TRACK_SUCCESS)
         if evaluation is None or not isinstance(success, bool):
             problem = (
                 "no evaluation of it for this targeting key"
                 if evaluation is None
                 else "attribute 'success' is not a boolean"
             )
-            log.warning("flagsight: track(%r) not reported: %s", tracking_event_name, problem)
+            log.warning("flagsight: track(%r) not reported: %s", flag_key, problem)
             return
-        latency_ms = tracking_event_details.value if tracking_event_details else None
+        latency_ms = details.value
         if latency_ms is None:
             latency_ms = (at - evaluation.evaluated_at) * 1000.0
-        error_type = attributes.get(TRACK_ERROR_TYPE)
+        error_type = details.attributes.get(TRACK_ERROR_TYPE)
         self.client.report(
             evaluation, success, latency_ms, error_type if isinstance(error_type, str) else None
         )
