@@ -1,5 +1,5 @@
-"""``flagsight flags|keys|rollout|status|code-refs``: everyday admin work from a shell, over the
-admin API.
+"""``flagsight flags|keys|rollout|metrics|status|code-refs``: everyday admin work from a shell,
+over the admin API.
 
 Why these talk to a running service (through ``api.cli.admin_client``) while ``init`` opens the
 store: they change what a live service serves, so they go where every admin client goes (the
@@ -13,7 +13,7 @@ so is a service that does not answer. What is refused before any call (a URL wit
 scheme, no token, an organization left to choose) exits 2, as argparse's own usage errors do.
 
 Flags, keys, rollouts and code references live in an environment, which the admin API
-addresses by id:
+addresses by id (metrics live in an organization: ``--org`` alone):
 ``--env`` takes the id (``env_...``) or the key (``production``), a key being looked up in
 ``--org`` (an id or an exact name), which may be left out while the service has a single
 organization.
@@ -55,6 +55,9 @@ DEFAULT_ENVIRONMENT = "production"
 """The environment ``flagsight init``'s demo makes, and the usual first one."""
 ENVIRONMENT_ID = re.compile(r"env_[0-9a-f]{16}")
 ORGANIZATION_ID = re.compile(r"org_[0-9a-f]{16}")
+METRIC_KINDS = ("conversion", "count", "sum", "mean")
+METRIC_FIELDS = ("name", "event", "kind", "windowHours", "better")
+"""A metric's body: ``metrics put`` sends it whole, as the API replaces a metric whole."""
 STATUS_ORGANIZATIONS = 50
 """``status`` looks up usage for at most this many organizations (two calls each)."""
 
@@ -83,12 +86,16 @@ class Environment:
 
 
 def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``flags``, ``keys``, ``rollout``, ``status`` and ``code-refs`` on
+    """Register ``flags``, ``keys``, ``rollout``, ``metrics``, ``status`` and ``code-refs`` on
     ``flagsight``'s subparsers."""
     service = _service_options()
     scoped = [service, _environment_options()]
 
-    flags = _group(sub, "flags", "list, show, enable or disable flags (over the admin API)")
+    flags = _group(
+        sub,
+        "flags",
+        "list, show, enable or disable flags, or set their metrics (over the admin API)",
+    )
     listed = _command(flags, "list", flags_list, "the environment's flags, by key", scoped)
     listed.add_argument(
         "--stale",
@@ -99,6 +106,16 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     _command(flags, "show", flags_show, "one flag and its rules", scoped, flag=True)
     _command(flags, "enable", flags_enable, "turn a flag on (its rules decide)", scoped, flag=True)
     _command(flags, "disable", flags_disable, "turn a flag off for everyone", scoped, flag=True)
+    follows = _command(
+        flags, "metrics", flags_metrics,
+        "show the metrics a flag follows, or set them (release health compares them)", scoped,
+        flag=True,
+    )  # fmt: skip
+    follows.add_argument(
+        "metrics", metavar="METRIC_KEY", nargs="*",
+        help="the metrics to follow, replacing those it follows (none: show them)",
+    )  # fmt: skip
+    follows.add_argument("--clear", action="store_true", help="follow no metric")
 
     keys = _group(sub, "keys", "list, create or revoke API keys (over the admin API)")
     _command(keys, "list", keys_list, "the environment's live API keys, without secrets", scoped)
@@ -120,18 +137,22 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--guardrails",
         type=_names,
         metavar="NAME,...",
-        help="what may roll it back (default failureRate,latencyP95Ms,coverage)",
+        help="what may roll it back (default failureRate,latencyP95Ms,coverage; a metric of the"
+        " organization as metric:KEY)",
     )
     start.add_argument(
         "--tolerances",
         type=_tolerances,
         metavar="NAME=VALUE,...",
         help="the largest regression accepted per guardrail, e.g. failureRate=0.5,"
-        "latencyP95Ms=80 (percentage points, milliseconds; default 1, 50, and 5 for coverage)",
+        "latencyP95Ms=80 (percentage points, milliseconds; default 1, 50, and 5 for coverage;"
+        " a metric's in its unit: points for a conversion, default 1, required otherwise)",
     )
     shown, stopped = "the rollout's state, step and decisions", "stop it; the percentage stays"
     _command(rollout, "show", rollout_show, shown, scoped, flag=True)
     _command(rollout, "stop", rollout_stop, stopped, scoped, flag=True)
+
+    _add_metric_commands(sub, [service, _organization_options()])
 
     status = sub.add_parser(
         "status",
@@ -206,6 +227,37 @@ def _service_options() -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--json", action="store_true", help="print the API's JSON answer instead of a table"
+    )
+    return parent
+
+
+def _add_metric_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: list[argparse.ArgumentParser]
+) -> None:
+    metrics = _group(sub, "metrics", "list, show, put or delete an organization's metrics")
+    _command(metrics, "list", metrics_list, "the organization's metrics, by key", parents)
+    for name, handler, summary in (
+        ("show", metrics_show, "one metric"),
+        ("put", metrics_put, "create or change a metric (options left out keep their values)"),
+        ("delete", metrics_delete, "delete a metric (refused while a rollout guards on it)"),
+    ):
+        command = _command(metrics, name, handler, summary, parents)
+        command.add_argument("metric", metavar="METRIC_KEY", help="the metric's key")
+    put = metrics.choices["put"]
+    put.add_argument("--name", help="how people read it")
+    put.add_argument("--event", help="the tracked events' name")
+    put.add_argument("--kind", choices=METRIC_KINDS, help="what it makes of a user's events")
+    put.add_argument(
+        "--window-hours", type=int, help="how long after a user's first exposure (1 to 720)"
+    )
+    put.add_argument("--better", choices=("higher", "lower"), help="which direction improves")
+
+
+def _organization_options() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument_group("where").add_argument(
+        "--org",
+        help="organization id or exact name (default: $FLAGSIGHT_ORG, else the only organization)",
     )
     return parent
 
@@ -435,6 +487,25 @@ def _set_enabled(client: AdminClient, args: argparse.Namespace, enabled: bool) -
     return 0
 
 
+def flags_metrics(client: AdminClient, args: argparse.Namespace) -> int:
+    """Set the metrics the flag follows when any (or ``--clear``) is given; show them."""
+    environment = _environment(client, args)
+    path = _flag_path(environment, args.flag)
+    if args.metrics and args.clear:
+        raise UsageProblem("give metric keys or --clear, not both")
+    if args.metrics or args.clear:
+        answer = client.put(f"{path}/metrics", {"metrics": args.metrics})
+        said = f"Flag {args.flag!r} in {environment} now follows"
+    else:
+        answer = client.get(f"{path}/followed-metrics")
+        said = f"Flag {args.flag!r} in {environment} follows"
+    if args.json:
+        return _print_json(answer)
+    keys = answer["metrics"]
+    print(f"{said} {', '.join(keys)}." if keys else f"{said} no metric.")
+    return 0
+
+
 def _flag_path(environment: Environment, flag_key: str) -> str:
     return f"/environments/{environment.id}/flags/{segment(flag_key)}"
 
@@ -611,13 +682,17 @@ def _print_rollout(rollout: dict[str, Any]) -> None:
 def _guardrail(rollout: dict[str, Any], name: str) -> str:
     """A guardrail with its tolerance (rollouts started before tolerances show none)."""
     tolerance = rollout.get("tolerances", {}).get(name)
-    unit = GUARDRAIL_UNITS[name]
-    return name if tolerance is None else f"{name} (tolerance {tolerance:g} {unit})"
+    return name if tolerance is None else f"{name} (tolerance {tolerance:g} {_unit(name)})"
+
+
+def _unit(guardrail: str) -> str:
+    """A built-in guardrail's unit; a metric's is its kind's, which the rollout does not say."""
+    return GUARDRAIL_UNITS.get(guardrail, "in the metric's unit")
 
 
 def _evidence(name: str, evidence: dict[str, Any]) -> str:
     """One guardrail's evidence over the rollout, as ``GET .../rollout`` gives it."""
-    unit = GUARDRAIL_UNITS[name]
+    unit = _unit(name)
     low, high = evidence["ci"]
 
     def end(value: float | None, infinite: str) -> str:
@@ -631,6 +706,84 @@ def _evidence(name: str, evidence: dict[str, Any]) -> str:
     if evidence.get("usersNeeded") is not None:
         text += f"; about {counted(evidence['usersNeeded'], 'more user')} needed"
     return text
+
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+def metrics_list(client: AdminClient, args: argparse.Namespace) -> int:
+    organization = _organization(client, args.org or os.environ.get("FLAGSIGHT_ORG"))
+    answer = client.get(f"/organizations/{segment(organization)}/metrics")
+    if args.json:
+        return _print_json(answer)
+    if not answer["items"]:
+        print(f"No metrics in organization {organization}.")
+        return 0
+    rows = [
+        (m["key"], m["name"], m["event"], m["kind"], f"{m['windowHours']} h", m["better"],
+         m["updatedAt"])
+        for m in answer["items"]
+    ]  # fmt: skip
+    print(_table(("KEY", "NAME", "EVENT", "KIND", "WINDOW", "BETTER", "UPDATED"), rows))
+    return 0
+
+
+def metrics_show(client: AdminClient, args: argparse.Namespace) -> int:
+    metric = client.get(_metric_path(client, args))
+    if args.json:
+        return _print_json(metric)
+    _print_metric(metric)
+    return 0
+
+
+def metrics_put(client: AdminClient, args: argparse.Namespace) -> int:
+    """The metric as it is (none: a new one), with the options given in place of its values:
+    the API replaces a metric whole, and names what a new one is missing."""
+    path = _metric_path(client, args)
+    try:
+        current = client.get(path)
+    except AdminApiError as error:
+        if error.status != 404:
+            raise
+        current = {}
+    given = {"name": args.name, "event": args.event, "kind": args.kind,
+             "windowHours": args.window_hours, "better": args.better}  # fmt: skip
+    body = {f: given[f] if given[f] is not None else current.get(f) for f in METRIC_FIELDS}
+    metric = client.put(path, {f: v for f, v in body.items() if v is not None})
+    if args.json:
+        return _print_json(metric)
+    print(f"{'Changed' if current else 'Created'} metric {args.metric!r}.")
+    _print_metric(metric)
+    return 0
+
+
+def metrics_delete(client: AdminClient, args: argparse.Namespace) -> int:
+    client.delete(_metric_path(client, args))
+    if not args.json:
+        print(f"Deleted metric {args.metric!r}; no flag follows it any more.")
+    return 0
+
+
+def _metric_path(client: AdminClient, args: argparse.Namespace) -> str:
+    organization = _organization(client, args.org or os.environ.get("FLAGSIGHT_ORG"))
+    return f"/organizations/{segment(organization)}/metrics/{segment(args.metric)}"
+
+
+def _print_metric(metric: dict[str, Any]) -> None:
+    print(
+        _fields(
+            [
+                ("metric", metric["key"]),
+                ("name", metric["name"]),
+                ("event", metric["event"]),
+                ("kind", metric["kind"]),
+                ("window", f"{metric['windowHours']} hours after a user's first exposure"),
+                ("better", metric["better"]),
+                ("created", metric["createdAt"]),
+                ("updated", metric["updatedAt"]),
+            ]
+        )
+    )
 
 
 # --- code references ----------------------------------------------------------------------

@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="flagsight",
         description="flagsight: init, serve, pipeline run, demo traffic, admin token rotation;"
-        " flags, keys, rollout, status and code-refs over a running service's admin API."
+        " flags, keys, rollout, metrics, status and code-refs over a running service's admin API."
         " Each command's --help says more; docs: README.md.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
