@@ -23,9 +23,9 @@ users grow), not exact. Heavy tails (revenue: most users spend nothing, a few sp
 that convergence, which is what ``MIN_USERS_FOR_MEANS``, ``MIN_CARRYING_USERS`` and the
 refusal of an arm without spread protect, and what the simulations measure on log-normal and
 zero-inflated log-normal values (docs/statistics.md, "Metrics: conversion, count, sum, mean").
-No exact sequence backs it up as
-one does for proportions: for values with no known bound, none can exist (Bahadur & Savage
-1956: no non-trivial interval for a mean holds over every distribution of finite variance).
+No exact sequence backs it up as one does for proportions: for values with no known bound,
+none can exist (Bahadur & Savage 1956: no non-trivial interval for a mean holds over every
+distribution of finite variance).
 
 **Variance reduction** (CUPED, Deng, Xu, Kohavi & Walker 2013): the difference is adjusted by
 ``theta`` times the arms' difference of pre-exposure means, which randomization makes 0 in
@@ -159,8 +159,8 @@ class MeanComparison(Comparison):
 
 class Estimate(NamedTuple):
     """Treatment minus control and what its interval needs; arrays broadcast like the
-    moments. ``readable``: enough users, a ratio's denominators positive and spread in
-    both arms, so the approximation may be read."""
+    moments. ``readable``: enough users and enough carrying the metric, a ratio's
+    denominators positive and spread in both arms, so the approximation may be read."""
 
     difference: NDArray[np.float64]
     variance: NDArray[np.float64]
@@ -275,8 +275,9 @@ def compare_means(
     ``sum(y) / sum(d)``, in the metric's unit: a two-sided always-valid interval at
     ``confidence`` and the decision of ``decisions``' one rule, a worse difference being a
     regression. Withheld (``WithheldReason.BELOW_MINIMUM_SAMPLE``) below
-    ``MIN_USERS_FOR_MEANS`` users in an arm, when an arm's ratio has no events, or when an arm
-    shows no spread yet (every user the same value: its variance says nothing)."""
+    ``MIN_USERS_FOR_MEANS`` users in an arm or ``MIN_CARRYING_USERS`` carrying the metric,
+    when an arm's ratio has no events, or when an arm shows no spread yet (every user the same
+    value: its variance says nothing)."""
     alpha = 1.0 - check_confidence(confidence)
     means = [_arm(arm, ratio) for arm in (treatment, control)]
     treatment_mean, control_mean = (
