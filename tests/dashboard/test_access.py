@@ -27,6 +27,22 @@ FORM_FIELDS: dict[str, dict[str, str]] = {
         "condition_operator": "EXISTS",
     },
     "/organizations/{org_id}/segments/{segment_key}/delete": {},
+    "/organizations/{org_id}/metrics": {
+        "key": "sneaky-metric",
+        "name": "Sneaky",
+        "event": "sneak",
+        "kind": "count",
+        "window_hours": "24",
+        "better": "lower",
+    },
+    "/organizations/{org_id}/metrics/{metric_key}": {
+        "name": "Renamed",
+        "event": "purchase",
+        "kind": "conversion",
+        "window_hours": "24",
+        "better": "higher",
+    },
+    "/organizations/{org_id}/metrics/{metric_key}/delete": {},
     "/environments/{env_id}/insights": {"enabled": "false"},
     "/environments/{env_id}/api-keys": {"name": "sneaky"},
     "/api-keys/{key_id}/revoke": {},
@@ -38,6 +54,7 @@ FORM_FIELDS: dict[str, dict[str, str]] = {
     },
     "/environments/{env_id}/flags/{flag_key}/toggle": {"enabled": "false"},
     "/environments/{env_id}/flags/{flag_key}/explain": {"try_user": "alice"},
+    "/environments/{env_id}/flags/{flag_key}/metrics": {"metric": "secret-purchases"},
     "/environments/{env_id}/flags/{flag_key}/archive": {},
     "/environments/{env_id}/flags/{flag_key}/rollout": {"steps": "1, 100", "step_minutes": "1"},
     "/environments/{env_id}/flags/{flag_key}/rollout/stop": {},
@@ -52,12 +69,17 @@ FORM_FIELDS: dict[str, dict[str, str]] = {
 }
 
 AUDITED_ONLY = {
+    "/organizations/{org_id}/metrics",
+    "/organizations/{org_id}/metrics/{metric_key}",
+    "/organizations/{org_id}/metrics/{metric_key}/delete",
+    "/environments/{env_id}/flags/{flag_key}/metrics",
     "/environments/{env_id}/flags/{flag_key}/schedules",
     "/environments/{env_id}/flags/{flag_key}/schedules/{schedule_id}/cancel",
     "/organizations/{org_id}/webhooks",
     "/organizations/{org_id}/webhooks/{webhook_id}/delete",
 }
-"""Forms whose change serves nothing new (no config version): the audit log shows them."""
+"""Forms whose change serves nothing new (no config version): the audit log shows them (a
+metric and what a flag follows change no evaluation)."""
 
 READ_ONLY = {"/environments/{env_id}/flags/{flag_key}/explain"}
 """Forms that change nothing: they answer on the page (the flag page's "try a user")."""
@@ -72,6 +94,11 @@ def world(dash_admin: Admin) -> dict[str, str]:
     tenant = dash_admin.tenant(insights=True)
     dash_admin.request("PATCH", f"/organizations/{tenant.organization_id}", {"plan": "team"})
     dash_admin.segment(tenant.organization_id, "beta-users", ["alice", "bob"])
+    dash_admin.request(
+        "PUT", f"/organizations/{tenant.organization_id}/metrics/secret-purchases",
+        {"name": "Secret purchases", "event": "purchase", "kind": "conversion",
+         "windowHours": 72, "better": "higher"},
+    )  # fmt: skip
     dash_admin.flag(
         tenant.environment_id,
         "secret-checkout",
@@ -100,6 +127,7 @@ def world(dash_admin: Admin) -> dict[str, str]:
         "key_id": tenant.api_key_id,
         "flag_key": "secret-checkout",
         "segment_key": "beta-users",
+        "metric_key": "secret-purchases",
     }
 
 

@@ -10,6 +10,7 @@ change made here is served by this worker at once and by every worker within a s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -18,10 +19,12 @@ import falcon
 import falcon.asgi
 
 from api.controlplane.changes import Actor
+from api.controlplane.errors import ConflictError, NotFoundError
 from api.controlplane.model import Environment, Organization
 from api.serving.services import Services
 from api.web.admin.auth import AdminAuth
 from api.web.admin.base import AdminResource
+from api.web.admin.error_messages import message
 from api.web.dashboard.forms import Form, FormError, read_form
 from api.web.dashboard.rendering import Renderer
 from api.web.dashboard.sessions import SESSION_COOKIE, Session, SessionSigner
@@ -110,6 +113,18 @@ class Page(AdminResource):
             resp, template, status=status, signed_in=session is not None,
             csrf_token=csrf, crumbs=crumbs or [], path=req.path, **context,
         )  # fmt: skip
+
+    async def delete(self, fn: Callable[..., object], *args: Any) -> str | None:
+        """Delete through the store (``fn``), as the admin API's ``DELETE``: None once it is
+        gone (already gone too: the outcome asked for), else the store's words for why not
+        (a segment a flag's rule names, a metric a rollout guards on)."""
+        try:
+            await self.write(fn, *args)
+        except ConflictError as exc:
+            return message(exc)
+        except NotFoundError:
+            pass
+        return None
 
     def not_found(self, what: str) -> falcon.HTTPStatus:
         return self.renderer.status(404, "Not found", f"{what} does not exist.", signed_in=True)

@@ -8,12 +8,14 @@ The list's evaluation figures come from the warehouse (``activity``), so a stale
 seen. A flag whose guarded rollout is running says so in the list and in its editor, and the
 editor does not save a change of the rollout's split (the first percentage rule's percentage)
 until the person confirms it: the guardian would wait, the health being computed at a
-percentage the rollout did not set.
+percentage the rollout did not set. The editor's page also sets the metrics the flag follows
+(``flag_metrics``), in a form of their own.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import falcon
 import falcon.asgi
@@ -21,13 +23,15 @@ from flagsight_core import RULE_TYPES
 from flagsight_core.contract import KEY_IN_WORDS, KEY_PATTERN
 
 from api.controlplane.changes import ScheduleState
-from api.controlplane.errors import InvalidError
+from api.controlplane.errors import InvalidError, NotFoundError
 from api.controlplane.model import Environment, FlagRecord, Organization
 from api.web.admin.error_messages import message
 from api.web.admin.explain import explained
 from api.web.dashboard.activity import ACTIVITY_DAYS, read_activity
 from api.web.dashboard.base import PREFIX, Page, environment_crumbs, signed_in
 from api.web.dashboard.flag_meta_form import MetaDraft, checked
+from api.web.dashboard.flag_metrics import FIELD as METRIC_FIELD
+from api.web.dashboard.flag_metrics import choices
 from api.web.dashboard.lifecycle_view import read_lifecycles, window
 from api.web.dashboard.rollout_view import SplitChange, running, split_change
 from api.web.dashboard.rule_editor import (
@@ -155,6 +159,7 @@ class FlagEditorPage(FlagPage):
             req, resp, env_id, flag_key, enabled=flag.enabled, archived=flag.archived,
             rows=rows_from_rules(flag.rules), meta=MetaDraft.of(flag.meta),
             saved=req.get_param("saved") == "1",
+            metrics_saved=req.get_param("metrics_saved") == "1",
         )  # fmt: skip
 
     async def on_post(
@@ -212,16 +217,23 @@ class FlagEditorPage(FlagPage):
         problem: str | None = None,
         split_change: SplitChange | None = None,
         trial: Trial | None = None,
+        metrics_saved: bool = False,
+        metrics_problem: str | None = None,
+        followed: list[str] | None = None,
     ) -> None:
         """The editor; ``split_change`` when a save was held back because it moves a running
         rollout's split (the page then asks to confirm); ``trial``, the try-a-user form's
-        state."""
+        state; ``followed``, the metrics ticked when their form was refused (else the flag's,
+        ``flag_metrics``)."""
         flag, environment, organization = await self.flag(env_id, flag_key)
         segments = await self.read(self.store.list_segments, organization.id)
         schedules = await self.read(self.store.list_schedules, env_id, flag_key)
         pending = sum(1 for s in schedules if s.state == ScheduleState.PENDING)
         rollout = running(await self.read(self.store.get_rollout, env_id, flag_key))
         lifecycle = (await self.read(read_lifecycles, self.services, env_id, [flag]))[flag.key]
+        metrics = await self.read(self.store.list_metrics, organization.id)
+        if followed is None:
+            followed = await self.read(self.store.flag_metrics, env_id, flag_key)
         has_errors = any(row.errors for row in rows) or bool(meta_errors)
         self.render(
             req, resp, "flag_editor.html", status=status, flag=flag, environment=environment,
@@ -232,22 +244,43 @@ class FlagEditorPage(FlagPage):
             confirm_field=CONFIRM_SPLIT_CHANGE, trial=trial or Trial(), kinds=TRY_KINDS,
             rule_types=RULE_TYPES, columns=columns(), segments=segments, saved=saved, draft=draft,
             problem=problem, has_errors=has_errors, section="flags",
+            metric_choices=choices(metrics, followed, rollout), metric_field=METRIC_FIELD,
+            metrics_saved=metrics_saved, metrics_problem=metrics_problem,
             crumbs=[*environment_crumbs(environment, organization),
                     ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key))],
         )  # fmt: skip
 
 
-@falcon.before(signed_in)
-class FlagTryUserAction(FlagEditorPage):
-    """``POST .../flags/{flag_key}/explain``: the flag page's "try a user" form
-    (``try_user``). The page shows the flag as saved, with the answer for that user, or the
-    problem with the input in the admin API's words (400). A ``GET`` goes to the flag page.
-    """
+class FlagPageForm(FlagEditorPage):
+    """A form of the flag page besides the editor's: it answers on the flag page, showing the
+    flag as saved; a ``GET`` of its address goes to the flag page."""
 
     async def on_get(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
         raise falcon.HTTPSeeOther(flag_path(env_id, flag_key))
+
+    async def show_saved(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        flag: FlagRecord,
+        **shown: Any,
+    ) -> None:
+        """The flag page with the flag as saved, and ``shown`` (this form's state)."""
+        await self._show(
+            req, resp, flag.environment_id, flag.key, enabled=flag.enabled,
+            archived=flag.archived, rows=rows_from_rules(flag.rules), meta=MetaDraft.of(flag.meta),
+            **shown,
+        )  # fmt: skip
+
+
+@falcon.before(signed_in)
+class FlagTryUserAction(FlagPageForm):
+    """``POST .../flags/{flag_key}/explain``: the flag page's "try a user" form
+    (``try_user``). The page shows the flag as saved, with the answer for that user, or the
+    problem with the input in the admin API's words (400).
+    """
 
     async def on_post(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
@@ -261,8 +294,24 @@ class FlagTryUserAction(FlagEditorPage):
         else:
             found = explained(self.services, env_id, flag_key, request)
             trial.shown = shown(request.userIdentifier, found)
-        await self._show(
-            req, resp, env_id, flag_key, enabled=flag.enabled, archived=flag.archived,
-            rows=rows_from_rules(flag.rules), meta=MetaDraft.of(flag.meta), trial=trial,
-            status=400 if trial.problem else 200,
-        )  # fmt: skip
+        await self.show_saved(req, resp, flag, trial=trial, status=400 if trial.problem else 200)
+
+
+@falcon.before(signed_in)
+class FlagMetricsAction(FlagPageForm):
+    """``POST .../flags/{flag_key}/metrics``: the metrics the flag follows (``flag_metrics``);
+    a refusal shows the flag page again with the store's words and the boxes as ticked."""
+
+    async def on_post(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
+    ) -> None:
+        flag, _environment, _organization = await self.flag(env_id, flag_key)
+        keys = (await self.form(req)).getall(METRIC_FIELD)
+        try:
+            await self.write(self.store.set_flag_metrics, env_id, flag_key, keys)
+        except (InvalidError, NotFoundError) as exc:
+            await self.show_saved(
+                req, resp, flag, status=400, metrics_problem=message(exc), followed=keys
+            )
+            return
+        raise falcon.HTTPSeeOther(f"{flag_path(env_id, flag_key)}?metrics_saved=1#metrics")

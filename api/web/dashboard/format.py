@@ -7,7 +7,7 @@ from typing import Any
 
 from flagsight_core.words import counted
 
-from api.controlplane.changes import GUARDRAIL_LABELS, step_of
+from api.controlplane.changes import step_of
 from api.controlplane.webhook_targets import shown_url
 
 MISSING = "—"
@@ -47,19 +47,12 @@ def utc_time(value: Any) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def guardrail(name: str) -> str:
-    """A guardrail's label (``failureRate`` → ``Failure rate``); the admin API's names are the
-    contract's."""
-    return GUARDRAIL_LABELS.get(name, name)
-
-
 FILTERS = {
     "number": number,
     "counted": counted,  # {{ n | counted("user") }}: 1 user, 2 users
     "percent": percent,
     "ms": milliseconds,
     "utc": utc_time,
-    "guardrail": guardrail,
     "step_of": step_of,  # step {{ rollout.step | step_of(steps) }}: step 1 of 4 (10 %)
     "webhook_url": shown_url,  # user information masked (a webhook stored before the rule)
 }

@@ -30,10 +30,14 @@ from api.web.dashboard.base import environment_crumbs, signed_in
 from api.web.dashboard.charts import Point, column_chart, full_time, interval_chart, line_chart
 from api.web.dashboard.flags import FlagPage, flag_path, flags_path
 from api.web.dashboard.forms import Form
+from api.web.dashboard.metric_health import metric_rows
 from api.web.dashboard.rollout_view import (
     UNIT_NAMES,
+    Metrics,
     confidence_text,
     default_rollout_form,
+    guardrail_choices,
+    guardrail_labels,
     guardrail_rows,
 )
 from warehouse.read import arm_windows, daily_series
@@ -141,9 +145,10 @@ class ComparisonView:
     chart: Markup
 
 
-def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the template shows of a health answer: it, its warnings, and a comparison per
-    guardrail (failure rate, p95 latency, coverage) with its interval chart."""
+def health_view(health: dict[str, Any] | None, metrics: Metrics) -> dict[str, Any] | None:
+    """What the template shows of a health answer: it, its warnings, a comparison per
+    guardrail (failure rate, p95 latency, coverage) with its interval chart, and a row per
+    metric it compares (``metric_health``; ``metrics``: the organization's, by key)."""
     if health is None:
         return None
     comparisons = []
@@ -156,7 +161,8 @@ def health_view(health: dict[str, Any] | None) -> dict[str, Any] | None:
         comparisons.append(
             ComparisonView(name, label, unit, comparison, decision_text(health, comparison), chart)
         )
-    return {"answer": health, "warnings": health_warnings(health), "comparisons": comparisons}
+    return {"answer": health, "warnings": health_warnings(health), "comparisons": comparisons,
+            "metrics": metric_rows(health, metrics)}  # fmt: skip
 
 
 GRAINS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -255,18 +261,22 @@ class InsightsView(FlagPage):
         windows = await self.read(arm_windows, warehouse, env_id, flag_key, grain, since)
         rollout = await self.read(self.store.get_rollout, env_id, flag_key)
         changes = await self.read(flag_changes, self.store, environment, flag_key)
+        defined = await self.read(self.store.list_metrics, organization.id)
+        by_key = {metric.key: metric for metric in defined}
+        choices = guardrail_choices(defined)
         self.render(
             req, resp, "insights.html", status=status, flag=flag, environment=environment,
             organization=organization, metrics=metrics, series=series,
             warnings=warnings_for(metrics) if metrics else [],
             charts=charts(series) if series else None,
-            health=health_view(health_answer(row) if row else None),
+            health=health_view(health_answer(row) if row else None, by_key),
             arm_charts=arm_charts(windows, caption, grain, markers(changes, grain)), ranges=RANGES,
             chosen_range=chosen, rollout=rollout, rollout_error=rollout_error,
-            rollout_form=rollout_form or default_rollout_form(), guardrails=GUARDRAILS,
-            guard_rows=guardrail_rows(rollout) if rollout else [],
+            rollout_form=rollout_form or default_rollout_form(choices), guardrails=choices,
+            guard_rows=guardrail_rows(rollout, by_key) if rollout else [],
+            guard_labels=guardrail_labels(rollout, by_key) if rollout else "",
             guard_confidence=confidence_text(rollout) if rollout else "",
-            units=GUARDRAIL_UNITS, unit_names=UNIT_NAMES,
+            unit_names=UNIT_NAMES,
             changes=changes[:10], section="flags",
             crumbs=[*environment_crumbs(environment, organization),
                     ("Flags", flags_path(env_id)), (flag.key, flag_path(env_id, flag.key)),

@@ -13,7 +13,7 @@ from typing import Any
 import falcon
 import falcon.asgi
 import jinja2
-from flagsight_core.contract import KEY_MAX, USER_IDENTIFIER_MAX
+from flagsight_core.contract import KEY_MAX, MAX_NAME_LENGTH, USER_IDENTIFIER_MAX
 
 from api.controlplane.model import OWNER_MAX
 from api.web.dashboard.format import FILTERS
@@ -52,7 +52,10 @@ def build_environment() -> jinja2.Environment:
     )
     env.filters.update(FILTERS)
     env.globals.update(
-        KEY_MAX=KEY_MAX, USER_IDENTIFIER_MAX=USER_IDENTIFIER_MAX, OWNER_MAX=OWNER_MAX
+        KEY_MAX=KEY_MAX,
+        USER_IDENTIFIER_MAX=USER_IDENTIFIER_MAX,
+        OWNER_MAX=OWNER_MAX,
+        NAME_MAX=MAX_NAME_LENGTH,
     )  # inputs' maxlength
     return env
 

@@ -1,16 +1,19 @@
-"""What the dashboard shows of a guarded rollout: each watched guardrail by its label, with its
-tolerance and the guardian's latest evidence (``Rollout.guard``) in words; the start form's
-defaults; and whether a change of the flag's split moves what the rollout sets.
+"""What the dashboard shows of a guarded rollout: each watched guardrail by its label (a
+metric's by its name, contract 13), with its tolerance and the guardian's latest evidence
+(``Rollout.guard``) in words; the start form's guardrails, built in and the organization's
+metrics, with their defaults; and whether a change of the flag's split moves what the rollout
+sets.
 
-The evidence is treatment minus control in the guardrail's unit (percentage points or
-milliseconds) over every step so far; an interval end the data cannot bound yet is null.
-Names, labels, units and default tolerances come from ``api.controlplane.changes``, the
-default plan from the admin API's ``fields``: nothing about a guardrail is written here.
+The evidence is treatment minus control in the guardrail's unit (percentage points,
+milliseconds, or a metric's events or values) over every step so far; an interval end the data
+cannot bound yet is null. Names, labels, units and default tolerances come from
+``api.controlplane.changes``, the default plan from the admin API's ``fields``: nothing about a
+guardrail is written here but how its unit reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +21,17 @@ from flagsight_core import PercentageRule, Rule, first_split
 from flagsight_core.words import counted
 
 from api.controlplane.changes import (
+    DEFAULT_METRIC_TOLERANCES,
     DEFAULT_TOLERANCES,
-    GUARDRAIL_LABELS,
-    GUARDRAIL_UNITS,
     GUARDRAILS,
     Rollout,
     RolloutState,
+    guarded_metric,
+    guardrail_label,
+    guardrail_unit,
+    metric_guardrail,
 )
+from api.controlplane.model import Metric
 from api.web.admin.rollouts import DEFAULT_STEP_MINUTES, DEFAULT_STEPS
 from api.web.dashboard.format import MISSING, number
 
@@ -37,10 +44,22 @@ STATUS_TEXT = {
 
 NO_EVIDENCE = "Not judged yet"
 
-UNIT_NAMES = {"pp": "percentage points", "ms": "milliseconds"}
-"""Each unit of ``GUARDRAIL_UNITS`` in words (an abbreviation's title)."""
+UNIT_NAMES = {
+    "pp": "percentage points",
+    "ms": "milliseconds",
+    "events": "events per user",
+    "value": "the events' own values",
+}
+"""Each unit of ``GUARDRAIL_UNITS`` and ``METRIC_UNITS`` in words (an abbreviation's title)."""
 
-DECIMALS = {"pp": 2, "ms": 1}
+UNIT_SUFFIXES = {"pp": " pp", "ms": " ms", "events": " events", "value": ""}
+"""How a unit follows a figure: a sum's or a mean's values carry their own unit, which the
+service does not know, so they go bare."""
+
+DECIMALS = {"pp": 2, "ms": 1, "events": 2, "value": 2}
+
+Metrics = Mapping[str, Metric]
+"""An organization's metrics by key: what names and measures a ``metric:<key>`` guardrail."""
 
 
 @dataclass(frozen=True)
@@ -60,13 +79,30 @@ class GuardrailRow:
 
 
 def amount(value: float, unit: str) -> str:
-    """A signed difference in its unit: ``+0.40 pp``, ``-12.5 ms``."""
-    return f"{value:+.{DECIMALS[unit]}f} {unit}"
+    """A signed difference in its unit: ``+0.40 pp``, ``-12.5 ms``, ``+1.25`` (values)."""
+    return f"{value:+,.{DECIMALS[unit]}f}{UNIT_SUFFIXES[unit]}"
 
 
-def tolerance_text(guardrail: str, tolerance: float) -> str:
-    """``1 pp``, ``50 ms``."""
-    return f"{tolerance:g} {GUARDRAIL_UNITS[guardrail]}"
+def tolerance_text(tolerance: float, unit: str) -> str:
+    """``1 pp``, ``50 ms``, ``0.5 events``."""
+    return f"{tolerance:g}{UNIT_SUFFIXES[unit]}"
+
+
+def label_and_unit(guardrail: str, metrics: Metrics) -> tuple[str, str]:
+    """A guardrail's label and unit: a built-in's, a metric's name and its kind's unit; a
+    metric deleted since the rollout (a stopped one) goes by its key, its figures bare."""
+    key = guarded_metric(guardrail)
+    if key is None:
+        return guardrail_label(guardrail), guardrail_unit(guardrail)
+    metric = metrics.get(key)
+    if metric is None:
+        return key, "value"
+    return guardrail_label(guardrail, metric), guardrail_unit(guardrail, metric)
+
+
+def guardrail_labels(rollout: Rollout, metrics: Metrics) -> str:
+    """The rollout's guardrails as people read them, in its order: ``Failure rate, Checkout``."""
+    return ", ".join(label_and_unit(g, metrics)[0] for g in rollout.plan.guardrails)
 
 
 def interval_text(ci: Sequence[float | None] | None, unit: str) -> str:
@@ -81,31 +117,41 @@ def interval_text(ci: Sequence[float | None] | None, unit: str) -> str:
     return f"{amount(low, unit)} to {amount(high, unit)}"
 
 
-def guardrail_rows(rollout: Rollout) -> list[GuardrailRow]:
+def guardrail_rows(rollout: Rollout, metrics: Metrics | None = None) -> list[GuardrailRow]:
     """The watched guardrails in the plan's order, with the evidence of each, if any."""
     guard = rollout.guard or {}
     evidence = guard.get("guardrails") or {}
     percentage = guard.get("percentage", rollout.percentage)
     tolerances = rollout.plan.tolerances
     return [
-        _row(name, tolerances[name], evidence.get(name), percentage)
+        _row(
+            name,
+            *label_and_unit(name, metrics or {}),
+            tolerances[name],
+            evidence.get(name),
+            percentage,
+        )  # fmt: skip
         for name in rollout.plan.guardrails
     ]
 
 
 def _row(
-    name: str, tolerance: float, bound: dict[str, Any] | None, percentage: float
+    name: str,
+    label: str,
+    unit: str,
+    tolerance: float,
+    bound: dict[str, Any] | None,
+    percentage: float,
 ) -> GuardrailRow:
-    label, unit = GUARDRAIL_LABELS[name], GUARDRAIL_UNITS[name]
     if bound is None:
-        return GuardrailRow(name, label, tolerance_text(name, tolerance), "none", NO_EVIDENCE,
+        return GuardrailRow(name, label, tolerance_text(tolerance, unit), "none", NO_EVIDENCE,
                             MISSING, MISSING, MISSING, MISSING)  # fmt: skip
     difference, needed = bound.get("difference"), bound.get("usersNeeded")
     users = bound.get("users") or {}
     return GuardrailRow(
         name=name,
         label=label,
-        tolerance=tolerance_text(name, bound.get("tolerance", tolerance)),
+        tolerance=tolerance_text(bound.get("tolerance", tolerance), unit),
         status=bound["status"],
         status_text=STATUS_TEXT.get(bound["status"], bound["status"]),
         difference=MISSING if difference is None else amount(difference, unit),
@@ -129,14 +175,46 @@ def confidence_text(rollout: Rollout) -> str:
     )
 
 
-def default_rollout_form() -> dict[str, str]:
-    """The start form's defaults: the admin API's plan (``api.web.admin.rollouts``) and the
-    default tolerances, every guardrail watched."""
+@dataclass(frozen=True)
+class GuardrailChoice:
+    """A guardrail the start form offers: a built-in one, or one on a metric."""
+
+    name: str
+    """As the admin API names it: ``failureRate``, ``metric:<metricKey>``."""
+    label: str
+    unit: str
+    default: float | None
+    """The tolerance the rollout takes when the form leaves it empty; None where it must be
+    given (a count, sum or mean metric, whose unit the service cannot guess)."""
+
+    @property
+    def ident(self) -> str:
+        """The name as an HTML id's part (``metric-checkout`` for ``metric:checkout``)."""
+        return self.name.replace(":", "-")
+
+
+def guardrail_choices(metrics: Sequence[Metric] = ()) -> list[GuardrailChoice]:
+    """The built-in guardrails, then one per metric of the organization (by key)."""
+    built_in = [
+        GuardrailChoice(g, *label_and_unit(g, {}), DEFAULT_TOLERANCES[g]) for g in GUARDRAILS
+    ]
+    by_key = {m.key: m for m in metrics}
+    return built_in + [
+        GuardrailChoice(g, *label_and_unit(g, by_key), DEFAULT_METRIC_TOLERANCES.get(m.kind))
+        for m in metrics
+        if (g := metric_guardrail(m.key))
+    ]
+
+
+def default_rollout_form(choices: Sequence[GuardrailChoice] | None = None) -> dict[str, str]:
+    """The start form's defaults: the admin API's plan (``api.web.admin.rollouts``) with its
+    built-in guardrails watched and the default tolerances; a metric is offered unticked."""
+    choices = guardrail_choices() if choices is None else choices
     return {
         "steps": ", ".join(f"{step:g}" for step in DEFAULT_STEPS),
         "step_minutes": f"{DEFAULT_STEP_MINUTES:g}",
         **{f"guardrail_{g}": "on" for g in GUARDRAILS},
-        **{f"tolerance_{g}": f"{DEFAULT_TOLERANCES[g]:g}" for g in GUARDRAILS},
+        **{f"tolerance_{c.name}": f"{c.default:g}" for c in choices if c.default is not None},
     }
 
 

@@ -1,17 +1,20 @@
 """Starting and stopping a flag's guarded rollout from its insights page.
 
 The form is the admin API's body in form fields (steps as a comma-separated list, minutes per
-step, guardrails as checkboxes, a tolerance per guardrail), validated by the same
-``rollout_plan`` (``api/web/admin/rollouts.py``); an invalid plan, or a flag without a percentage rule, shows the
-insights page again with the message.
+step, guardrails as checkboxes, the organization's metrics among them as ``metric:<key>``, a
+tolerance per guardrail), validated by the same ``rollout_plan`` (``api/web/admin/rollouts.py``)
+and the store (a metric guardrail's tolerance); an invalid plan, or a flag without a percentage
+rule, shows the insights page again with the message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import falcon
 import falcon.asgi
 
-from api.controlplane.changes import GUARDRAILS
+from api.controlplane.changes import GUARDRAILS, metric_guardrail
 from api.controlplane.errors import ControlPlaneError
 from api.web.admin.error_messages import message
 from api.web.admin.rollouts import rollout_plan
@@ -21,12 +24,12 @@ from api.web.dashboard.insights import InsightsView, insights_path
 from api.web.errors import BadRequest
 
 
-def plan_body(form: Form) -> dict[str, object]:
+def plan_body(form: Form, offered: Sequence[str] = GUARDRAILS) -> dict[str, object]:
     """The admin API's rollout body from the dashboard's form (numbers parsed, not checked):
-    a tolerance for each watched guardrail whose field is filled, the others at their
-    defaults."""
+    the ``offered`` guardrails ticked, in their order, and a tolerance for each whose field is
+    filled, the others at their defaults."""
     steps = [_number(part) for part in form.get("steps").split(",")]
-    chosen = [g for g in GUARDRAILS if form.get(f"guardrail_{g}") == "on"]
+    chosen = [g for g in offered if form.get(f"guardrail_{g}") == "on"]
     tolerances = {
         g: _number(form.get(f"tolerance_{g}")) for g in chosen if form.get(f"tolerance_{g}").strip()
     }
@@ -54,10 +57,12 @@ class StartRolloutAction(InsightsView):
     async def on_post(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
-        await self.flag(env_id, flag_key)
+        _flag, environment, _organization = await self.flag(env_id, flag_key)
         form = await self.form(req)
+        metrics = await self.read(self.store.list_metrics, environment.organization_id)
+        offered = [*GUARDRAILS, *(metric_guardrail(m.key) for m in metrics)]
         try:
-            plan = rollout_plan(plan_body(form))
+            plan = rollout_plan(plan_body(form, offered))
             await self.write(self.store.start_rollout, env_id, flag_key, plan)
         except (BadRequest, ControlPlaneError) as exc:
             await self.show(

@@ -17,11 +17,13 @@ from api.web.dashboard.base import PREFIX, Dashboard, Page
 from api.web.dashboard.cleanup import ArchiveFlagAction, CleanupPage
 from api.web.dashboard.flags import (
     FlagEditorPage,
+    FlagMetricsAction,
     FlagsPage,
     FlagToggleAction,
     FlagTryUserAction,
 )
 from api.web.dashboard.insights import InsightsPage
+from api.web.dashboard.metrics import DeleteMetricAction, MetricPage, MetricsPage
 from api.web.dashboard.organizations import (
     InsightsSwitchAction,
     OrganizationPage,
@@ -48,6 +50,9 @@ ROUTES: dict[str, type[Page]] = {
     "/organizations/{org_id}/segments": SegmentsPage,
     "/organizations/{org_id}/segments/{segment_key}": SegmentMembersPage,
     "/organizations/{org_id}/segments/{segment_key}/delete": DeleteSegmentAction,
+    "/organizations/{org_id}/metrics": MetricsPage,
+    "/organizations/{org_id}/metrics/{metric_key}": MetricPage,
+    "/organizations/{org_id}/metrics/{metric_key}/delete": DeleteMetricAction,
     "/environments/{env_id}/insights": InsightsSwitchAction,
     "/environments/{env_id}/api-keys": ApiKeysPage,
     "/api-keys/{key_id}/revoke": RevokeApiKeyAction,
@@ -55,6 +60,7 @@ ROUTES: dict[str, type[Page]] = {
     "/environments/{env_id}/flags/{flag_key}": FlagEditorPage,
     "/environments/{env_id}/flags/{flag_key}/toggle": FlagToggleAction,
     "/environments/{env_id}/flags/{flag_key}/explain": FlagTryUserAction,
+    "/environments/{env_id}/flags/{flag_key}/metrics": FlagMetricsAction,
     "/environments/{env_id}/flags/{flag_key}/archive": ArchiveFlagAction,
     "/environments/{env_id}/cleanup": CleanupPage,
     "/environments/{env_id}/flags/{flag_key}/insights": InsightsPage,

@@ -26,9 +26,7 @@ from flagsight_core.contract import (
     USER_IDENTIFIER_MAX,
 )
 
-from api.controlplane.errors import ConflictError, NotFoundError
 from api.controlplane.model import Segment
-from api.web.admin.error_messages import message
 from api.web.dashboard.base import PREFIX, Page, organization_crumbs, signed_in
 from api.web.dashboard.forms import Form
 from api.web.dashboard.segment_form import (
@@ -146,13 +144,10 @@ class DeleteSegmentAction(SegmentsView):
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, org_id: str, segment_key: str
     ) -> None:
         await self.organization(org_id)
-        try:
-            await self.write(self.store.delete_segment, org_id, segment_key)
-        except ConflictError as exc:
-            await self._show(req, resp, org_id, status=409, problem=message(exc))
+        problem = await self.delete(self.store.delete_segment, org_id, segment_key)
+        if problem is not None:
+            await self._show(req, resp, org_id, status=409, problem=problem)
             return
-        except NotFoundError:
-            pass  # already gone: the outcome asked for
         raise falcon.HTTPSeeOther(segments_path(org_id))
 
 
