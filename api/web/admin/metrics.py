@@ -8,7 +8,7 @@ many (``count``), the sum of their values (``sum``) or that sum over their count
 (``"metric:<metricKey>"``, ``rollouts.py``); a metric a running or held rollout guards on is
 not deleted (409).
 
-``GET .../flags/{flagKey}/metrics`` is the warehouse row it has always been (contract 6): what
+``GET .../flags/{flagKey}/metrics`` is the warehouse row it has always been (contract 5): what
 the flag follows is read at ``.../flags/{flagKey}/followed-metrics``.
 """
 
@@ -153,7 +153,7 @@ class MetricResource(AdminResource):
 
 class FlagMetricsResource(WarehouseFlagMetrics):
     """``.../flags/{flag_key}/metrics``: GET the warehouse row (``flags.FlagMetricsResource``,
-    contract 6), PUT the metrics the flag follows (contract 13)."""
+    contract 5), PUT the metrics the flag follows (contract 13)."""
 
     @falcon.before(require_admin)
     async def on_put(
