@@ -141,6 +141,25 @@ def test_a_metric_is_edited_on_its_page(
     assert person.get(f"{metrics_page(tenant)}/nothing").status_code == 404
 
 
+def test_a_guarded_metrics_kind_does_not_change(
+    person: DashClient, tenant: Tenant, services: Services
+) -> None:
+    put_metric(services, tenant, "revenue", MetricKind.SUM, "Revenue")
+    plan = RolloutPlan((10.0, 100.0), 10.0, (metric_guardrail("revenue"),),
+                       ((metric_guardrail("revenue"), 5.0),))  # fmt: skip
+    services.store.start_rollout(tenant.environment_id, FLAG, plan)
+    person.get(f"{metrics_page(tenant)}/revenue")
+    result = person.post(
+        f"{metrics_page(tenant)}/revenue",
+        metric_fields(name="Revenue", event="revenue", kind="mean"),
+    )
+    assert result.status_code == 400
+    said = part(result, "data-metric-errors")
+    assert said.startswith("Not saved. Metric 'revenue' cannot become a mean metric")
+    assert '<option value="mean" selected>' in result.text  # the input is kept
+    assert services.store.get_metric(tenant.organization_id, "revenue").kind is MetricKind.SUM
+
+
 def test_a_metric_is_deleted_after_a_question(
     person: DashClient, tenant: Tenant, services: Services
 ) -> None:
@@ -352,7 +371,21 @@ def test_each_metric_of_the_answer_reads_in_its_unit(services: Services, tenant:
         "—",
         "2 users",
     )
-    assert gone.decision_words == "Withheld: too few exposed users in an arm yet."
+    assert gone.decision_words == (
+        "Withheld: too few exposed users, or users with its events, in an arm yet."
+    )
+
+
+def test_a_metric_withheld_at_100_percent_says_there_is_no_control_arm(
+    services: Services, tenant: Tenant
+) -> None:
+    put_metric(services, tenant, "purchase", MetricKind.CONVERSION, "Purchases")
+    metrics = {m.key: m for m in services.store.list_metrics(tenant.organization_id)}
+    entry = {**METRICS_ANSWER["deleted-since"], "control": {"users": 0, "mean": None},
+             "treatment": {"users": 800, "mean": 9.0}}  # fmt: skip
+    (row,) = health_view(health_answer(metrics={"purchase": entry}), metrics)["metrics"]
+    assert row.decision_words.startswith("Withheld: no control arm any more")
+    assert (row.treatment, row.control, row.control_users) == ("9.0 %", "—", "0 users")
 
 
 def test_an_answer_without_metrics_shows_no_metric_row(services: Services) -> None:

@@ -24,7 +24,7 @@ from api.web.dashboard.rollout_view import Metrics, amount, label_and_unit
 
 WITHHELD_WORDS = {
     "sample_ratio_mismatch": "the sample ratio does not match the split",
-    "below_minimum_sample": "too few exposed users in an arm yet",
+    "below_minimum_sample": "too few exposed users, or users with its events, in an arm yet",
     "no_percentage_rule": "the flag has no percentage rule",
 }
 """Why a metric's decision is withheld, for people (its ``withheldReason``)."""
@@ -80,10 +80,23 @@ class MetricRow:
     reduction: str
 
 
+NO_CONTROL = "no control arm any more, the rule serves every user who reaches it"
+
+
+def _no_control(entry: Mapping[str, Any]) -> bool:
+    """Users in treatment and none in control (a split at 100 %)."""
+    treatment, control = (
+        (entry.get(arm) or {}).get("users") or 0 for arm in ("treatment", "control")
+    )
+    return treatment > 0 and control == 0
+
+
 def decision_words(entry: Mapping[str, Any], better: str | None) -> str:
     """The decision in words, naming the direction that is better; a withheld one says why."""
     decision = entry.get("decision")
     if decision == Decision.WITHHELD:
+        if _no_control(entry):
+            return f"Withheld: {NO_CONTROL}."
         why = WITHHELD_WORDS.get(entry.get("withheldReason") or "", "not enough users yet")
         return f"Withheld: {why}."
     if decision == Decision.REGRESSION:
