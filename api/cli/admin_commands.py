@@ -712,7 +712,7 @@ def _evidence(name: str, evidence: dict[str, Any]) -> str:
 
 
 def metrics_list(client: AdminClient, args: argparse.Namespace) -> int:
-    organization = _organization(client, args.org or os.environ.get("FLAGSIGHT_ORG"))
+    organization = _chosen_organization(client, args)
     answer = client.get(f"/organizations/{segment(organization)}/metrics")
     if args.json:
         return _print_json(answer)
@@ -765,8 +765,13 @@ def metrics_delete(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def _metric_path(client: AdminClient, args: argparse.Namespace) -> str:
-    organization = _organization(client, args.org or os.environ.get("FLAGSIGHT_ORG"))
+    organization = _chosen_organization(client, args)
     return f"/organizations/{segment(organization)}/metrics/{segment(args.metric)}"
+
+
+def _chosen_organization(client: AdminClient, args: argparse.Namespace) -> str:
+    """The organization ``--org`` (else ``$FLAGSIGHT_ORG``, else the only one) names."""
+    return _organization(client, args.org or os.environ.get("FLAGSIGHT_ORG"))
 
 
 def _print_metric(metric: dict[str, Any]) -> None:
