@@ -19,6 +19,7 @@ FLAG_ARM_WINDOWS = "flag_arm_windows"
 PUBLISHED_WAREHOUSE = "published_warehouse"
 ROLLOUT_DECISIONS = "rollout_decisions"
 FLAG_LIFECYCLE = "flag_lifecycle"
+METRIC_USERS = "metric_users"
 
 SENSOR_NAME = "new_events_sensor"
 SENSOR_INTERVAL_S = 10

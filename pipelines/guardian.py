@@ -27,7 +27,8 @@ from typing import Any
 
 from flagsight_core.words import counted
 
-from api.controlplane.changes import GUARDRAIL_UNITS, JsonDocument, Rollout, RolloutAction
+from api.controlplane.catalogue import Measure, measures
+from api.controlplane.changes import JsonDocument, Rollout, RolloutAction
 from api.controlplane.health_document import health_answer
 from warehouse.statistics.guard import SAFETY_ALPHA, GuardBound, Status, rollback_alpha
 
@@ -52,10 +53,16 @@ class Judgement:
 
 
 def judge(
-    rollout: Rollout, health: Mapping[str, Any] | None, evidence: Evidence, now: float
+    rollout: Rollout,
+    health: Mapping[str, Any] | None,
+    evidence: Evidence,
+    now: float,
+    catalogue: Mapping[str, Measure] | None = None,
 ) -> Judgement:
     """What the guardian does with ``rollout`` given its flag's ``flag_health`` row (the
-    current split's health) and the guard's ``evidence``."""
+    current split's health, with its comparisons) and the guard's ``evidence``; ``catalogue``
+    names each guardrail's unit (the built-in ones' when not given)."""
+    units = {name: m.unit for name, m in (catalogue or measures()).items()}
     last = len(rollout.plan.steps) - 1
     guard = guard_document(rollout, evidence)
     if rollout.step >= last:
@@ -79,7 +86,7 @@ def judge(
     if regressed:
         return Judgement(
             RolloutAction.ROLLED_BACK,
-            "regression on " + ", ".join(_describe(g, evidence[g]) for g in regressed),
+            "regression on " + ", ".join(_describe(g, evidence[g], units) for g in regressed),
             statistics,
             guard=guard,
         )
@@ -88,10 +95,10 @@ def judge(
                          guard=guard)  # fmt: skip
     unshown = [g for g in watched if evidence[g].status is not Status.SAFE]
     if unshown:
-        why = "; ".join(_not_shown(g, evidence[g], percentage) for g in unshown)
+        why = "; ".join(_not_shown(g, evidence[g], percentage, units) for g in unshown)
         return _unjudged(rollout, now, why, statistics, guard)
     action = RolloutAction.COMPLETED if rollout.step + 1 == last else RolloutAction.ADVANCED
-    shown = ", ".join(_describe(g, evidence[g]) for g in watched)
+    shown = ", ".join(_describe(g, evidence[g], units) for g in watched)
     return Judgement(
         action,
         f"step time passed and every guardrail shown within its tolerance"
@@ -133,8 +140,8 @@ def _interval(bound: GuardBound, unit: str) -> str:
     return f"[{low}, {high}]"
 
 
-def _describe(guardrail: str, bound: GuardBound) -> str:
-    unit = GUARDRAIL_UNITS[guardrail]
+def _describe(guardrail: str, bound: GuardBound, units: Mapping[str, str]) -> str:
+    unit = units.get(guardrail, "")
     difference = "n/a" if bound.difference is None else _amount(bound.difference, unit)
     return (
         f"{guardrail} (treatment - control {difference}, interval {_interval(bound, unit)},"
@@ -142,9 +149,11 @@ def _describe(guardrail: str, bound: GuardBound) -> str:
     )
 
 
-def _not_shown(guardrail: str, bound: GuardBound, percentage: float) -> str:
+def _not_shown(
+    guardrail: str, bound: GuardBound, percentage: float, units: Mapping[str, str]
+) -> str:
     """Why a guardrail does not let the step advance yet, and what it would take."""
-    unit = GUARDRAIL_UNITS[guardrail]
+    unit = units.get(guardrail, "")
     text = (
         f"{guardrail} not yet shown within {bound.tolerance:g} {unit}"
         f" (interval {_interval(bound, unit)}, {bound.treatment_users:,} treatment and"

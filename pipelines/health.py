@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import duckdb
 from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT
 
+from api.controlplane.catalogue import BUILT_IN, BUILT_IN_NAMES, Measure, Method
 from warehouse.sql import run_script, transaction
 from warehouse.statistics import (
     CONFIDENCE,
     Comparison,
-    Decision,
     ProportionComparison,
     SampleRatio,
     WithheldReason,
@@ -66,34 +66,44 @@ EMPTY_ARM = ArmFigures(0, 0, 0, LatencyHistogram(()))
 def compute_health(
     con: duckdb.DuckDBPyConnection, without_split: Collection[tuple[str, str]] = ()
 ) -> int:
-    """Recompute ``flag_health`` for the dirty flag environments and add a row (arms null,
-    decisions withheld) for each flag environment with metrics but none; returns the number
-    computed. ``without_split`` are the flags with no percentage rule now: one that lost its
-    rule gets the row without arms too, instead of the arms of a split it no longer has (no
-    new event of it is in an arm, so nothing marks it dirty). One transaction: a failed run
-    leaves the dirty marks for the next one."""
+    """Recompute ``flag_health`` and the built-in ``health_comparisons`` for the dirty flag
+    environments and add a row (arms null, decisions withheld) for each flag environment with
+    metrics but none; returns the number computed. ``without_split`` are the flags with no
+    percentage rule now: one that lost its rule gets the row without arms too, instead of the
+    arms of a split it no longer has (no new event of it is in an arm, so nothing marks it
+    dirty). One transaction: a failed run leaves the dirty marks for the next one."""
     with transaction(con):
         run_script(con, "arm_summaries")
         computed = _health_rows(con)
-        con.execute(
-            "DELETE FROM flag_health WHERE (environment_id, flag_key) IN "
-            "(SELECT (environment_id, flag_key) FROM health_dirty)"
+        dirty = (
+            "(environment_id, flag_key) IN (SELECT (environment_id, flag_key) FROM health_dirty)"
         )
-        _insert_health_rows(con, computed)
+        con.execute(f"DELETE FROM flag_health WHERE {dirty}")
+        con.execute(f"DELETE FROM health_comparisons WHERE {dirty} AND {_BUILT_IN_ROWS}")
+        _insert_rows(con, "flag_health", HEALTH_COLUMNS, [r.health for r in computed])
+        _insert_rows(con, "health_comparisons", COMPARISON_COLUMNS,
+                     [c for r in computed for c in r.comparisons])  # fmt: skip
         _drop_arms_without_a_split(con, without_split)
         _add_flags_without_arms(con)
         con.execute("DELETE FROM health_dirty")
     return len(computed)
 
 
-def _insert_health_rows(con: duckdb.DuckDBPyConnection, rows: list[list]) -> None:
+_BUILT_IN_ROWS = f"list_contains({list(BUILT_IN_NAMES)!r}, comparison)"
+"""SQL: a ``health_comparisons`` row of a built-in comparison (the metrics' are
+``pipelines.metrics``')."""
+
+
+def _insert_rows(
+    con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], rows: list[list]
+) -> None:
     """Multi-row INSERTs of ``_INSERT_CHUNK`` rows: ``executemany`` took 2 ms a row."""
-    columns = f"({', '.join(HEALTH_COLUMNS)}, computed_at)"
+    names = f"({', '.join(columns)}, computed_at)"
     for start in range(0, len(rows), _INSERT_CHUNK):
         chunk = rows[start : start + _INSERT_CHUNK]
         row = f"({', '.join('?' * len(chunk[0]))}, current_timestamp)"
         con.execute(
-            f"INSERT INTO flag_health {columns} VALUES {', '.join([row] * len(chunk))}",
+            f"INSERT INTO {table} {names} VALUES {', '.join([row] * len(chunk))}",
             [value for values in chunk for value in values],
         )
 
@@ -131,9 +141,6 @@ def _health_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
     return health_rows(inputs)
 
 
-COMPARISONS = ("failure_rate", "latency_p95", "coverage")
-"""The comparisons of a ``flag_health`` row, in column order."""
-
 _ARM_FIELDS = (
     "users", "users_with_feedback", "failed_users", "coverage", "failure_rate",
     "latency_users", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
@@ -142,12 +149,17 @@ HEALTH_COLUMNS = (
     "organization_id", "environment_id", "flag_key", "rollout_percentage",
     *(f"{arm}_{field}" for arm in ARMS for field in _ARM_FIELDS),
     "sample_ratio_expected", "sample_ratio_observed", "sample_ratio_p_value",
-    "sample_ratio_mismatch",
-    *(f"{c}_{field}" for c in COMPARISONS for field in ("difference", "ci_low", "ci_high",
-                                                         "decision")),
-    "withheld_reason", "confidence",
+    "sample_ratio_mismatch", "withheld_reason", "confidence",
 )  # fmt: skip
 """``flag_health``'s columns as ``health_row`` fills them (``computed_at`` is the insert's)."""
+
+COMPARISON_COLUMNS = (
+    "organization_id", "environment_id", "flag_key", "comparison", "rollout_percentage",
+    "treatment_users", "treatment_mean", "control_users", "control_mean", "difference",
+    "ci_low", "ci_high", "confidence", "decision", "variance_reduction", "withheld_reason",
+)  # fmt: skip
+"""``health_comparisons``' columns but ``computed_at``: one row per flag environment and
+comparison of the catalogue (``api.controlplane.catalogue``)."""
 
 
 class HealthInput(NamedTuple):
@@ -161,6 +173,13 @@ class HealthInput(NamedTuple):
     control: ArmFigures
 
 
+class HealthRows(NamedTuple):
+    """One flag environment's ``flag_health`` row and its ``health_comparisons`` rows."""
+
+    health: list
+    comparisons: list[list]
+
+
 def health_row(
     organization: str | None,
     env: str,
@@ -168,90 +187,120 @@ def health_row(
     percentage: float,
     treatment: ArmFigures,
     control: ArmFigures,
-) -> list:
-    """One ``flag_health`` row (``health_rows`` of one input)."""
-    row = HealthInput(organization, env, flag, percentage, treatment, control)
-    return health_rows([row])[0]
+) -> dict[str, Any]:
+    """One flag environment's health as ``warehouse.read.health_row`` reads it back: the
+    ``flag_health`` columns, and ``comparisons``, its ``health_comparisons`` rows."""
+    row = health_rows([HealthInput(organization, env, flag, percentage, treatment, control)])[0]
+    return {
+        **dict(zip(HEALTH_COLUMNS, row.health, strict=True)),
+        "computed_at": None,
+        "comparisons": [dict(zip(COMPARISON_COLUMNS, c, strict=True)) for c in row.comparisons],
+    }
 
 
-def health_rows(inputs: Sequence[HealthInput]) -> list[list]:
-    """One ``flag_health`` row (without ``computed_at``) per input, in ``HEALTH_COLUMNS``
-    order, its comparisons at the contract's ``CONFIDENCE``. The proportion comparisons of
-    every input are computed together (``compare_all_proportions``): a hundred intervals in
-    one vectorized refinement. (A guarded rollout's decisions rest on the guard's own
-    evidence over the whole rollout, ``pipelines.guard_evidence``, not on these.)"""
+def health_rows(inputs: Sequence[HealthInput]) -> list[HealthRows]:
+    """Each input's ``flag_health`` row (without ``computed_at``, in ``HEALTH_COLUMNS``
+    order) and one ``health_comparisons`` row per built-in comparison of the catalogue, at
+    the contract's ``CONFIDENCE``. The proportion comparisons of every input are computed
+    together (``compare_all_proportions``): a hundred intervals in one vectorized refinement.
+    (A guarded rollout's decisions rest on the guard's own evidence over the whole rollout,
+    ``pipelines.guard_evidence``, not on these.)"""
     ratios = [
         sample_ratio(i.treatment.users, i.control.users, i.percentage / 100.0) for i in inputs
     ]
     compared = comparisons(inputs, ratios, CONFIDENCE)
     rows = []
     for i, ratio, result in zip(inputs, ratios, compared, strict=True):
-        reasons = [str(c.reason) for c in result if c.reason]
+        reasons = [str(c.reason) for c in result.values() if c.reason]
+        health = [
+            i.organization, i.env, i.flag, i.percentage,
+            *_arm_columns(i.treatment), *_arm_columns(i.control),
+            ratio.expected, ratio.observed, ratio.p_value, ratio.mismatch,
+            reasons[0] if reasons else None, CONFIDENCE,
+        ]  # fmt: skip
         rows.append(
-            [
-                i.organization,
-                i.env,
-                i.flag,
-                i.percentage,
-                *_arm_columns(i.treatment),
-                *_arm_columns(i.control),
-                ratio.expected,
-                ratio.observed,
-                ratio.p_value,
-                ratio.mismatch,
-                *(column for comparison in result for column in _comparison_columns(comparison)),
-                reasons[0] if reasons else None,
-                CONFIDENCE,
-            ]
+            HealthRows(
+                health,
+                [_comparison_row(i, BUILT_IN_BY_NAME[name], c) for name, c in result.items()],
+            )
         )
     return rows
 
 
+BUILT_IN_BY_NAME = {measure.name: measure for measure in BUILT_IN}
+
+
 def comparisons(
     inputs: Sequence[HealthInput], ratios: Sequence[SampleRatio], confidence: float
-) -> list[tuple[Comparison, Comparison, Comparison]]:
-    """Failure rate, p95 latency and coverage of each input, treatment against control, at
-    ``confidence``; all withheld when its sample ratio mismatches."""
+) -> list[dict[str, Comparison]]:
+    """Each built-in comparison of the catalogue for each input, treatment against control,
+    at ``confidence``, by name; all withheld when its sample ratio mismatches."""
     proportions: list[ProportionComparison] = []
-    latencies = []
+    quantiles: list[Comparison] = []
     for i, ratio in zip(inputs, ratios, strict=True):
         withheld = WithheldReason.SAMPLE_RATIO_MISMATCH if ratio.mismatch else None
-        treatment, control = i.treatment, i.control
-        proportions.append(
-            ProportionComparison(
-                treatment.failed_users,
-                treatment.users_with_feedback,
-                control.failed_users,
-                control.users_with_feedback,
-                withheld_reason=withheld,
-            )
-        )
-        proportions.append(
-            ProportionComparison(
-                treatment.users_with_feedback,
-                treatment.users,
-                control.users_with_feedback,
-                control.users,
-                higher_is_worse=False,
-                withheld_reason=withheld,
-            )
-        )
-        latencies.append(
-            compare_quantiles(
-                treatment.latency.cells(LATENCY_QUANTILE),
-                control.latency.cells(LATENCY_QUANTILE),
-                LATENCY_QUANTILE,
-                confidence=confidence,
-                withheld_reason=withheld,
-            )
-        )
-    compared = compare_all_proportions(proportions, confidence=confidence)
+        for measure in BUILT_IN:
+            if measure.method is Method.PROPORTION:
+                proportions.append(
+                    ProportionComparison(
+                        *proportion_counts(measure, i.treatment),
+                        *proportion_counts(measure, i.control),
+                        higher_is_worse=measure.higher_is_worse,
+                        withheld_reason=withheld,
+                    )
+                )
+            else:
+                q = quantile_of(measure)
+                quantiles.append(
+                    compare_quantiles(
+                        i.treatment.latency.cells(q),
+                        i.control.latency.cells(q),
+                        q,
+                        confidence=confidence,
+                        withheld_reason=withheld,
+                    )  # fmt: skip
+                )
+    proportion_results = iter(compare_all_proportions(proportions, confidence=confidence))
+    quantile_results = iter(quantiles)
     return [
-        (failure, latency, coverage)
-        for failure, coverage, latency in zip(
-            compared[0::2], compared[1::2], latencies, strict=True
-        )
+        {
+            m.name: next(proportion_results if m.method is Method.PROPORTION else quantile_results)
+            for m in BUILT_IN
+        }
+        for _ in inputs
     ]
+
+
+def proportion_counts(measure: Measure, arm: ArmFigures) -> tuple[int, int]:
+    """A built-in proportion's ``(events, n)`` in one arm, by the catalogue's field names."""
+    return getattr(arm, str(measure.events)), getattr(arm, str(measure.among))
+
+
+def quantile_of(measure: Measure) -> float:
+    """A built-in quantile comparison's level (every one is over the users' latencies)."""
+    if measure.method is not Method.QUANTILE or measure.quantile is None:
+        raise ValueError(f"{measure.name} is not a quantile comparison")
+    return measure.quantile
+
+
+def _arm_value(measure: Measure, arm: ArmFigures) -> tuple[int, float | None]:
+    """What one arm shows of a built-in comparison: the users it counts and their figure."""
+    if measure.method is Method.PROPORTION:
+        events, among = proportion_counts(measure, arm)
+        return among, 100.0 * events / among if among else None
+    return arm.latency_users, arm.latency.quantile(quantile_of(measure))
+
+
+def _comparison_row(i: HealthInput, measure: Measure, comparison: Comparison) -> list:
+    low, high = comparison.ci if comparison.ci is not None else (None, None)
+    treatment_users, treatment_value = _arm_value(measure, i.treatment)
+    control_users, control_value = _arm_value(measure, i.control)
+    return [
+        i.organization, i.env, i.flag, measure.name, i.percentage,
+        treatment_users, treatment_value, control_users, control_value,
+        comparison.difference, low, high, comparison.confidence, str(comparison.decision),
+        None, comparison.reason,
+    ]  # fmt: skip
 
 
 def _arm_columns(arm: ArmFigures) -> list:
@@ -268,31 +317,32 @@ def _arm_columns(arm: ArmFigures) -> list:
     ]
 
 
-def _comparison_columns(comparison: Comparison) -> list:
-    low, high = comparison.ci if comparison.ci is not None else (None, None)
-    return [comparison.difference, low, high, str(comparison.decision)]
-
-
 def _drop_arms_without_a_split(
     con: duckdb.DuckDBPyConnection, without_split: Collection[tuple[str, str]]
 ) -> None:
-    """Delete the rows with arms of the flag environments in ``without_split``."""
+    """Delete the rows with arms of the flag environments in ``without_split``, and their
+    built-in comparisons (the answer withholds them: no percentage rule)."""
     if without_split:
+        pairs = sorted([environment, flag] for environment, flag in without_split)
         con.execute(
             "DELETE FROM flag_health WHERE rollout_percentage IS NOT NULL"
             " AND list_contains(?, [environment_id, flag_key])",
-            [sorted([environment, flag] for environment, flag in without_split)],
+            [pairs],
+        )
+        con.execute(
+            "DELETE FROM health_comparisons WHERE list_contains(?, [environment_id, flag_key])"
+            f" AND {_BUILT_IN_ROWS}",
+            [pairs],
         )
 
 
 def _add_flags_without_arms(con: duckdb.DuckDBPyConnection) -> None:
-    withheld = str(Decision.WITHHELD)
+    """A row without arms for each flag environment with metrics but no health row; its
+    comparisons are withheld (``health_document``: a comparison without a row is)."""
     con.execute(
-        "INSERT INTO flag_health (organization_id, environment_id, flag_key, "
-        "failure_rate_decision, latency_p95_decision, coverage_decision, withheld_reason, "
+        "INSERT INTO flag_health (organization_id, environment_id, flag_key, withheld_reason, "
         "confidence, computed_at) "
-        "SELECT m.organization_id, m.environment_id, m.flag_key, ?, ?, ?, ?, ?, "
-        "current_timestamp FROM flag_environment_metrics m "
-        "ANTI JOIN flag_health h USING (environment_id, flag_key)",
-        [withheld, withheld, withheld, str(WithheldReason.NO_PERCENTAGE_RULE), CONFIDENCE],
+        "SELECT m.organization_id, m.environment_id, m.flag_key, ?, ?, current_timestamp "
+        "FROM flag_environment_metrics m ANTI JOIN flag_health h USING (environment_id, flag_key)",
+        [str(WithheldReason.NO_PERCENTAGE_RULE), CONFIDENCE],
     )

@@ -14,6 +14,7 @@ from flagsight_core import first_split
 from pydantic import PrivateAttr
 
 from api.backends import store_for
+from api.controlplane.model import MetricFollow
 from api.controlplane.store import ControlPlaneStore
 from api.settings import S3Options
 from pipelines.lake import Lake, LakeFile, open_lake
@@ -181,6 +182,12 @@ class ControlPlaneResource(dg.ConfigurableResource):
                 (r.environment_id, r.flag_key, r.created_at, r.percentage)
                 for r in store.running_rollouts()
             ]
+
+    def metric_follows(self) -> list[MetricFollow]:
+        """Every followed metric of every flag environment, a running rollout's metric
+        guardrails included; empty without a control plane."""
+        with self.store() as store:
+            return [] if store is None else store.metric_follows()
 
     def environment_keys(self) -> list[tuple[str, str]]:
         """``(environment id, key)`` pairs of every organization; empty without a control plane."""

@@ -130,7 +130,7 @@ def flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -> dic
 
 def health_row(con: duckdb.DuckDBPyConnection, environment_id: str, flag_key: str) -> dict | None:
     """``flag_health``'s row on an open connection (the published file or the pipeline's
-    working database, where the rollout guardian reads it)."""
+    working database, where the rollout guardian reads it), with its ``comparisons``."""
     cursor = con.execute(
         "SELECT * EXCLUDE (computed_at), epoch_us(computed_at) AS computed_at "
         "FROM flag_health WHERE environment_id = ? AND flag_key = ?",
@@ -142,7 +142,29 @@ def health_row(con: duckdb.DuckDBPyConnection, environment_id: str, flag_key: st
         return None
     record = dict(zip(names, row, strict=True))
     record["computed_at"] = _iso_utc(record["computed_at"])
+    record["comparisons"] = health_comparisons(con, environment_id, flag_key)
     return record
+
+
+def health_comparisons(
+    con: duckdb.DuckDBPyConnection, environment_id: str, flag_key: str
+) -> list[dict]:
+    """The flag environment's ``health_comparisons`` rows, one per comparison, by name
+    (``computed_at`` as an ISO string); none in a file published before version 11, whose
+    comparisons were columns (the next run publishes them)."""
+    try:
+        cursor = con.execute(
+            "SELECT * EXCLUDE (computed_at), epoch_us(computed_at) AS computed_at FROM "
+            "health_comparisons WHERE environment_id = ? AND flag_key = ? ORDER BY comparison",
+            [environment_id, flag_key],
+        )
+    except duckdb.CatalogException:
+        return []
+    names = [column[0] for column in cursor.description]
+    rows = [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+    for row in rows:
+        row["computed_at"] = _iso_utc(row["computed_at"])
+    return rows
 
 
 LIFECYCLE_COLUMNS = (

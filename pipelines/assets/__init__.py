@@ -7,6 +7,7 @@ from pipelines.assets.flag_environment_daily import flag_environment_daily
 from pipelines.assets.flag_environment_metrics import flag_environment_metrics
 from pipelines.assets.flag_health import flag_health
 from pipelines.assets.flag_lifecycle import flag_lifecycle
+from pipelines.assets.metric_users import metric_users
 from pipelines.assets.published_warehouse import published_warehouse
 from pipelines.assets.raw_evaluation_events import raw_evaluation_events
 from pipelines.assets.raw_feedback_events import raw_feedback_events
@@ -22,6 +23,7 @@ ASSETS = [
     flag_environment_metrics,
     flag_environment_daily,
     flag_health,
+    metric_users,
     rollout_decisions,
     flag_lifecycle,
     flag_arm_windows,

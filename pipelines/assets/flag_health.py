@@ -20,7 +20,8 @@ def flag_health(
     of its first percentage rule at its current percentage, counted in users (a user with any
     failed feedback failed; its latency is its mean), the sample-ratio check against the split
     (p < 0.001 withholds every decision), and always-valid comparisons of failure rate, p95
-    latency and coverage with their 95% confidence sequences (docs/statistics.md). Only
+    latency and coverage with their 95% confidence sequences (docs/statistics.md), one
+    ``health_comparisons`` row per comparison of the catalogue (``api.controlplane.catalogue``). Only
     flag environments whose arms changed since the last run are computed again; a flag without a
     percentage rule now (in the control plane) has no arms. The health endpoint, the health view
     and the rollout guardian read this table."""
@@ -28,10 +29,10 @@ def flag_health(
     with warehouse.connect() as con:
         computed = compute_health(con, without_split)
         total, decided, mismatched = con.execute(
-            "SELECT count(*), count(*) FILTER (WHERE failure_rate_decision IN "
-            "('regression', 'improvement') OR latency_p95_decision IN "
-            "('regression', 'improvement')), count(*) FILTER (WHERE sample_ratio_mismatch) "
-            "FROM flag_health"
+            "SELECT count(*), count(*) FILTER (WHERE (environment_id, flag_key) IN ("
+            " SELECT (environment_id, flag_key) FROM health_comparisons"
+            " WHERE decision IN ('regression', 'improvement'))),"
+            " count(*) FILTER (WHERE sample_ratio_mismatch) FROM flag_health"
         ).fetchone()
     return dg.MaterializeResult(
         metadata={

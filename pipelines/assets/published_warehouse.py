@@ -15,6 +15,7 @@ from pipelines.constants import (
     FLAG_HEALTH,
     FLAG_LIFECYCLE,
     GROUP,
+    METRIC_USERS,
     PUBLISHED_WAREHOUSE,
 )
 from pipelines.publishing import publish
@@ -34,6 +35,7 @@ from warehouse.shared_snapshot import upload_snapshot
         FLAG_HEALTH,
         FLAG_ARM_WINDOWS,
         FLAG_LIFECYCLE,
+        METRIC_USERS,
         ENVIRONMENT_KEYS,
         ATTRIBUTED_FEEDBACK,
     ],

@@ -5,8 +5,9 @@ import time
 
 import dagster as dg
 
+from api.controlplane.catalogue import measures
 from api.controlplane.changes import RolloutAction
-from pipelines.constants import FLAG_HEALTH, GROUP, ROLLOUT_DECISIONS
+from pipelines.constants import FLAG_HEALTH, GROUP, METRIC_USERS, ROLLOUT_DECISIONS
 from pipelines.guard_evidence import rollout_evidence
 from pipelines.guardian import judge
 from pipelines.resources import ControlPlaneResource, WarehouseResource
@@ -14,7 +15,9 @@ from warehouse.read import health_row
 
 
 # Kinds: where the decisions are written, sqlite here or postgres (definitions.py).
-@dg.asset(name=ROLLOUT_DECISIONS, group_name=GROUP, kinds={"sqlite"}, deps=[FLAG_HEALTH])
+@dg.asset(
+    name=ROLLOUT_DECISIONS, group_name=GROUP, kinds={"sqlite"}, deps=[FLAG_HEALTH, METRIC_USERS]
+)
 def rollout_decisions(
     context: dg.AssetExecutionContext,
     control_plane: ControlPlaneResource,
@@ -32,11 +35,16 @@ def rollout_decisions(
     decisions = []
     with control_plane.store() as store:
         rollouts = store.running_rollouts() if store is not None else []
+        follows = store.metric_follows() if rollouts else []
         with warehouse.connect() as con:
             for rollout in rollouts:
                 health = health_row(con, rollout.environment_id, rollout.flag_key)
-                evidence = rollout_evidence(con, rollout)
-                judgement = judge(rollout, health, evidence, time.time())
+                catalogue = measures(
+                    f.metric for f in follows
+                    if (f.environment_id, f.flag_key) == (rollout.environment_id, rollout.flag_key)
+                )  # fmt: skip
+                evidence = rollout_evidence(con, rollout, catalogue)
+                judgement = judge(rollout, health, evidence, time.time(), catalogue)
                 applied = None
                 if judgement.action is RolloutAction.WAIT:
                     store.note_rollout(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import duckdb
 
+from tests.support.health_rows import insert_health
 from warehouse.migrations import migrate
 
 
@@ -29,17 +30,15 @@ def test_flag_key_over_128_characters_is_400(admin_api, env) -> None:
     assert answer.status == 400
 
 
-def _published_row(path: Path, environment_id: str, **columns) -> None:
-    """A warehouse file holding one flag_health row (the schema is the pipeline's own)."""
+def _published_row(
+    path: Path, environment_id: str, comparisons: dict | None = None, **columns
+) -> None:
+    """A warehouse file holding one flag_health row and its comparisons (the schema is the
+    pipeline's own)."""
     con = duckdb.connect(str(path))
     migrate(con)
-    names = ", ".join(["environment_id", "flag_key", *columns, "confidence", "computed_at"])
-    values = [environment_id, "checkout", *columns.values(), 0.95]
-    marks = ", ".join("?" * len(values))
-    con.execute(
-        f"INSERT INTO flag_health ({names}) VALUES ({marks}, TIMESTAMPTZ '2026-11-23 10:00:00Z')",
-        values,
-    )
+    row = {"environment_id": environment_id, "flag_key": "checkout", **columns}
+    insert_health(con, row, comparisons, "TIMESTAMPTZ '2026-11-23 10:00:00Z'")
     con.close()
 
 
@@ -47,9 +46,6 @@ def test_a_flag_without_a_percentage_rule_answers_null_arms_and_withheld(admin_a
     _published_row(
         admin_api.services.settings.warehouse_path,
         env["id"],
-        failure_rate_decision="withheld",
-        latency_p95_decision="withheld",
-        coverage_decision="withheld",
         withheld_reason="no percentage rule",
     )
     answer = admin_api.get(f"/environments/{env['id']}/flags/checkout/health")
@@ -87,12 +83,16 @@ def test_a_split_answers_both_arms_side_by_side(admin_api, env) -> None:
         sample_ratio_observed=0.5,
         sample_ratio_p_value=1.0,
         sample_ratio_mismatch=False,
-        failure_rate_difference=0.2,
-        failure_rate_ci_low=-0.9,
-        failure_rate_ci_high=1.3,
-        failure_rate_decision="inconclusive",
-        latency_p95_decision="inconclusive",
-        coverage_decision="inconclusive",
+        comparisons={
+            "failureRate": {
+                "difference": 0.2,
+                "ci_low": -0.9,
+                "ci_high": 1.3,
+                "decision": "inconclusive",
+            },
+            "latencyP95Ms": {"decision": "inconclusive"},
+            "coverage": {"decision": "inconclusive"},
+        },  # fmt: skip
     )
     body = admin_api.get(f"/environments/{env['id']}/flags/checkout/health").body
     assert body["percentage"] == 50.0
@@ -121,3 +121,46 @@ def test_a_split_answers_both_arms_side_by_side(admin_api, env) -> None:
         "confidence": 0.95,
         "decision": "inconclusive",
     }
+
+
+def test_a_followed_metric_answers_its_arms_means_interval_and_variance_reduction(
+    admin_api, env
+) -> None:
+    _published_row(
+        admin_api.services.settings.warehouse_path,
+        env["id"],
+        rollout_percentage=50.0,
+        treatment_users=4000,
+        treatment_users_with_feedback=3900,
+        control_users=4000,
+        control_users_with_feedback=3900,
+        sample_ratio_mismatch=False,
+        comparisons={
+            "metric:revenue": {
+                "treatment_users": 4000,
+                "treatment_mean": 12.5,
+                "control_users": 4000,
+                "control_mean": 11.0,
+                "difference": 1.5,
+                "ci_low": 0.4,
+                "ci_high": 2.6,
+                "decision": "improvement",
+                "variance_reduction": 0.31,
+            },
+        },  # fmt: skip
+    )
+    body = admin_api.get(f"/environments/{env['id']}/flags/checkout/health").body
+    assert body["metrics"] == {
+        "revenue": {
+            "treatment": {"users": 4000, "mean": 12.5},
+            "control": {"users": 4000, "mean": 11.0},
+            "difference": 1.5,
+            "ci": [0.4, 2.6],
+            "confidence": 0.95,
+            "decision": "improvement",
+            "varianceReduction": 0.31,
+            "withheldReason": None,
+        }
+    }
+    # the built-in comparisons the warehouse has no row for are withheld, not missing
+    assert body["failureRate"]["decision"] == "withheld"

@@ -23,6 +23,7 @@ from playwright.sync_api import Browser, Page
 from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser import sign_in
 from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.health_rows import insert_health
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
 from warehouse.migrations import migrate
@@ -92,20 +93,28 @@ def publish_warehouse(data_dir: Path, tenant: Tenant, now: datetime) -> None:
                     [env, key, day.date(), True, tenant.organization_id, 250_000, 175_000,
                      160_000, 15_000, 2.1e7, 175_000],
                 )  # fmt: skip
-        for key, comparisons in HEALTH.items():
-            con.execute(
-                "INSERT INTO flag_health (organization_id, environment_id, flag_key, "
-                "rollout_percentage, treatment_users, treatment_users_with_feedback, "
-                "control_users, control_users_with_feedback, sample_ratio_expected, "
-                "sample_ratio_observed, sample_ratio_p_value, sample_ratio_mismatch, "
-                "failure_rate_difference, failure_rate_ci_low, failure_rate_ci_high, "
-                "failure_rate_decision, latency_p95_difference, latency_p95_ci_low, "
-                "latency_p95_ci_high, latency_p95_decision, coverage_decision, "
-                "withheld_reason, confidence, computed_at) "
-                "VALUES (?, ?, ?, 50, 500, 300, 500, 300, 0.5, 0.5, 1.0, false, ?, ?, ?, ?, ?, "
-                "?, ?, ?, 'withheld', 'below_minimum_sample', 0.95, ?)",
-                [tenant.organization_id, env, key, *comparisons, now],
-            )
+        for key, figures in HEALTH.items():
+            row = {
+                "organization_id": tenant.organization_id,
+                "environment_id": env,
+                "flag_key": key,
+                "rollout_percentage": 50,
+                "treatment_users": 500,
+                "treatment_users_with_feedback": 300,
+                "control_users": 500,
+                "control_users_with_feedback": 300,
+                "sample_ratio_expected": 0.5,
+                "sample_ratio_observed": 0.5,
+                "sample_ratio_p_value": 1.0,
+                "sample_ratio_mismatch": False,
+                "withheld_reason": "below_minimum_sample",
+            }
+            names = ("difference", "ci_low", "ci_high", "decision")
+            insert_health(con, row, {
+                "failureRate": dict(zip(names, figures[:4], strict=True)),
+                "latencyP95Ms": dict(zip(names, figures[4:], strict=True)),
+                "coverage": {},
+            }, f"TIMESTAMPTZ '{now.isoformat()}'")  # fmt: skip
         con.execute("INSERT INTO environment_keys VALUES (?, 'production', ?)", [env, now])
         run_script(con, "flag_environment_daily")
         run_script(con, "flag_environment_metrics")

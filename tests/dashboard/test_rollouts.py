@@ -26,6 +26,7 @@ from api.web.dashboard.forms import Form
 from api.web.dashboard.rollouts import plan_body
 from tests.dashboard.conftest import DashClient
 from tests.support.admin import Admin, Tenant
+from tests.support.health_rows import insert_health
 from warehouse.migrations import migrate
 from warehouse.sql import run_script
 
@@ -258,21 +259,17 @@ def test_one_more_user_needed_is_said_in_the_singular(
 
 def publish_health(warehouse: Path, environment_id: str, rows: list[dict[str, Any]]) -> None:
     """``flag_health`` rows in a warehouse with the pipeline's schema, renamed into place as
-    the pipeline publishes (columns not given are null)."""
+    the pipeline publishes (columns not given are null; a row's ``comparisons`` are its
+    ``health_comparisons`` rows by name, ``tests.support.health_rows``)."""
     scratch = warehouse.with_suffix(".test.duckdb")
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(scratch))
     try:
         migrate(con)
         for row in rows:
-            values = {"environment_id": environment_id, "organization_id": "org",
-                      "confidence": 0.95, **row}  # fmt: skip
-            names = ", ".join(values)
-            marks = ", ".join("?" for _ in values)
-            con.execute(
-                f"INSERT INTO flag_health ({names}, computed_at) VALUES ({marks}, now())",
-                list(values.values()),
-            )
+            health = {key: value for key, value in row.items() if key != "comparisons"}
+            values = {"environment_id": environment_id, "organization_id": "org", **health}
+            insert_health(con, values, row.get("comparisons"))
             con.execute(  # a day of figures: the page shows health beside its metrics
                 "INSERT INTO flag_value_daily_stats VALUES (?, ?, current_date, true, 'org',"
                 " 2000, 1800, 1700, 100, 2.0e5, 1800)",
@@ -300,8 +297,8 @@ def split_health(flag: str, percentage: float, treatment: int, control: int) -> 
         "control_users": control, "control_users_with_feedback": control,
         "sample_ratio_expected": percentage / 100, "sample_ratio_observed": percentage / 100,
         "sample_ratio_p_value": 1.0, "sample_ratio_mismatch": False,
-        "failure_rate_decision": "withheld", "latency_p95_decision": "withheld",
-        "coverage_decision": "withheld", "withheld_reason": "below_minimum_sample",
+        "withheld_reason": "below_minimum_sample",
+        "comparisons": {name: {"withheld_reason": "below_minimum_sample"} for name in GUARDRAILS},
     }  # fmt: skip
 
 
@@ -311,12 +308,15 @@ COVERAGE_GAP = {
     "treatment_coverage": 77.5, "control_coverage": 90.0,
     "treatment_failure_rate": 2.4, "control_failure_rate": 2.0,
     "treatment_latency_p95_ms": 212.0, "control_latency_p95_ms": 208.0,
-    "failure_rate_difference": 0.4, "failure_rate_ci_low": -1.1, "failure_rate_ci_high": 1.9,
-    "failure_rate_decision": "inconclusive",
-    "latency_p95_difference": 4.0, "latency_p95_ci_low": -20.0, "latency_p95_ci_high": 28.0,
-    "latency_p95_decision": "inconclusive",
-    "coverage_difference": -12.5, "coverage_ci_low": -20.1, "coverage_ci_high": -4.9,
-    "coverage_decision": "regression", "withheld_reason": None,
+    "comparisons": {
+        "failureRate": {"difference": 0.4, "ci_low": -1.1, "ci_high": 1.9,
+                        "decision": "inconclusive"},
+        "latencyP95Ms": {"difference": 4.0, "ci_low": -20.0, "ci_high": 28.0,
+                         "decision": "inconclusive"},
+        "coverage": {"difference": -12.5, "ci_low": -20.1, "ci_high": -4.9,
+                     "decision": "regression"},
+    },
+    "withheld_reason": None,
 }  # fmt: skip
 
 

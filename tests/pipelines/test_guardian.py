@@ -21,7 +21,7 @@ from api.controlplane.changes import (
 )
 from pipelines.guard_evidence import evidence_of
 from pipelines.guardian import MAX_WAIT_SECONDS, judge
-from pipelines.health import HEALTH_COLUMNS, ArmFigures, health_row
+from pipelines.health import ArmFigures, health_row
 from tests.pipelines.rollout_simulation import (
     HOURLY,
     PLANS,
@@ -80,8 +80,7 @@ def _arms(
 def _health(rollout: Rollout, treatment: int, control: int) -> dict:
     arm = ArmFigures(treatment, treatment, 0, LatencyHistogram(()))
     other = ArmFigures(control, control, 0, LatencyHistogram(()))
-    values = health_row("org", "env", "flag", rollout.percentage, arm, other)
-    return {**dict(zip(HEALTH_COLUMNS, values, strict=True)), "computed_at": None}
+    return health_row("org", "env", "flag", rollout.percentage, arm, other)
 
 
 def _judge(rollout: Rollout, steps, now: float, **arms_options):

@@ -49,7 +49,7 @@ def _check_against(path: Path, expected) -> None:
         key = (row["environment_id"], row["flag_key"])
         if key[1] == "ghost-flag":  # only error outcomes (flag not found): no arm
             assert row["rollout_percentage"] is None
-            assert row["failure_rate_decision"] == "withheld"
+            assert read.flag_health(path, *key)["comparisons"] == []  # answered as withheld
             continue
         _check_arms(row, expected.sides[key])
     assert read.pending_feedback_count(path) == expected.pending
@@ -113,14 +113,15 @@ def test_every_figure_matches_an_independent_computation_across_runs(lake_settin
     assert everything.pending == 1  # only the orphan is left
     _check_against(published, everything)
     checks = third.get_asset_check_evaluations()
-    assert len(checks) == 8 and all(e.passed for e in checks)
+    assert len(checks) == 9 and all(e.passed for e in checks)
 
     # Decisions: production/checkout's treatment fails 10 % against control's 40 %.
-    health = read.flag_health(published, ENV_PROD, "checkout")
-    assert health["failure_rate_decision"] == "improvement"
-    assert health["failure_rate_ci_high"] < 0
+    health = _comparisons(read.flag_health(published, ENV_PROD, "checkout"))
+    assert health["failureRate"]["decision"] == "improvement"
+    assert health["failureRate"]["ci_high"] < 0
     small = read.flag_health(published, ENV_STAGING, "checkout")
-    assert small["failure_rate_decision"] == "withheld" and small["withheld_reason"]
+    assert _comparisons(small)["failureRate"]["decision"] == "withheld"
+    assert small["withheld_reason"]
 
 
 def test_ledger_loads_each_file_once_and_ignores_unsealed_files(lake_settings, waves):
@@ -167,3 +168,8 @@ def test_read_helpers_give_snake_case_rows_and_none_without_warehouse(lake_setti
         assert con.execute("SELECT count(*) FROM environments").fetchone()[0] == 1
     finally:
         con.close()
+
+
+def _comparisons(health: dict) -> dict[str, dict]:
+    """A health row's comparisons by name."""
+    return {c["comparison"]: c for c in health["comparisons"]}

@@ -54,7 +54,7 @@ def test_notebook_runs_top_to_bottom(lake_settings, monkeypatch):
     outputs = run_notebook(lake_settings, monkeypatch, "env_00000000000000aa", "checkout")
     texts = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "checkout" in texts and "treatment" in texts and "control" in texts
-    assert "failure_rate: difference" in _printed(outputs)
+    assert "failureRate: difference" in _printed(outputs)
 
 
 @pytest.mark.parametrize(
@@ -94,5 +94,5 @@ def test_the_documented_command_writes_a_page_with_the_tables_and_figures(
     shown = page.read_text()
     figures = re.findall(r'<img [^>]*src="data:image/png;base64,', shown)
     assert len(figures) == 2  # the daily chart and the intervals, in the page
-    assert "published at" in shown and "failure_rate: difference" in shown
+    assert "published at" in shown and "failureRate: difference" in shown
     assert "treatment" in shown and "control" in shown

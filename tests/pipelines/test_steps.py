@@ -24,6 +24,7 @@ from pipelines.constants import (
     PUBLISHED_WAREHOUSE,
     RAW_EVALUATIONS,
     RAW_FEEDBACK,
+    RAW_TRACK,
 )
 from pipelines.definitions import build_resources, working_database_path
 from tests.pipelines.figures import assert_same_figures, published_rows
@@ -40,6 +41,7 @@ ALL_CHECK_NAMES = {
     f"{FLAG_ENVIRONMENT_METRICS}:success_plus_failure_is_100",
     f"{RAW_EVALUATIONS}:no_file_loaded_twice",
     f"{RAW_FEEDBACK}:no_file_loaded_twice",
+    f"{RAW_TRACK}:no_file_loaded_twice",
     f"{FLAG_HEALTH}:decisions_follow_the_rules",
     f"{FLAG_LIFECYCLE}:lifecycle_one_row_per_flag",
     f"{FLAG_LIFECYCLE}:lifecycle_evidence_consistent",
@@ -119,10 +121,11 @@ def test_a_failing_asset_skips_only_what_depends_on_it_and_fails_the_run(
     result = _materialize(lake_settings, raise_on_error=False)
     assert not result.success
     # Independent assets and their checks still ran; nothing downstream of the failure did.
-    assert _materialized(result) == {RAW_EVALUATIONS, RAW_FEEDBACK, ENVIRONMENT_KEYS}
+    assert _materialized(result) == {RAW_EVALUATIONS, RAW_FEEDBACK, RAW_TRACK, ENVIRONMENT_KEYS}
     assert _checked(result) == {
         f"{RAW_EVALUATIONS}:no_file_loaded_twice",
         f"{RAW_FEEDBACK}:no_file_loaded_twice",
+        f"{RAW_TRACK}:no_file_loaded_twice",
     }
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_key == ATTRIBUTED_FEEDBACK

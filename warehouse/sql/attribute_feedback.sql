@@ -164,7 +164,7 @@ SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier,
        any_value(organization_id) AS organization_id, sum(evaluations) AS evaluations,
        sum(feedback_count) AS feedback_count, sum(failure_count) AS failure_count,
        sum(latency_sum) AS latency_sum, sum(latency_count) AS latency_count,
-       max(last_evaluated_at) AS last_evaluated_at
+       max(last_evaluated_at) AS last_evaluated_at, min(last_evaluated_at) AS first_evaluated_at
 FROM (
     SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
            1 AS evaluations, 0 AS feedback_count, 0 AS failure_count, 0.0::DOUBLE AS latency_sum,
@@ -192,6 +192,7 @@ SELECT d.environment_id, d.flag_key, d.rollout_percentage, d.arm, d.user_identif
        d.latency_sum + coalesce(u.latency_sum, 0) AS latency_sum,
        d.latency_count + coalesce(u.latency_count, 0) AS latency_count,
        greatest(d.last_evaluated_at, u.last_evaluated_at) AS last_evaluated_at,
+       least(d.first_evaluated_at, u.first_evaluated_at) AS first_evaluated_at,
        u.user_key IS NOT NULL AS was_counted,
        coalesce(u.feedback_count, 0) > 0 AS had_feedback,
        coalesce(u.failure_count, 0) > 0 AS had_failed,
@@ -202,10 +203,10 @@ LEFT JOIN arm_users AS u USING (user_key);
 
 DELETE FROM arm_users AS u USING arm_delta AS d WHERE u.user_key = d.user_key;
 
-INSERT INTO arm_users
+INSERT INTO arm_users BY NAME
 SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
        evaluations, feedback_count, failure_count, latency_sum, latency_count, last_evaluated_at,
-       user_key
+       first_evaluated_at, user_key
 FROM arm_merged;
 
 -- 9. Each touched user's move, old state to new, in its arm's totals and latency histogram,

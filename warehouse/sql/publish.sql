@@ -1,9 +1,21 @@
 -- Copy the published tables into the attached snapshot database `snapshot`. Every table here is
--- sized by flag environments, days, time windows or environments, never by the number of events.
+-- sized by flag environments, days, time windows or environments, never by the number of events,
+-- but the two that analysts reproduce a metric's comparison from: metric_users (exposed users)
+-- and track_events (the tracked events the raw events' retention keeps).
 -- Parameter: $run_id.
 CREATE TABLE snapshot.flag_environment_metrics AS SELECT * FROM flag_environment_metrics;
 CREATE TABLE snapshot.flag_environment_daily AS SELECT * FROM flag_environment_daily;
 CREATE TABLE snapshot.flag_health AS SELECT * FROM flag_health;
+CREATE TABLE snapshot.health_comparisons AS
+SELECT * FROM health_comparisons ORDER BY environment_id, flag_key, comparison;
+-- For analysts (contract section 13): each followed metric per exposed user, and the tracked
+-- events (sized by events, within the raw events' retention: docs/warehouse.md).
+CREATE TABLE snapshot.metric_users AS
+SELECT * FROM metric_users ORDER BY metric_key, environment_id, flag_key, arm, user_identifier;
+CREATE TABLE snapshot.track_events AS
+SELECT organization_id, environment_id, event_name, user_identifier, value, occurred_at,
+       received_at, source
+FROM track_events ORDER BY environment_id, event_name, occurred_at;
 CREATE TABLE snapshot.flag_arm_windows AS SELECT * FROM flag_arm_windows;
 CREATE TABLE snapshot.flag_lifecycle AS
 SELECT * FROM flag_lifecycle ORDER BY environment_id, flag_key;

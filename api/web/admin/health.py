@@ -11,6 +11,7 @@ import msgspec
 from flagsight_core.contract import Decision
 from msgspec import Meta
 
+from api.controlplane.catalogue import BUILT_IN
 from api.controlplane.health_document import health_answer
 from api.web.admin.auth import require_admin
 from api.web.admin.bodies import Timestamp, one_of
@@ -58,15 +59,44 @@ class SampleRatio(msgspec.Struct):
     mismatch: bool
 
 
-class FlagHealth(msgspec.Struct):
-    computedAt: Timestamp
-    percentage: float | None
-    arms: HealthArms | None
-    sampleRatio: SampleRatio
-    failureRate: HealthComparison
-    latencyP95Ms: HealthComparison
-    coverage: HealthComparison
+class MetricArm(msgspec.Struct):
+    """An arm's exposed users and the metric per user (conversion: a percentage of users;
+    otherwise in the events' unit)."""
+
+    users: Count
+    mean: float | None
+
+
+class MetricComparison(msgspec.Struct):
+    """A followed metric (contract section 13): treatment minus control per user, with an
+    always-valid confidence sequence; ``varianceReduction``, how much narrower the interval is
+    for the users' pre-exposure values (null for a conversion, compared exactly)."""
+
+    treatment: MetricArm
+    control: MetricArm
+    difference: float | None
+    ci: Annotated[list[float], Meta(min_length=2, max_length=2)] | None
+    confidence: float
+    decision: DecisionName
+    varianceReduction: float | None
     withheldReason: str | None
+
+
+FlagHealth = msgspec.defstruct(
+    "FlagHealth",
+    [
+        ("computedAt", Timestamp),
+        ("percentage", float | None),
+        ("arms", HealthArms | None),
+        ("sampleRatio", SampleRatio),
+        *((measure.name, HealthComparison) for measure in BUILT_IN),
+        ("metrics", dict[str, MetricComparison]),
+        ("withheldReason", str | None),
+    ],
+    module=__name__,
+)
+"""The health answer: one comparison per built-in entry of the catalogue
+(``api.controlplane.catalogue``), and one per followed metric under ``metrics``."""
 
 
 def read_flag_health(warehouse_path: Path, environment_id: str, flag_key: str) -> Any:

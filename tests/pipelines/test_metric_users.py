@@ -1,0 +1,201 @@
+"""A metric per exposed user and its comparison (contract section 13), on a real DuckDB with the
+pipeline's schema: each kind's per-user value against an independent count, the window and the
+pre-period, users never exposed, and the decision read by the metric's ``better``."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from api.controlplane.model import Better, Metric, MetricFollow, MetricKind
+from pipelines.metrics import compute_metrics
+from warehouse.migrations import migrate
+from warehouse.read import health_comparisons
+
+ENV, FLAG, ORG = "env_metrics", "checkout", "org_metrics"
+EXPOSED = datetime(2026, 11, 20, 12, tzinfo=UTC)
+WINDOW_HOURS = 24
+
+
+def _metric(key: str, kind: MetricKind, better: Better = Better.HIGHER) -> Metric:
+    return Metric(ORG, key, key.title(), "purchase", kind, WINDOW_HOURS, better, EXPOSED, EXPOSED)
+
+
+def _follows(*metrics: Metric) -> list[MetricFollow]:
+    return [MetricFollow(ORG, ENV, FLAG, metric) for metric in metrics]
+
+
+@pytest.fixture
+def con(tmp_path) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(str(tmp_path / "working.duckdb"))
+    connection.execute("SET TimeZone = 'UTC'")
+    migrate(connection)
+    yield connection
+    connection.close()
+
+
+def _expose(con, user: str, arm: str, at: datetime, percentage: float = 50.0) -> None:
+    _expose_many(con, [(user, arm, at, percentage)])
+
+
+def _expose_many(con, users: list[tuple[str, str, datetime, float]]) -> None:
+    """``arm_users`` rows as the fold writes them: (user, arm, first evaluation, split)."""
+    rows = pa.table({
+        "user_identifier": [u for u, _, _, _ in users], "arm": [a for _, a, _, _ in users],
+        "seen": pa.array([t for _, _, t, _ in users], pa.timestamp("us", tz="UTC")),
+        "percentage": [p for _, _, _, p in users],
+    })  # fmt: skip
+    con.register("exposed", rows)
+    con.execute(
+        "INSERT INTO arm_users (environment_id, flag_key, rollout_percentage, arm, "
+        "user_identifier, organization_id, evaluations, feedback_count, failure_count, "
+        "latency_sum, latency_count, last_evaluated_at, first_evaluated_at) "
+        "SELECT ?, ?, percentage, arm, user_identifier, ?, 1, 0, 0, 0, 0, seen, seen FROM exposed",
+        [ENV, FLAG, ORG],
+    )
+    con.unregister("exposed")
+
+
+def _track(con, user: str, at: datetime, value: float | None, event: str = "purchase") -> None:
+    _track_many(con, [(user, at, value)], event)
+
+
+def _track_many(
+    con, events: list[tuple[str, datetime, float | None]], event: str = "purchase"
+) -> None:
+    """``track_events`` rows as ``raw_track_events`` loads them: (user, occurred at, value)."""
+    rows = pa.table({
+        "user_identifier": [u for u, _, _ in events],
+        "occurred": pa.array([t for _, t, _ in events], pa.timestamp("us", tz="UTC")),
+        "value": pa.array([v for _, _, v in events], pa.float64()),
+    })  # fmt: skip
+    con.register("tracked", rows)
+    con.execute(
+        "INSERT INTO track_events (organization_id, environment_id, event_name, "
+        "user_identifier, value, occurred_at, received_at, source, api_key_id, schema_version, "
+        "load_batch) SELECT ?, ?, ?, user_identifier, value, occurred, occurred, 'http', 'key', 2, 1 "
+        "FROM tracked",
+        [ORG, ENV, event],
+    )
+    con.unregister("tracked")
+
+
+def _rows(con, metric: str) -> dict[str, tuple]:
+    return {
+        user: rest
+        for user, *rest in con.execute(
+            "SELECT user_identifier, events, value, denominator, pre_events, pre_value "
+            "FROM metric_users WHERE metric_key = ?",
+            [metric],
+        ).fetchall()
+    }
+
+
+def test_each_kind_counts_a_users_events_from_exposure_to_the_window_end(con) -> None:
+    hour = timedelta(hours=1)
+    _expose(con, "ann", "treatment", EXPOSED)
+    _expose(con, "bob", "control", EXPOSED)
+    for at, value in [
+        (EXPOSED - timedelta(days=8), 100.0),  # before the pre-period: nowhere
+        (EXPOSED - timedelta(days=2), 7.0),  # pre-period
+        (EXPOSED - hour, None),  # pre-period, no value
+        (EXPOSED, 3.0),  # the window opens at exposure
+        (EXPOSED + 5 * hour, 4.5),
+        (EXPOSED + 6 * hour, None),  # counted, adds nothing to a sum or a mean's denominator
+        (EXPOSED + WINDOW_HOURS * hour, 50.0),  # the window has closed
+    ]:
+        _track(con, "ann", at, value)
+    _track(con, "ann", EXPOSED + hour, 9.0, event="signup")  # another event: not this metric
+    _track(con, "zoe", EXPOSED + hour, 9.0)  # never exposed: no row
+    metrics = [_metric(k.value, k) for k in MetricKind]
+    assert compute_metrics(con, _follows(*metrics)) == 4
+    expected = {  # events, value, denominator, pre_events, pre_value
+        "conversion": {"ann": (3, 1.0, 1.0, 2, 1.0), "bob": (0, 0.0, 1.0, 0, 0.0)},
+        "count": {"ann": (3, 3.0, 1.0, 2, 2.0), "bob": (0, 0.0, 1.0, 0, 0.0)},
+        "sum": {"ann": (3, 7.5, 1.0, 2, 7.0), "bob": (0, 0.0, 1.0, 0, 0.0)},
+        "mean": {"ann": (3, 7.5, 2.0, 2, 7.0), "bob": (0, 0.0, 0.0, 0, 0.0)},
+    }
+    for metric, users in expected.items():
+        assert _rows(con, metric) == {user: list(figures) for user, figures in users.items()}
+
+
+def test_exposure_is_the_users_first_evaluation_of_the_flag_at_any_split(con) -> None:
+    """A user seen at 10 % and again at 50 % has one exposure, its first: its window runs from
+    there in both splits' rows."""
+    _expose(con, "ann", "control", EXPOSED, percentage=10.0)
+    _expose(con, "ann", "control", EXPOSED + timedelta(hours=20), percentage=50.0)
+    _track(con, "ann", EXPOSED + timedelta(hours=22), 1.0)
+    _track(con, "ann", EXPOSED + timedelta(hours=30), 1.0)  # past the first exposure's window
+    compute_metrics(con, _follows(_metric("orders", MetricKind.COUNT)))
+    found = con.execute(
+        "SELECT rollout_percentage, exposed_at, events FROM metric_users ORDER BY 1"
+    ).fetchall()
+    assert found == [(10.0, EXPOSED, 1), (50.0, EXPOSED, 1)]
+
+
+def _split_traffic(con, users: int, treatment_rate: float, control_rate: float) -> dict:
+    """``users`` per arm at 50 %, each with a Poisson-ish count of purchases of value 1-20;
+    returns the independent per-arm figures (users, users with one, events, value sum)."""
+    rng = random.Random(7)
+    figures, exposed, tracked = {}, [], []
+    for arm, rate in (("treatment", treatment_rate), ("control", control_rate)):
+        converted = events = total = 0
+        for n in range(users):
+            user = f"{arm[0]}{n}"
+            exposed.append((user, arm, EXPOSED, 50.0))
+            count = sum(rng.random() < rate for _ in range(3))
+            converted += count > 0
+            events += count
+            for k in range(count):
+                value = float(rng.randint(1, 20))
+                total += value
+                tracked.append((user, EXPOSED + timedelta(minutes=10 + k), value))
+        figures[arm] = (users, converted, events, total)
+    _expose_many(con, exposed)
+    _track_many(con, tracked)
+    return figures
+
+
+def test_per_arm_means_equal_an_independent_count_for_each_kind(con) -> None:
+    figures = _split_traffic(con, 1_500, 0.30, 0.20)
+    metrics = [_metric(k.value, k) for k in MetricKind]
+    compute_metrics(con, _follows(*metrics))
+    compared = {c["comparison"]: c for c in health_comparisons(con, ENV, FLAG)}
+    for arm in ("treatment", "control"):
+        users, converted, events, total = figures[arm]
+        means = {
+            "conversion": 100.0 * converted / users,
+            "count": events / users,
+            "sum": total / users,
+            "mean": total / events,
+        }
+        for kind, mean in means.items():
+            row = compared[f"metric:{kind}"]
+            assert row[f"{arm}_users"] == users
+            assert row[f"{arm}_mean"] == pytest.approx(mean, rel=1e-12)
+    for kind in ("conversion", "count", "sum"):
+        row = compared[f"metric:{kind}"]
+        assert row["difference"] == pytest.approx(row["treatment_mean"] - row["control_mean"])
+        assert row["decision"] == "improvement", kind  # higher is better, treatment is higher
+        assert row["ci_low"] > 0
+
+
+def test_a_worse_difference_is_a_regression_by_the_metrics_better(con) -> None:
+    _split_traffic(con, 1_500, 0.30, 0.20)
+    lower = _metric("complaints", MetricKind.COUNT, Better.LOWER)
+    compute_metrics(con, _follows(lower))
+    [row] = health_comparisons(con, ENV, FLAG)
+    assert (row["comparison"], row["decision"]) == ("metric:complaints", "regression")
+
+
+def test_a_metric_no_longer_followed_loses_its_rows(con) -> None:
+    _split_traffic(con, 50, 0.3, 0.3)
+    compute_metrics(con, _follows(_metric("orders", MetricKind.COUNT)))
+    assert len(health_comparisons(con, ENV, FLAG)) == 1
+    compute_metrics(con, [])
+    assert health_comparisons(con, ENV, FLAG) == []
+    assert con.execute("SELECT count(*) FROM metric_users").fetchone() == (0,)
