@@ -1,4 +1,5 @@
-"""The HTTP scenarios: single evaluate against the reference apps, bulk, feedback, mixed, memory.
+"""The HTTP scenarios: single evaluate against the reference apps, bulk, feedback, tracked events,
+mixed, memory.
 
 Every run is bounded (wrk ``-d``), starts from a quiet server (the event log sealed, CPU idle)
 and is charged the server CPU it caused, including the sealing that finishes after wrk stops.
@@ -17,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.procstat import RssSampler, cpu_seconds, pss_bytes, rss_bytes, wait_idle
 from bench.servers import FlagsightServer, ReferenceServer, Server
-from bench.workload import Workload
+from bench.workload import TRACK_EVENTS, Workload
 from bench.wrk import WrkResult, run_wrk
 
 MB = 1024 * 1024
@@ -264,6 +265,17 @@ class HttpBench:
                                8, "flagsight feedback bulk 500")  # fmt: skip
         record["events_per_s"] = round(record["requests_per_s"] * 500)
         self.log(f"    {record['events_per_s']} feedback events/s")
+        return record
+
+    def track_bulk(self) -> dict[str, object]:
+        """``POST /v1/track`` bodies of 500 events each (``Workload.track_500``), at 8
+        connections as feedback's: events accepted per second."""
+        assert self.work.track_500 is not None
+        record = self._measure(self.flagsight, "bodies.lua",
+                               [self.work.api_key, "/v1/track", str(self.work.track_500)],
+                               8, "flagsight track bulk 500")  # fmt: skip
+        record["events_per_s"] = round(record["requests_per_s"] * TRACK_EVENTS)
+        self.log(f"    {record['events_per_s']} tracked events/s")
         return record
 
     def mixed(self) -> dict[str, object]:

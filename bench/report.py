@@ -91,6 +91,12 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
     if feedback:
         goals.append(_goal("feedback ingest through bulk (2 workers)", feedback["events_per_s"],
                            ">=", 150_000, "events/s", "wrk req/s x 500, 8 connections"))  # fmt: skip
+    track = results.get("track_bulk_500")
+    if track:
+        goals.append(_goal("tracked events ingest through /v1/track (2 workers)",
+                           track["events_per_s"], ">=", 150_000, "events/s",
+                           "wrk req/s x 500, 8 connections, each event with its time and two in"
+                           " three with a value (python -m bench.run --only track-bulk)"))  # fmt: skip
     signal = results.get("time_to_signal")
     if signal:
         goals.append(_goal("time to signal, p95", signal["p95_s"], "<=", 60, "s",
@@ -233,7 +239,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 lines.append(f"| {c[1:]} | {RATIO_NAMES[name]} | {x['median']:.2f} "
                              f"({', '.join(f'{v:.2f}' for v in x['rounds'])}) |")  # fmt: skip
     rows = [(k, r[k]) for k in ("bulk_1k", "bulk_10k", "bulk_10k_attributes", "feedback_bulk_500",
-                                "mixed") if k in r]  # fmt: skip
+                                "track_bulk_500", "mixed") if k in r]  # fmt: skip
     if rows:
         lines += ["", "## Other HTTP scenarios", "",
                   "| scenario | connections | req/s | p50 ms | p99 ms | CPU µs/req | in server |",

@@ -8,7 +8,8 @@
 in a few minutes: ``single-attributes`` (single evaluate with 1 KB attributes against a segment
 of five conditions, in rounds with plain single evaluate and the tight reference, at 16
 connections), ``bulk-attributes`` (bulk of 10,000 users with attributes, after plain bulk of
-10,000) and ``local-attributes`` (the SDK's local evaluate with attributes, and without).
+10,000) and ``local-attributes`` (the SDK's local evaluate with attributes, and without); and
+issue 42's ``track-bulk`` (``POST /v1/track`` bodies of 500 events, alone).
 
 The report goes to ``bench/results/report.{md,json}`` (``bench/results/only/`` with ``--only``);
 a full run also rewrites ``docs/benchmarks.md`` with the same markdown.
@@ -49,13 +50,16 @@ from bench.wrk import pinned_cpu
 
 FULL = Plan(duration_s=10, rounds=5, warmup_s=3)
 SMOKE = Plan(duration_s=1, rounds=1, warmup_s=1)
-SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES = (
+SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES, TRACK_BULK = (
     "single-attributes",
     "bulk-attributes",
     "local-attributes",
+    "track-bulk",
 )
-ONLY = (SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES)
-"""The scenarios ``--only`` runs alone (issue 41's); a full run has them all."""
+ONLY = (SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES, TRACK_BULK)
+"""The scenarios ``--only`` runs alone (issues 41 and 42); a full run has them all."""
+HTTP_ONLY = {SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, TRACK_BULK}
+"""Those of them that need the HTTP servers."""
 
 
 def log(message: str) -> None:
@@ -145,6 +149,9 @@ def run_http(args: argparse.Namespace, plan: Plan, work_dir: Path,
         if not only:
             log("feedback")
             results["feedback_bulk_500"] = bench.feedback_bulk()
+        if not only or TRACK_BULK in only:
+            log("tracked events")
+            results["track_bulk_500"] = bench.track_bulk()
         if not args.smoke and not only:
             log("mixed")
             results["mixed"] = bench.mixed()
@@ -180,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--rounds must be at least 1")
         plan = Plan(plan.duration_s, args.rounds, plan.warmup_s)
     only = set(args.only or ())
-    if only:  # issue 41's scenarios alone: nothing else, and no rewritten docs
+    if only:  # issues 41's and 42's scenarios alone: nothing else, and no rewritten docs
         args.no_pipeline = args.no_signal = args.no_cluster = args.no_docs = True
-        args.no_http = not only & {SINGLE_ATTRIBUTES, BULK_ATTRIBUTES}
+        args.no_http = not only & HTTP_ONLY
         args.no_local = LOCAL_ATTRIBUTES not in only
         if args.out is None:
             args.out = REPO / "bench" / "results" / "only"

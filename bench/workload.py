@@ -7,6 +7,7 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import requests
@@ -44,6 +45,9 @@ CONFIG_PROPAGATION_S = 1.5
 """The contract: an admin change reaches every worker within one second."""
 LIMIT = 10**15
 """Metering is exact and on every request, but the benchmark must never hit the threshold."""
+TRACK_EVENTS = 500
+"""Tracked events in one ``/v1/track`` body: the most the service takes (contract 13)."""
+TRACK_NAMES = ("purchase", "add-to-cart", "signup")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class Workload:
     attributes_1k: Path | None = None
     """``ATTRIBUTE_VARIANTS`` objects of ``SINGLE_ATTRIBUTE_BYTES``, one a line."""
     bulk_10k_attributes: Path | None = None
+    track_500: Path | None = None
+    """``POST /v1/track`` bodies of ``TRACK_EVENTS`` events, one a line."""
 
 
 def _admin(url: str, token: str, method: str, path: str, body: object) -> dict:
@@ -159,6 +165,29 @@ def _bulk_attribute_bodies(tag: str, users: int, count: int) -> list[object]:
     return bodies
 
 
+def _track_bodies(count: int) -> list[object]:
+    """``count`` bodies of ``TRACK_EVENTS`` events as the SDK sends them: a name, a user of its
+    own, a value for two events in three (a skewed amount) and the time it happened, up to ten
+    minutes before now (within the service's 24 hours for as long as a benchmark runs)."""
+    rng = random.Random(11)
+    now = datetime.now(UTC)
+    bodies = []
+    for j in range(count):
+        events: list[dict[str, object]] = []
+        for i in range(TRACK_EVENTS):
+            event: dict[str, object] = {
+                "name": TRACK_NAMES[i % len(TRACK_NAMES)],
+                "userIdentifier": f"t{j}-user-{i}",
+            }
+            if i % 3:
+                event["value"] = round(rng.lognormvariate(3, 1), 2)
+            at = now - timedelta(seconds=rng.uniform(0, 600))
+            event["at"] = at.isoformat(timespec="microseconds").replace("+00:00", "Z")
+            events.append(event)
+        bodies.append({"events": events})
+    return bodies
+
+
 def check_targeted(url: str, api_key: str) -> None:
     """The targeted flag decides by its segment's conditions: a user who holds all five is
     matched by the SEGMENT rule, one whose e-mail fails ``MATCHES`` goes on to the percentage
@@ -222,6 +251,7 @@ def prepare(url: str, token: str, work_dir: Path, *, ids: int, bodies: int,
         bulk_1k=_write_lines(work_dir / "bulk-1k.jsonl", _bulk_bodies("b1k", 1000, bodies)),
         bulk_10k=_write_lines(work_dir / "bulk-10k.jsonl", _bulk_bodies("b10k", 10_000, bodies)),
         feedback_500=_write_lines(work_dir / "feedback-500.jsonl", feedback),
+        track_500=_write_lines(work_dir / "track-500.jsonl", _track_bodies(bodies)),
         evaluation_ids=ids_file,
         **(_targeted_files(work_dir, bodies) if targeted else {}),
     )

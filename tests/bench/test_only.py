@@ -1,5 +1,5 @@
 """``python -m bench.run --only``: issue 41's scenarios alone, each beside its plain
-counterpart, with their goals and nothing else (no other scenario, no rewritten docs).
+counterpart (issue 42's ``track-bulk`` alone), with their goals and nothing else (no other scenario, no rewritten docs).
 Machinery, not figures."""
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ def test_single_evaluate_with_attributes_runs_beside_plain_and_the_reference(
         "single evaluate with 1 KB attributes, a segment of 5 conditions, vs plain, 16 connections"
         in goals
     )
+
+
+def test_tracked_events_in_bulk_run_alone(tmp_path: Path) -> None:
+    assert main(["--smoke", "--only", "track-bulk", "--out", str(tmp_path)]) == 0
+    results, goals = _report(tmp_path)
+    assert set(results) == {"track_bulk_500"}
+    assert results["track_bulk_500"]["events_per_s"] > 0  # wrk saw no refused body
+    assert "tracked events ingest through /v1/track (2 workers)" in goals
 
 
 def test_an_unknown_scenario_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
