@@ -70,7 +70,7 @@ BUILT_IN: tuple[Measure, ...] = (
         quantile=0.95,
     ),
     Measure(
-        "coverage", "Feedback coverage", "pp", Better.HIGHER, Method.PROPORTION,
+        "coverage", "Coverage", "pp", Better.HIGHER, Method.PROPORTION,
         "whether the user sent any feedback, among the arm's users", 5.0,
         events="users_with_feedback", among="users",
     ),

@@ -15,6 +15,15 @@ from typing import Any
 
 from flagsight_core import Rule
 
+from api.controlplane.catalogue import (
+    BUILT_IN,
+    BUILT_IN_NAMES,
+    CONVERSION_TOLERANCE,
+    METRIC_PREFIX,
+    metric_key_of,
+    metric_measure,
+    metric_name,
+)
 from api.controlplane.errors import RecordedError
 from api.controlplane.model import Metric, MetricKind
 
@@ -49,52 +58,31 @@ class RolloutAction(StrEnum):
     WAIT = "wait"
 
 
-GUARDRAILS = ("failureRate", "latencyP95Ms", "coverage")
-"""The built-in guardrails a rollout may watch: the health answer's comparisons of the same
-names; a rollout may also guard on the organization's metrics (``metric_guardrail``)."""
+GUARDRAILS = BUILT_IN_NAMES
+"""The built-in guardrails a rollout may watch: the catalogue's built-in comparisons
+(``api.controlplane.catalogue``), the health answer's of the same names; a rollout may also
+guard on the organization's metrics (``metric_guardrail``)."""
 
-GUARDRAIL_LABELS = {
-    "failureRate": "Failure rate",
-    "latencyP95Ms": "p95 latency",
-    "coverage": "Coverage",
-}
+GUARDRAIL_LABELS = {m.name: m.label for m in BUILT_IN}
 """How people read each guardrail's name (the dashboard; the API and its reasons use the names)."""
 
-GUARDRAIL_UNITS = {"failureRate": "pp", "latencyP95Ms": "ms", "coverage": "pp"}
+GUARDRAIL_UNITS = {m.name: m.unit for m in BUILT_IN}
 """The unit of a guardrail's difference and tolerance: percentage points or milliseconds."""
 
-DEFAULT_TOLERANCES = {"failureRate": 1.0, "latencyP95Ms": 50.0, "coverage": 5.0}
+DEFAULT_TOLERANCES = {m.name: float(m.tolerance or 0.0) for m in BUILT_IN}
 """The largest regression a rollout accepts on each guardrail when its ``PUT`` names none
 (contract section 10; why these values: docs/rollouts.md, "Tolerances")."""
 
-METRIC_GUARDRAIL_PREFIX = "metric:"
+METRIC_GUARDRAIL_PREFIX = METRIC_PREFIX
 """A guardrail on an organization's metric is named ``metric:<metricKey>`` (contract 13)."""
 
-METRIC_UNITS = {
-    MetricKind.CONVERSION: "pp",
-    MetricKind.COUNT: "events",
-    MetricKind.SUM: "value",
-    MetricKind.MEAN: "value",
-}
-"""The unit of a metric guardrail's difference and tolerance: percentage points of users for a
-conversion, the events' own count or value otherwise."""
-
-DEFAULT_METRIC_TOLERANCES = {MetricKind.CONVERSION: 1.0}
+DEFAULT_METRIC_TOLERANCES = {MetricKind.CONVERSION: CONVERSION_TOLERANCE}
 """A metric guardrail's tolerance when the ``PUT`` names none: only a conversion has one (1
 percentage point, as ``failureRate``); a count, sum or mean is in the events' own unit, which
 the service cannot guess, so such a guardrail needs its tolerance (docs/rollouts.md)."""
 
-
-def metric_guardrail(metric_key: str) -> str:
-    """The guardrail that guards on the metric ``metric_key``."""
-    return METRIC_GUARDRAIL_PREFIX + metric_key
-
-
-def guarded_metric(guardrail: str) -> str | None:
-    """The metric key a ``metric:<key>`` guardrail guards on; None for a built-in one."""
-    if guardrail.startswith(METRIC_GUARDRAIL_PREFIX):
-        return guardrail[len(METRIC_GUARDRAIL_PREFIX) :]
-    return None
+metric_guardrail = metric_name
+guarded_metric = metric_key_of
 
 
 def guarded_metrics(guardrails: Iterable[str]) -> list[str]:
@@ -105,14 +93,14 @@ def guarded_metrics(guardrails: Iterable[str]) -> list[str]:
 def guardrail_label(guardrail: str, metric: Metric | None = None) -> str:
     """How people read a guardrail's name: a built-in's label, a metric's own name."""
     if metric is not None:
-        return metric.name
+        return metric_measure(metric).label
     return GUARDRAIL_LABELS.get(guardrail, guardrail)
 
 
 def guardrail_unit(guardrail: str, metric: Metric | None = None) -> str:
-    """A guardrail's unit (``GUARDRAIL_UNITS``; a metric's by its kind, ``METRIC_UNITS``)."""
+    """A guardrail's unit (``GUARDRAIL_UNITS``; a metric's from its catalogue entry)."""
     if metric is not None:
-        return METRIC_UNITS[metric.kind]
+        return metric_measure(metric).unit
     return GUARDRAIL_UNITS[guardrail]
 
 
