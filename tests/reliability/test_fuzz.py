@@ -14,6 +14,7 @@ import json
 import re
 import socket
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -123,7 +124,8 @@ def aim(case: Any, world: World) -> None:
 
 
 def aim_body(body: dict[str, Any], world: World) -> None:
-    """Evaluation ids this service issued, segments that exist: the checks no schema states."""
+    """Evaluation ids this service issued, segments that exist, tracked events of the last 24
+    hours: the checks no schema states."""
     if "evaluationId" in body:
         body["evaluationId"] = world.evaluation_id
     if isinstance(body.get("idPrefix"), str):  # a local grant's block: a bulk id's prefix
@@ -134,6 +136,9 @@ def aim_body(body: dict[str, Any], world: World) -> None:
     for item in body.get("feedbacks") or []:
         if isinstance(item, dict) and "evaluationId" in item:
             item["evaluationId"] = world.evaluation_id
+    for event in body.get("events") or []:  # a tracked event's time, from a client's clock
+        if isinstance(event, dict) and isinstance(event.get("at"), str):
+            event["at"] = datetime.now(UTC).isoformat()
     for rule in body.get("rules") or []:
         if isinstance(rule, dict) and (rule.get("type") == "SEGMENT" or "segment" in rule):
             rule["segment"] = world.ids["segmentKey"]  # a percentage's segment too
