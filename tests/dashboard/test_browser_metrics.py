@@ -3,7 +3,8 @@ laptop's 1366 px and a phone's 390 px (contract 13, issue 42): create a metric (
 field marked where it is), edit it, delete it after the question; follow metrics from a flag's
 page; start a rollout that guards on a metric with its tolerance (one of a count's kind refused
 without it), read the guardrail by the metric's name; and the refusal to delete a metric the
-running rollout guards on. Nothing wider than the screen.
+running rollout guards on; the health view's row per metric, from health rows published into
+the server's warehouse as the pipeline writes them. Nothing wider than the screen.
 
 Screenshots go to ``$FLAGSIGHT_SCREENSHOTS`` when it is set (else the test's temporary folder).
 """
@@ -22,6 +23,8 @@ from tests.dashboard.test_browser_first_hour import (
     open_page,
     sign_in,
 )
+from tests.dashboard.test_metric_pages import METRIC_COMPARISONS
+from tests.dashboard.test_rollouts import COVERAGE_GAP, publish_health
 from tests.support.admin import Admin, Tenant
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
@@ -193,4 +196,39 @@ def test_a_rollout_guards_on_a_metric_which_then_cannot_be_deleted(
     )
     assert metric_of(admin, tenant, "basket-value")["kind"] == "sum"  # still there
     fits(page, screens, f"metric-guarded-{device}")
+    page.context.close()
+
+
+@pytest.mark.parametrize("device", WIDTHS)
+def test_the_health_view_shows_each_followed_metric_beside_the_others(
+    browser: Browser, dashboard_server: GunicornServer, admin: Admin, screens: Path,
+    device: str,
+) -> None:  # fmt: skip
+    tenant = a_tenant(admin, ("purchase", "Purchases", "conversion"),
+                      ("revenue", "Revenue", "sum"))  # fmt: skip
+    comparisons = {**COVERAGE_GAP["comparisons"], **METRIC_COMPARISONS}
+    publish_health(
+        dashboard_server.data_dir / "warehouse.duckdb", tenant.environment_id,
+        [{**COVERAGE_GAP, "flag_key": FLAG, "comparisons": comparisons}],
+    )  # fmt: skip
+    page = open_page(browser, WIDTHS[device], [])
+    sign_in(page, dashboard_server)
+    url = f"/dashboard/environments/{tenant.environment_id}/flags/{FLAG}/insights"
+    page.goto(f"{dashboard_server.url}{url}")
+    expect(page.locator("[data-comparison=coverage] [data-decision]")).to_have_text("regression")
+    expect(page.get_by_role("heading", name="Metrics", exact=True)).to_be_visible()
+    purchase = page.locator('[data-metric-row="purchase"]')
+    expect(purchase.get_by_role("rowheader")).to_have_text("Purchases")
+    expect(purchase.locator("[data-treatment]")).to_have_text("12.5 % 1,200 users")
+    expect(purchase.locator("[data-control]")).to_have_text("10.2 % 1,180 users")
+    expect(purchase.locator("[data-difference]")).to_have_text("+2.25 pp")
+    expect(purchase.locator("[data-interval]")).to_have_text("+0.75 pp to +3.75 pp")
+    expect(purchase.locator("[data-decision]")).to_have_text("improvement")
+    expect(purchase.locator("[data-reduction]")).to_have_text(
+        "interval 31 % narrower from pre-exposure data"
+    )
+    revenue = page.locator('[data-metric-row="revenue"]')
+    expect(revenue.locator("[data-decision]")).to_have_text("regression")
+    expect(revenue.locator("[data-difference]")).to_have_text("-2.50")
+    fits(page, screens, f"health-metrics-{device}")
     page.context.close()

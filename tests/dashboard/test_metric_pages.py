@@ -18,7 +18,7 @@ from api.web.dashboard.forms import Form
 from api.web.dashboard.insights import health_view
 from api.web.dashboard.rollouts import plan_body
 from tests.dashboard.conftest import DashClient
-from tests.dashboard.test_rollouts import part
+from tests.dashboard.test_rollouts import COVERAGE_GAP, part, publish_health
 from tests.support.admin import Admin, Tenant
 
 FLAG = "checkout"
@@ -364,7 +364,7 @@ def test_each_metric_of_the_answer_reads_in_its_unit(services: Services, tenant:
         "-4.00 to -1.00",
     )
     assert revenue.decision_words == "Regression: treatment is worse (higher is better)."
-    assert revenue.reduction == "no pre-exposure data used"
+    assert revenue.reduction == "—"
     assert (gone.name, gone.control, gone.difference, gone.control_users) == (
         "deleted-since",
         "—",
@@ -391,3 +391,51 @@ def test_a_metric_withheld_at_100_percent_says_there_is_no_control_arm(
 def test_an_answer_without_metrics_shows_no_metric_row(services: Services) -> None:
     assert health_view(health_answer(), {})["metrics"] == []
     assert health_view(health_answer(metrics={}), {})["metrics"] == []
+
+
+METRIC_COMPARISONS = {
+    "metric:purchase": {
+        "treatment_users": 1200, "treatment_mean": 12.5, "control_users": 1180,
+        "control_mean": 10.25, "difference": 2.25, "ci_low": 0.75, "ci_high": 3.75,
+        "decision": "improvement", "variance_reduction": 0.31,
+    },
+    "metric:revenue": {
+        "treatment_users": 1200, "treatment_mean": 40.0, "control_users": 1180,
+        "control_mean": 42.5, "difference": -2.5, "ci_low": -4.0, "ci_high": -1.0,
+        "decision": "regression", "variance_reduction": 0.0,
+    },
+}  # fmt: skip
+"""Two metrics' ``health_comparisons`` rows, as ``pipelines/health.py`` writes them."""
+
+
+def test_the_health_view_shows_a_row_per_metric_from_the_warehouse(
+    person: DashClient, tenant: Tenant, services: Services
+) -> None:
+    put_metric(services, tenant, "purchase", MetricKind.CONVERSION, "Purchases")
+    put_metric(services, tenant, "revenue", MetricKind.SUM, "Revenue")
+    comparisons = {**COVERAGE_GAP["comparisons"], **METRIC_COMPARISONS}
+    publish_health(services.settings.warehouse_path, tenant.environment_id,
+                   [{**COVERAGE_GAP, "comparisons": comparisons}])  # fmt: skip
+    page = person.get(f"{flag_page(tenant)}/insights")
+    assert re.findall(r'data-metric-row="([\w-]+)"', page.text) == ["purchase", "revenue"]
+    assert part(page, 'data-metric-row="purchase"') == (
+        "Purchases 12.5 % 1,200 users 10.2 % 1,180 users +2.25 pp +0.75 pp to +3.75 pp"
+        " improvement Improvement: treatment is better (higher is better)."
+        " interval 31 % narrower from pre-exposure data"
+    )
+    assert part(page, 'data-metric-row="revenue"') == (
+        "Revenue 40.00 1,200 users 42.50 1,180 users -2.50 -4.00 to -1.00 regression"
+        " Regression: treatment is worse (higher is better)."
+        " interval no narrower: the pre-exposure data carried nothing"
+    )
+    assert "metric:" not in part(page, "data-metric-health")
+
+
+def test_a_health_answer_without_metrics_shows_no_metric_table(
+    person: DashClient, tenant: Tenant, services: Services
+) -> None:
+    put_metric(services, tenant, "purchase", MetricKind.CONVERSION, "Purchases")
+    publish_health(services.settings.warehouse_path, tenant.environment_id, [COVERAGE_GAP])
+    page = person.get(f"{flag_page(tenant)}/insights")
+    assert 'data-comparison="coverage"' in page.text
+    assert "data-metric-health" not in page.text and "data-metric-row" not in page.text

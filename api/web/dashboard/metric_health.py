@@ -56,9 +56,13 @@ def interval_words(ci: Sequence[float | None] | None, unit: str) -> str:
 
 
 def reduction_words(reduction: float | None) -> str:
-    """``interval 31 % narrower from pre-exposure data``; none when there was none to use."""
-    if reduction is None or reduction <= 0:
-        return "no pre-exposure data used"
+    """How much the pre-exposure data narrowed the interval (``varianceReduction``): ``interval
+    31 % narrower from pre-exposure data``; none when it carried nothing (0); a dash when the
+    comparison had no adjustment to make (withheld, or a conversion's proportions)."""
+    if reduction is None:
+        return MISSING
+    if round(reduction * 100) <= 0:
+        return "interval no narrower: the pre-exposure data carried nothing"
     return f"interval {reduction * 100:.0f} % narrower from pre-exposure data"
 
 
