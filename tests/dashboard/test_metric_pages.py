@@ -289,6 +289,27 @@ def test_a_rollout_guards_on_a_metric_by_its_name_and_tolerance(
     assert part(page, 'data-guardrail="metric:revenue"').startswith("Revenue 4 Not judged yet")
 
 
+def test_a_metric_guardrails_evidence_reads_in_the_metrics_unit(
+    person: DashClient, tenant: Tenant, services: Services
+) -> None:
+    put_metric(services, tenant, "errors", MetricKind.COUNT, "Client errors")
+    guardrail = metric_guardrail("errors")
+    plan = RolloutPlan((10.0, 25.0, 100.0), 10.0, (guardrail,), ((guardrail, 0.5),))
+    services.store.start_rollout(tenant.environment_id, FLAG, plan)
+    evidence = {
+        "tolerance": 0.5, "difference": 0.12, "ci": [None, 0.61], "status": "undecided",
+        "users": {"treatment": 1200, "control": 3600}, "usersNeeded": 900,
+    }  # fmt: skip
+    guard = {"step": 0, "percentage": 10.0, "confidence": {"rollback": 0.95, "safety": 0.95},
+             "guardrails": {guardrail: evidence}}  # fmt: skip
+    assert services.store.note_rollout(tenant.environment_id, FLAG, 0, guard, None)
+    row = part(person.get(f"{flag_page(tenant)}/insights"), 'data-guardrail="metric:errors"')
+    assert row == (
+        "Client errors 0.5 events Not yet shown +0.12 events up to +0.61 events (lower end not"
+        " bounded yet) 1,200 treatment, 3,600 control about 900 more users at 10 %"
+    )
+
+
 def test_a_count_metric_guardrail_needs_its_tolerance(
     person: DashClient, tenant: Tenant, services: Services
 ) -> None:
