@@ -22,13 +22,14 @@ from api.web.attributes import (
     check_attributes,
     check_attributes_by_user,
     check_users,
+    valid_names,
+    valid_names_by_user,
 )
 from api.web.auth import authenticate_api_key, authenticate_caller
 from api.web.errors import FRONT_FAILURE, BadRequest, Unauthorized
 from api.web.jsonio import (
     MALFORMED,
     decode_json_overflowing,
-    decode_typed,
     optional_str,
     read_body,
     require_list,
@@ -74,8 +75,18 @@ def validate_evaluate(body: object) -> tuple[str, str, str | None]:
 
 
 _EVALUATE_BODY = msgspec.json.Decoder(EvaluateBody)
-decode_evaluate = _EVALUATE_BODY.decode
-"""A valid EvaluateRequest body's fields; raises one of ``MALFORMED`` for any other body."""
+_BAD_NAME = "an attribute's name is not one"
+"""The ``ValidationError`` of a body whose only fault is a name (``validate_evaluate`` and
+``validate_bulk`` then name it)."""
+
+
+def decode_evaluate(raw: bytes) -> EvaluateBody:
+    """A valid EvaluateRequest body's fields; raises one of ``MALFORMED`` for any other body
+    (its attributes' names checked after the decoding: ``valid_names``)."""
+    body = _EVALUATE_BODY.decode(raw)
+    if body.attributes and not valid_names(body.attributes):
+        raise msgspec.ValidationError(_BAD_NAME)
+    return body
 
 
 class EvaluateResource:
@@ -137,7 +148,10 @@ class BulkEvaluateResource:
         started = time.perf_counter()
         key = authenticate_api_key(req, self._services.config)
         raw = await read_body(req, self._limit)
-        body = decode_typed(raw, _BULK_BODY, validate_bulk, decode_json_overflowing)
+        try:  # ``decode_typed``, with the names checked after the decoding
+            body = decode_bulk(raw)
+        except MALFORMED as exc:
+            raise typed_error(raw, exc, validate_bulk, decode_json_overflowing) from None
         distinct = dict.fromkeys(body.userIdentifiers)  # first appearance order
         if body.attributes:
             check_users(body.attributes, distinct)
@@ -181,6 +195,15 @@ def validate_bulk(body: object) -> None:
 
 
 _BULK_BODY = msgspec.json.Decoder(BulkEvaluateBody)
+
+
+def decode_bulk(raw: bytes) -> BulkEvaluateBody:
+    """A valid BulkEvaluateRequest body's fields (``decode_evaluate``'s counterpart, every
+    user's names checked at once: ``valid_names_by_user``)."""
+    body = _BULK_BODY.decode(raw)
+    if body.attributes and not valid_names_by_user(body.attributes):
+        raise msgspec.ValidationError(_BAD_NAME)
+    return body
 
 
 def distinct_user_identifiers(items: list[object]) -> list[str]:
