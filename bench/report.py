@@ -102,6 +102,23 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
         goals.append(_goal("time to signal, p95", signal["p95_s"], "<=", 60, "s",
                            f"feedback 204 to the health endpoint counting it; {signal['samples']} "
                            "feedbacks, flagsight serve + the Dagster daemon (sensor)"))  # fmt: skip
+    metric_signal = results.get("time_to_metric_signal")
+    if metric_signal:
+        goals.append(_goal("time to signal for a metric, p95", metric_signal["p95_s"], "<=", 60,
+                           "s", "a tracked event's 204 to the health endpoint's followed count "
+                           "metric counting it (the arms' mean x users), each after its user's "
+                           f"evaluation; {metric_signal['samples']} events, flagsight serve + the "
+                           "Dagster daemon (python -m bench.run --only signal-metrics)"))  # fmt: skip
+    metrics = results.get("pipeline_metrics")
+    if metrics:
+        goals.append(_goal(
+            f"incremental run with {metrics['incremental_events']:,} new tracked events and "
+            f"{metrics['metrics']} metrics", metrics["incremental"]["run_s"], "<=", 3, "s",
+            f"flagsight pipeline run, median of rounds, after a full run over "
+            f"{metrics['evaluations']:,} evaluations and {metrics['tracked']:,} tracked events; "
+            f"50 split flag environments follow every metric ({metrics['metric_users']:,} "
+            "metric_users rows) (python -m bench.run --only pipeline-metrics)",
+        ))  # fmt: skip
     pipeline = results.get("pipeline")
     if pipeline:
         n = pipeline["evaluations"] + pipeline["feedback"]
@@ -265,11 +282,13 @@ def render_markdown(report: dict[str, Any]) -> str:
             if name in r:
                 lines.append(f"- during {name}: peak RSS {r[name]['worker_rss_peak_mb']} MB, "
                              f"added {r[name]['worker_rss_added_mb']} MB.")  # fmt: skip
-    signal = r.get("time_to_signal")
-    if signal:
+    signals = [(f"{x['samples']} feedbacks", x) for x in [r.get("time_to_signal")] if x]
+    signals += [(f"{x['samples']} tracked events of a followed metric", x)
+                for x in [r.get("time_to_metric_signal")] if x]  # fmt: skip
+    if signals:
         lines += ["", "## Time to signal", "",
-                  "| feedbacks | p50 s | p95 s | max s |", "|---|---|---|---|",
-                  f"| {signal['samples']} | {signal['p50_s']} | {signal['p95_s']} | {signal['max_s']} |"]  # fmt: skip
+                  "| samples | p50 s | p95 s | max s |", "|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {what} | {x['p50_s']} | {x['p95_s']} | {x['max_s']} |" for what, x in signals]
     pipeline = r.get("pipeline")
     if pipeline:
         lines += ["", "## Pipeline", "",
@@ -294,6 +313,21 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"\nWriting the synthetic lake took {pipeline['lake_write_s']} s (not counted)."
         )
+    metrics = r.get("pipeline_metrics")
+    if metrics:
+        steps = ", ".join(f"{k} {v}" for k, v in metrics["incremental"]["slowest_steps_s"].items())
+        lines += ["", "## Pipeline with followed metrics", "",
+                  f"{metrics['metrics']} metrics of every kind, each followed by the "
+                  f"{metrics['follows'] // metrics['metrics']} split flag environments of a lake of "
+                  f"{metrics['evaluations']:,} evaluations, {metrics['feedback']:,} feedback and "
+                  f"{metrics['tracked']:,} tracked events ({metrics['metric_users']:,} "
+                  "`metric_users` rows; `bench/metric_world.py`).", "",
+                  "| run | events | run s | process s |", "|---|---|---|---|",
+                  f"| full | all | {metrics['full']['run_s']} | {metrics['full']['process_s']} |",
+                  f"| incremental (median; rounds {_rounds(metrics['incremental'])}) | "
+                  f"{metrics['incremental_events']:,} new tracked | "
+                  f"{metrics['incremental']['run_s']} | {metrics['incremental']['process_s']} |",
+                  "", f"The incremental run's slowest steps (median s): {steps}."]  # fmt: skip
     if report.get("noise"):
         lines += ["", "## Noise", "", report["noise"]]
     return "\n".join(lines) + "\n"

@@ -9,7 +9,9 @@ in a few minutes: ``single-attributes`` (single evaluate with 1 KB attributes ag
 of five conditions, in rounds with plain single evaluate and the tight reference, at 16
 connections), ``bulk-attributes`` (bulk of 10,000 users with attributes, after plain bulk of
 10,000) and ``local-attributes`` (the SDK's local evaluate with attributes, and without); and
-issue 42's ``track-bulk`` (``POST /v1/track`` bodies of 500 events, alone).
+issue 42's ``track-bulk`` (``POST /v1/track`` bodies of 500 events, alone), ``pipeline-metrics``
+(incremental runs over 100,000 new tracked events, 10 followed metrics) and ``signal-metrics``
+(time to signal for a followed metric).
 
 The report goes to ``bench/results/report.{md,json}`` (``bench/results/only/`` with ``--only``);
 a full run also rewrites ``docs/benchmarks.md`` with the same markdown.
@@ -41,10 +43,10 @@ from bench.http_scenarios import (
     scrape_totals,
 )
 from bench.local_scenarios import local_bench
-from bench.pipeline_scenarios import pipeline_bench
+from bench.pipeline_scenarios import metrics_bench, pipeline_bench
 from bench.report import write_report
 from bench.servers import REPO, FlagsightServer, ReferenceServer, Server, cluster_engines
-from bench.signal_scenario import time_to_signal
+from bench.signal_scenario import time_to_metric_signal, time_to_signal
 from bench.workload import prepare
 from bench.wrk import pinned_cpu
 
@@ -56,7 +58,11 @@ SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES, TRACK_BULK = (
     "local-attributes",
     "track-bulk",
 )
-ONLY = (SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES, TRACK_BULK)
+PIPELINE_METRICS, SIGNAL_METRICS = "pipeline-metrics", "signal-metrics"
+ONLY = (
+    SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, LOCAL_ATTRIBUTES, TRACK_BULK, PIPELINE_METRICS,
+    SIGNAL_METRICS,
+)  # fmt: skip
 """The scenarios ``--only`` runs alone (issues 41 and 42); a full run has them all."""
 HTTP_ONLY = {SINGLE_ATTRIBUTES, BULK_ATTRIBUTES, TRACK_BULK}
 """Those of them that need the HTTP servers."""
@@ -187,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--rounds must be at least 1")
         plan = Plan(plan.duration_s, args.rounds, plan.warmup_s)
     only = set(args.only or ())
+    metric_pipeline = PIPELINE_METRICS in only if only else not args.no_pipeline
+    metric_signal = SIGNAL_METRICS in only if only else not args.no_signal
     if only:  # issues 41's and 42's scenarios alone: nothing else, and no rewritten docs
         args.no_pipeline = args.no_signal = args.no_cluster = args.no_docs = True
         args.no_http = not only & HTTP_ONLY
@@ -219,6 +227,25 @@ def main(argv: list[str] | None = None) -> int:
                 samples=3 if args.smoke else 40,
                 interval_s=1.0 if args.smoke else 4.0,
                 log=log,
+            )
+        if metric_signal:
+            log("time to signal for a metric (flagsight serve + the Dagster daemon)")
+            results["time_to_metric_signal"] = time_to_metric_signal(
+                work_dir,
+                samples=3 if args.smoke else 40,
+                interval_s=1.0 if args.smoke else 4.0,
+                log=log,
+            )
+        if metric_pipeline:
+            log("pipeline with followed metrics")
+            results["pipeline_metrics"] = metrics_bench(
+                work_dir,
+                evaluations=20_000 if args.smoke else 1_000_000,
+                tracked=10_000 if args.smoke else 1_000_000,
+                files=2 if args.smoke else 8,
+                incremental=1_000 if args.smoke else 100_000,
+                log=log,
+                rounds=1 if args.smoke else 3,
             )
         if not args.no_pipeline:
             log("pipeline")
