@@ -1,6 +1,6 @@
 """``python -m bench.run --only``: issue 41's scenarios alone, each beside its plain
-counterpart (issue 42's ``track-bulk`` alone), with their goals and nothing else (no other scenario, no rewritten docs).
-Machinery, not figures."""
+counterpart (issue 42's ``track-bulk``, ``pipeline-metrics`` and ``signal-metrics`` alone), with
+their goals and nothing else (no other scenario, no rewritten docs). Machinery, not figures."""
 
 from __future__ import annotations
 
@@ -58,6 +58,26 @@ def test_tracked_events_in_bulk_run_alone(tmp_path: Path) -> None:
     assert set(results) == {"track_bulk_500"}
     assert results["track_bulk_500"]["events_per_s"] > 0  # wrk saw no refused body
     assert "tracked events ingest through /v1/track (2 workers)" in goals
+
+
+def test_the_pipeline_with_followed_metrics_runs_alone(tmp_path: Path) -> None:
+    assert main(["--smoke", "--only", "pipeline-metrics", "--out", str(tmp_path)]) == 0
+    results, goals = _report(tmp_path)
+    assert set(results) == {"pipeline_metrics"}
+    metrics = results["pipeline_metrics"]
+    assert metrics["incremental"]["run_s"] > 0
+    assert "metric_users" in metrics["incremental"]["slowest_steps_s"]  # the step ran
+    # every split flag environment's exposed users, once per metric
+    assert metrics["metric_users"] > 0 and metrics["metric_users"] % metrics["metrics"] == 0
+    assert "incremental run with 1,000 new tracked events and 10 metrics" in goals
+
+
+def test_time_to_signal_for_a_metric_runs_alone(tmp_path: Path) -> None:
+    assert main(["--smoke", "--only", "signal-metrics", "--out", str(tmp_path)]) == 0
+    results, goals = _report(tmp_path)
+    assert set(results) == {"time_to_metric_signal"}
+    assert results["time_to_metric_signal"]["samples"] == 3  # each tracked event was counted
+    assert "time to signal for a metric, p95" in goals
 
 
 def test_an_unknown_scenario_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

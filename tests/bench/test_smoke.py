@@ -32,6 +32,8 @@ def test_bench_smoke_writes_a_report_with_every_goal(tmp_path: Path) -> None:
     assert results["pipeline"]["incremental"]["run_s"] > 0
     assert results["pipeline"]["dagster_floor"]["run_s"] > 0  # the job with empty bodies
     assert results["time_to_signal"]["samples"] == 3 and results["time_to_signal"]["p95_s"] > 0
+    assert results["time_to_metric_signal"]["samples"] == 3  # a followed metric's events
+    assert results["pipeline_metrics"]["incremental"]["run_s"] > 0  # 10 followed metrics
     names = {goal["name"] for goal in report["goals"]}
     assert any(name.startswith("bulk 10,000") for name in names)
     assert any(name.startswith("bulk 10,000 users with attributes") for name in names)
