@@ -40,6 +40,7 @@ class Measure:
     (``pipelines.health.ArmFigures``) it counts: users with the outcome, among which users.
     ``quantile`` is a quantile comparison's level. ``tolerance`` is None where no unit-free
     default exists (a metric's own unit): a rollout guarding on it must name one.
+    ``guarded_by_default``: a rollout whose ``PUT`` names no guardrails watches it.
     """
 
     name: str
@@ -52,6 +53,7 @@ class Measure:
     events: str | None = None
     among: str | None = None
     quantile: float | None = None
+    guarded_by_default: bool = True
 
     @property
     def higher_is_worse(self) -> bool:
@@ -79,6 +81,9 @@ BUILT_IN: tuple[Measure, ...] = (
 is also a guardrail of the same name (contract section 10)."""
 
 BUILT_IN_NAMES: tuple[str, ...] = tuple(m.name for m in BUILT_IN)
+
+DEFAULT_GUARDRAILS: tuple[str, ...] = tuple(m.name for m in BUILT_IN if m.guarded_by_default)
+"""What a guarded rollout watches when its ``PUT`` names no guardrails (contract section 10)."""
 
 METRIC_PREFIX = "metric:"
 """A metric's comparison and guardrail: ``metric:<metricKey>`` (contract section 13)."""

@@ -30,6 +30,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from api.controlplane.catalogue import DEFAULT_GUARDRAILS
 from api.web.openapi.document import openapi_document
 from tests.admin.conftest import AdminClient
 
@@ -302,7 +303,8 @@ class Semantics:
 
     @staticmethod
     def rollout(body: dict[str, Any]) -> None:
-        """Steps rise to 100; tolerances only for the guardrails watched."""
+        """Steps rise to 100; tolerances only for the guardrails watched (the defaults when
+        none are named)."""
         steps = body.get("steps")
         numeric = (
             isinstance(steps, list)
@@ -315,7 +317,7 @@ class Semantics:
         if numeric and len(set(steps)) == len(steps):  # an item twice stays: a mutation
             rising = sorted(steps)
             body["steps"] = rising if rising[-1] == 100 else [*rising[:19], 100]
-        guardrails = body.get("guardrails")
+        guardrails = body.get("guardrails", list(DEFAULT_GUARDRAILS))  # none: the defaults
         tolerances = body.get("tolerances")
         if isinstance(guardrails, list) and isinstance(tolerances, dict):
             body["tolerances"] = {k: v for k, v in tolerances.items() if k in guardrails}

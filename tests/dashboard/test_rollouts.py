@@ -94,10 +94,14 @@ def editor(tenant: Tenant, flag: str = FLAG) -> str:
     return f"/dashboard/environments/{tenant.environment_id}/flags/{flag}"
 
 
+WATCHED = ("failureRate", "latencyP95Ms", "coverage")
+"""The guardrails ``guarded_rollout`` watches, those ``GUARD`` has evidence for."""
+
+
 def guarded_rollout(services: Services, tenant: Tenant, flag: str = FLAG) -> None:
     """A rollout at its second step (25 %) with the guardian's evidence and a wait noted."""
     store, env = services.store, tenant.environment_id
-    plan = RolloutPlan(DEFAULT_STEPS, 10.0, GUARDRAILS, (("latencyP95Ms", 50.0),))
+    plan = RolloutPlan(DEFAULT_STEPS, 10.0, WATCHED, (("latencyP95Ms", 50.0),))
     store.start_rollout(env, flag, plan)
     store.decide_rollout(env, flag, 0, RolloutAction.ADVANCED, "the first step shown safe", None)
     assert store.note_rollout(env, flag, 1, GUARD, WAITING)
@@ -190,7 +194,7 @@ def test_the_panel_shows_each_guardrails_tolerance_and_evidence_in_words(
     meta = part(page, "data-guard-meta")
     assert "at step 2 of 4 (25 %)" in meta
     assert "rolls back once shown at 98.33 % confidence" in meta and "at 95 %" in meta
-    rows = {g: part(page, f'data-guardrail="{g}"') for g in GUARDRAILS}
+    rows = {g: part(page, f'data-guardrail="{g}"') for g in WATCHED}
     assert rows["failureRate"] == (
         "Failure rate 1 pp Shown within tolerance +0.12 pp -0.41 pp to +0.85 pp"
         " 1,200 treatment, 3,600 control —"

@@ -45,6 +45,13 @@ def _as_before_the_upgrade(working: Path) -> None:
         con.execute("DROP TABLE flag_sdk_daily")  # made by 0009
         con.execute("DROP TABLE flag_lifecycle")  # made by 0009
         con.execute("DROP TABLE track_events")  # made by 0010
+        con.execute("DROP TABLE metric_users")  # made by 0011, with the two below
+        con.execute("DROP TABLE health_comparisons")
+        con.execute("ALTER TABLE arm_users DROP COLUMN first_evaluated_at")
+        for comparison in ("failure_rate", "latency_p95", "coverage"):  # dropped by 0011
+            for column, kind in (("difference", "DOUBLE"), ("ci_low", "DOUBLE"),
+                                 ("ci_high", "DOUBLE"), ("decision", "VARCHAR")):  # fmt: skip
+                con.execute(f"ALTER TABLE flag_health ADD COLUMN {comparison}_{column} {kind}")
         con.execute("DELETE FROM fold_state WHERE name = 'lifecycle_folded'")
         con.execute("DELETE FROM schema_migrations WHERE version >= 4")
     finally:

@@ -15,6 +15,7 @@ import pytest
 
 from pipelines.cli import run_pipeline_once
 from tests.support.admin import Admin, Tenant
+from warehouse import read
 
 FLAG = "new-checkout"
 USERS = 1_400
@@ -110,6 +111,19 @@ def test_per_arm_means_equal_an_independent_count_for_each_kind(
         assert metrics[key]["ci"][0] > 0
     assert metrics["refunds"]["decision"] == "regression"  # more of them, and lower is better
     assert metrics["orders"]["varianceReduction"] is not None
+
+    # For analysts: the events that count, each once, and a row per metric and exposed user.
+    con = read.connect_readonly(services.settings.warehouse_path)
+    try:
+        published = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE starts_with(user_identifier, 'ghost-')) "
+            "FROM track_events"
+        ).fetchone()
+        per_metric = con.execute("SELECT count(*) FROM metric_users").fetchone()[0]
+    finally:
+        con.close()
+    assert published == (len(events) - 50 + len(users[::3]), 0)  # pre-period ones too
+    assert per_metric == len(users) * len(follows["metrics"])
 
 
 def test_a_metric_guardrail_rolls_a_guarded_rollout_back(

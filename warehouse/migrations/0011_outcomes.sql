@@ -15,6 +15,7 @@ UPDATE arm_users SET first_evaluated_at = last_evaluated_at;
 --   pre_value    the same as value, over the 7 days before exposed_at
 CREATE TABLE metric_users (
     metric_key          VARCHAR     NOT NULL,
+    event_name          VARCHAR     NOT NULL,
     kind                VARCHAR     NOT NULL,
     better              VARCHAR     NOT NULL,
     organization_id     VARCHAR,
@@ -23,6 +24,7 @@ CREATE TABLE metric_users (
     rollout_percentage  DOUBLE      NOT NULL,
     arm                 VARCHAR     NOT NULL,
     user_identifier     VARCHAR     NOT NULL,
+    pre_starts_at       TIMESTAMPTZ NOT NULL,
     exposed_at          TIMESTAMPTZ NOT NULL,
     window_ends_at      TIMESTAMPTZ NOT NULL,
     events              BIGINT      NOT NULL,
@@ -61,7 +63,8 @@ INSERT INTO health_comparisons
 SELECT organization_id, environment_id, flag_key, c.name, rollout_percentage,
        coalesce(c.treatment_users, 0), c.treatment_mean, coalesce(c.control_users, 0),
        c.control_mean,
-       c.difference, c.ci_low, c.ci_high, confidence, c.decision, NULL, withheld_reason,
+       c.difference, c.ci_low, c.ci_high, coalesce(confidence, 0.95),
+       coalesce(c.decision, 'withheld'), NULL, withheld_reason,
        computed_at
 FROM flag_health,
      LATERAL (VALUES

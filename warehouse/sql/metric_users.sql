@@ -33,8 +33,9 @@ FROM metric_exposures AS e
 JOIN metric_follows AS f USING (environment_id, flag_key);
 
 CREATE OR REPLACE TEMP TABLE metric_sums AS
-SELECT w.metric_key, w.owner AS organization_id, w.environment_id, w.flag_key,
-       w.rollout_percentage, w.arm, w.user_identifier, w.exposed_at, w.window_ends_at,
+SELECT w.metric_key, w.event_name, w.owner AS organization_id, w.environment_id, w.flag_key,
+       w.rollout_percentage, w.arm, w.user_identifier, w.pre_starts_at, w.exposed_at,
+       w.window_ends_at,
        any_value(w.kind) AS kind, any_value(w.better) AS better,
        count(t.occurred_at) FILTER (WHERE t.occurred_at >= w.exposed_at) AS events,
        count(t.value) FILTER (WHERE t.occurred_at >= w.exposed_at) AS valued,
@@ -52,8 +53,8 @@ GROUP BY ALL;
 DELETE FROM metric_users;
 
 INSERT INTO metric_users
-SELECT metric_key, kind, better, organization_id, environment_id, flag_key, rollout_percentage, arm,
-       user_identifier, exposed_at, window_ends_at, events,
+SELECT metric_key, event_name, kind, better, organization_id, environment_id, flag_key,
+       rollout_percentage, arm, user_identifier, pre_starts_at, exposed_at, window_ends_at, events,
        metric_value(kind, events, total), metric_denominator(kind, valued),
        pre_events,
        metric_value(kind, pre_events, pre_total), metric_denominator(kind, pre_valued)

@@ -12,6 +12,7 @@ from flagsight_core.contract import KEY_SPEC
 from msgspec import Meta
 
 from api.controlplane import documents
+from api.controlplane.catalogue import DEFAULT_GUARDRAILS
 from api.controlplane.changes import (
     GUARDRAIL_UNITS,
     GUARDRAILS,
@@ -161,7 +162,7 @@ class RolloutPut(Body):
     guardrails: Annotated[
         tuple[Guardrail, ...],
         Meta(extra=words(every=GUARDRAIL_WORDS), extra_json_schema={"uniqueItems": True}),
-    ] = GUARDRAILS
+    ] = DEFAULT_GUARDRAILS
     tolerances: Tolerances = msgspec.field(default_factory=dict)
 
     checks = {"steps": _check_steps, "guardrails": _check_guardrails,

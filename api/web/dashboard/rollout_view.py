@@ -20,6 +20,7 @@ from typing import Any
 from flagsight_core import PercentageRule, Rule, first_split
 from flagsight_core.words import counted
 
+from api.controlplane.catalogue import DEFAULT_GUARDRAILS
 from api.controlplane.changes import (
     DEFAULT_METRIC_TOLERANCES,
     DEFAULT_TOLERANCES,
@@ -213,7 +214,7 @@ def default_rollout_form(choices: Sequence[GuardrailChoice] | None = None) -> di
     return {
         "steps": ", ".join(f"{step:g}" for step in DEFAULT_STEPS),
         "step_minutes": f"{DEFAULT_STEP_MINUTES:g}",
-        **{f"guardrail_{g}": "on" for g in GUARDRAILS},
+        **{f"guardrail_{g}": "on" for g in DEFAULT_GUARDRAILS},
         **{f"tolerance_{c.name}": f"{c.default:g}" for c in choices if c.default is not None},
     }
 
