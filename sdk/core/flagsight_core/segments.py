@@ -39,12 +39,12 @@ a user without attributes. ``segment_of`` makes the one or the other.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Container, Hashable, Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 import mmh3
 import numpy as np
 
-from flagsight_core.conditions import Condition, in_segment, value_key
+from flagsight_core.conditions import Condition, all_hold, all_hold_many
 from flagsight_core.context import NO_ATTRIBUTES, EvaluationContext, EvaluationContexts
 
 _EMPTY = 0
@@ -262,7 +262,7 @@ class DefinedSegment(SegmentMembership):
     attributes, ``includes`` and ``includes_many`` with theirs. Never raises for a string.
     """
 
-    __slots__ = ("conditions", "excluded", "listed")
+    __slots__ = ("_all_hold", "_hashed_alike", "conditions", "excluded", "listed")
 
     def __init__(
         self,
@@ -277,42 +277,56 @@ class DefinedSegment(SegmentMembership):
         """The members listed in ``excludedUserIdentifiers`` (salted as ``listed`` is)."""
         self.conditions = conditions
         """What a user neither listed nor excluded must satisfy, every one (never empty)."""
+        self._all_hold = all_hold(conditions)
+        self._hashed_alike = (
+            type(listed) is SegmentMembership and type(excluded) is SegmentMembership
+        )
+        """Whether both lists key a user by ``identifier_hash`` alone (not salted): a user's
+        hash then serves both."""
 
     def includes(self, ctx: EvaluationContext) -> bool:
-        """Whether the user of ``ctx`` is in the segment (its identifier and attributes)."""
+        """Whether the user of ``ctx`` is in the segment (its identifier and attributes):
+        ``conditions.in_segment``, in the order that asks the fewest tables. A user the
+        conditions take is in unless excluded and not listed; one they do not take is in
+        only when listed."""
         user = ctx.user
-        listed = user in self.listed
-        excluded = not listed and user in self.excluded
-        return in_segment(listed, excluded, self.conditions, ctx.attributes, user)
+        if not self._all_hold(ctx.attributes, user):
+            return user in self.listed
+        if not len(self.excluded) or user not in self.excluded:
+            return True
+        return user in self.listed
 
     def includes_many(self, contexts: EvaluationContexts) -> np.ndarray:
-        """``includes`` for each user, as a boolean array: both lists in one call each, the
-        conditions asked only of the users neither list decides."""
+        """``includes`` for each user, as a boolean array: the conditions a column at a time
+        (``conditions.all_hold_many``), then the exclusions asked of the users they take and
+        the listed members of the others, each identifier hashed once for both tables."""
         users = contexts.users
-        found = self.listed.contains_many(users)
-        rest = np.flatnonzero(~found)
-        if rest.size and len(self.excluded):
-            rest = rest[~self.excluded.contains_many([users[i] for i in rest.tolist()])]
-        attributes_of = contexts.attributes_of
-        # users share values (a country, a plan, a release): each condition decides each
-        # distinct value once per call
-        known: list[dict[Hashable, bool]] = [{} for _ in self.conditions]
-        for index in rest.tolist():
-            user = users[index]
-            attributes = attributes_of(user)
-            for condition, answers in zip(self.conditions, known, strict=True):
-                value = condition.value_of(attributes, user)
-                key = value_key(value)
-                held = None if key is None else answers.get(key)
-                if held is None:
-                    held = condition.holds_for(value)
-                    if key is not None:
-                        answers[key] = held
-                if not held:
-                    break
-            else:
-                found[index] = True
+        given = contexts.attributes
+        if given:
+            get = given.get
+            attributes = [get(user) or NO_ATTRIBUTES for user in users]
+        else:
+            attributes = [NO_ATTRIBUTES] * len(users)
+        found = all_hold_many(self.conditions, attributes, users)
+        keys = _hashes(users) if self._hashed_alike and len(users) else None
+        if len(self.excluded):
+            taken = np.flatnonzero(found)
+            if taken.size:
+                found[taken] = ~self._contains(self.excluded, users, keys, taken)
+        if len(self.listed):
+            others = np.flatnonzero(~found)
+            if others.size:
+                found[others] = self._contains(self.listed, users, keys, others)
         return found
+
+    @staticmethod
+    def _contains(
+        table: SegmentMembership, users: Sequence[str], keys: np.ndarray | None, at: np.ndarray
+    ) -> np.ndarray:
+        """Whether the users at ``at`` are in ``table``: by their hashes when given."""
+        if keys is not None:
+            return table._holds(keys[at])
+        return table.contains_many([users[i] for i in at.tolist()])
 
     def __contains__(self, identifier: object) -> bool:
         if not isinstance(identifier, str):

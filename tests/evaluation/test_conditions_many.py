@@ -1,0 +1,116 @@
+"""Conditions decided a column at a time (``Condition.holds_many``, ``all_hold_many``) and as
+one function per segment (``all_hold``) answer as each condition does for each user alone
+(``Condition.holds``, the golden cases' reading): for every operator, on columns of strings,
+of floats, of both, with missing attributes, arrays, booleans, integers and odd shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from flagsight_core.conditions import Condition, all_hold, all_hold_many
+from flagsight_core.contract import USER_IDENTIFIER_ATTRIBUTE
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.evaluation.test_conditions import HOLDS, condition_from_json, conditions, odd_shapes
+
+strings = st.sampled_from(
+    ["", "a", "b", "ab", "é", "1.0.0", "1.0.0-a", "2.0.0", "3.1.4", "2025-01-01T00:00:00Z",
+     "2025-06-01T00:00:00+02:00", "1", "true", "\ud800"]
+)  # fmt: skip
+floats = st.one_of(
+    st.integers(-3, 3).map(float),
+    st.sampled_from([0.5, -0.0, 1e9, 1.7e9, float("nan"), float("inf"), float("-inf")]),
+)
+values = st.one_of(
+    strings,
+    floats,
+    st.integers(-3, 3),
+    st.booleans(),
+    st.lists(strings, max_size=3),
+    st.lists(strings, max_size=3).map(tuple),
+    odd_shapes,
+)
+MISSING = object()
+"""A user whose attributes lack the condition's attribute."""
+
+
+def _attributes(value: object) -> dict[str, Any]:
+    return {} if value is MISSING else {"a": value}
+
+
+@given(conditions, st.lists(st.one_of(strings, st.just(MISSING)), max_size=30))
+def test_a_column_of_strings(condition: Condition, column: list[object]) -> None:
+    each = [condition.holds(_attributes(v), "u") for v in column]
+    rows = [_attributes(v) for v in column]
+    assert all_hold_many((condition,), rows, ["u"] * len(rows)).tolist() == each
+
+
+@given(conditions, st.lists(st.one_of(floats, st.just(MISSING)), max_size=30))
+def test_a_column_of_floats(condition: Condition, column: list[object]) -> None:
+    each = [condition.holds(_attributes(v), "u") for v in column]
+    rows = [_attributes(v) for v in column]
+    assert all_hold_many((condition,), rows, ["u"] * len(rows)).tolist() == each
+    found = [v for v in column if v is not MISSING]
+    assert condition.holds_many(found).tolist() == [condition.holds_for(v) for v in found]
+
+
+NON_FINITE = [float("inf"), float("-inf"), float("nan"), 2.0, -0.0]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"attribute": "a", "operator": operator, "values": values}
+        for operator in ("LESS_THAN", "LESS_OR_EQUAL", "GREATER_THAN", "GREATER_OR_EQUAL",
+                         "EQUALS", "BEFORE", "AFTER")
+        for values in ([0], [2], [-1e308, 1e308])
+    ]
+    + [{"attribute": "a", "operator": "EXISTS"}],
+)  # fmt: skip
+def test_a_non_finite_float_never_holds_in_a_column(raw: dict[str, Any]) -> None:
+    condition = condition_from_json(raw)
+    wanted = [condition.holds_for(v) for v in NON_FINITE]
+    assert wanted[:3] == [False] * 3
+    assert condition.holds_many(NON_FINITE).tolist() == wanted
+
+
+@given(conditions, st.lists(st.one_of(values, st.just(MISSING)), max_size=30))
+def test_a_column_of_anything(condition: Condition, column: list[object]) -> None:
+    each = [condition.holds(_attributes(v), "u") for v in column]
+    rows = [_attributes(v) for v in column]
+    assert all_hold_many((condition,), rows, ["u"] * len(rows)).tolist() == each
+    found = [v for v in column if v is not MISSING]
+    assert condition.holds_many(found).tolist() == [condition.holds_for(v) for v in found]
+
+
+@given(
+    st.lists(conditions, min_size=1, max_size=4),
+    st.lists(st.tuples(strings, st.dictionaries(st.just("a"), values)), max_size=20),
+)
+def test_several_conditions_many_users(
+    several: list[Condition], users: list[tuple[str, dict[str, Any]]]
+) -> None:
+    by_identifier = condition_from_json(
+        {"attribute": USER_IDENTIFIER_ATTRIBUTE, "operator": "IN", "values": ["a", "b", "é"]}
+    )
+    for chosen in (tuple(several), (*several, by_identifier), (by_identifier, *several)):
+        wanted = [all(c.holds(attrs, user) for c in chosen) for user, attrs in users]
+        hold = all_hold(chosen)
+        assert [hold(attrs, user) for user, attrs in users] == wanted
+        found = all_hold_many(chosen, [attrs for _, attrs in users], [u for u, _ in users])
+        assert isinstance(found, np.ndarray) and found.dtype == bool
+        assert found.tolist() == wanted
+
+
+@pytest.mark.parametrize("case", HOLDS, ids=[c["name"] for c in HOLDS])
+def test_golden_case_as_a_column(case: dict) -> None:
+    """Each case among others (a column of three users: the case's, and two without it)."""
+    condition = condition_from_json(case["condition"])
+    user = case["userIdentifier"]
+    rows = [{}, case["attributes"], {"other": 1}]
+    found = all_hold_many((condition,), rows, ["x", user, "y"])
+    assert found.tolist()[1] is case["holds"]
+    assert all_hold((condition,))(case["attributes"], user) is case["holds"]
