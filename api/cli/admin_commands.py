@@ -44,6 +44,7 @@ from api.cli.admin_client import (
     check_base_url,
     segment,
 )
+from api.controlplane.catalogue import BUILT_IN, DEFAULT_GUARDRAILS
 from api.controlplane.changes import GUARDRAIL_UNITS, step_of
 
 if TYPE_CHECKING:
@@ -104,6 +105,11 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         " long ago), with why",
     )
     _command(flags, "show", flags_show, "one flag and its rules", scoped, flag=True)
+    _command(
+        flags, "health", flags_health,
+        "its release health: each comparison of the arms, and each followed metric", scoped,
+        flag=True,
+    )  # fmt: skip
     _command(flags, "enable", flags_enable, "turn a flag on (its rules decide)", scoped, flag=True)
     _command(flags, "disable", flags_disable, "turn a flag off for everyone", scoped, flag=True)
     follows = _command(
@@ -137,7 +143,7 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--guardrails",
         type=_names,
         metavar="NAME,...",
-        help="what may roll it back (default failureRate,latencyP95Ms,coverage; a metric of the"
+        help=f"what may roll it back (default {','.join(DEFAULT_GUARDRAILS)}; a metric of the"
         " organization as metric:KEY)",
     )
     start.add_argument(
@@ -145,7 +151,7 @@ def add_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         type=_tolerances,
         metavar="NAME=VALUE,...",
         help="the largest regression accepted per guardrail, e.g. failureRate=0.5,"
-        "latencyP95Ms=80 (percentage points, milliseconds; default 1, 50, and 5 for coverage;"
+        f"latencyP95Ms=80 (defaults: {_default_tolerances()};"
         " a metric's in its unit: points for a conversion, default 1, required otherwise)",
     )
     shown, stopped = "the rollout's state, step and decisions", "stop it; the percentage stays"
@@ -457,6 +463,54 @@ def flags_show(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def flags_health(client: AdminClient, args: argparse.Namespace) -> int:
+    """The health answer in lines: the split and its sample ratio, one line per comparison of
+    the catalogue, then one per followed metric."""
+    environment = _environment(client, args)
+    health = client.get(_flag_path(environment, args.flag) + "/health")
+    if args.json:
+        return _print_json(health)
+    ratio = health["sampleRatio"]
+    split = "no split (no percentage rule)"
+    if health["percentage"] is not None:
+        split = f"{_percent(health['percentage'])} in treatment"
+        if ratio["observed"] is not None:
+            mismatch = ", MISMATCH: decisions withheld" if ratio["mismatch"] else ""
+            split += f"; observed {ratio['observed']:.4f} (p = {ratio['pValue']:.3g}){mismatch}"
+    fields = [("flag", args.flag), ("environment", str(environment)), ("split", split),
+              ("computed", health["computedAt"])]  # fmt: skip
+    for measure in BUILT_IN:
+        fields.append((measure.label, _compared(health[measure.name], measure.unit)))
+    for key, metric in health.get("metrics", {}).items():
+        arms = " vs ".join(
+            f"{arm} {_mean(metric[arm]['mean'])} ({metric[arm]['users']:,} users)"
+            for arm in ("treatment", "control")
+        )
+        narrower = metric.get("varianceReduction")
+        reduced = f"; interval {narrower:.0%} narrower from pre-exposure data" if narrower else ""
+        fields.append((f"metric:{key}", f"{arms}; {_compared(metric, '')}{reduced}"))
+    if health["withheldReason"]:
+        fields.append(("withheld", health["withheldReason"]))
+    print(_fields(fields))
+    return 0
+
+
+def _compared(comparison: dict[str, Any], unit: str) -> str:
+    """``+0.42 pp [-0.1, +0.9], inconclusive``: a comparison's difference, interval and
+    decision; the decision alone when withheld."""
+    if comparison["ci"] is None or comparison["difference"] is None:
+        return comparison["decision"]
+    low, high = comparison["ci"]
+    unit = f" {unit}" if unit else ""
+    return (
+        f"{comparison['difference']:+.4g}{unit} [{low:+.4g}, {high:+.4g}], {comparison['decision']}"
+    )
+
+
+def _mean(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
 def flags_enable(client: AdminClient, args: argparse.Namespace) -> int:
     return _set_enabled(client, args, True)
 
@@ -683,6 +737,12 @@ def _guardrail(rollout: dict[str, Any], name: str) -> str:
     """A guardrail with its tolerance (rollouts started before tolerances show none)."""
     tolerance = rollout.get("tolerances", {}).get(name)
     return name if tolerance is None else f"{name} (tolerance {tolerance:g} {_unit(name)})"
+
+
+def _default_tolerances() -> str:
+    """``failureRate 1 pp, ...``: each built-in guardrail's default tolerance, from the
+    catalogue."""
+    return ", ".join(f"{m.name} {m.tolerance:g} {m.unit}" for m in BUILT_IN if m.tolerance)
 
 
 def _unit(guardrail: str) -> str:

@@ -12,12 +12,15 @@ import sys
 import time
 from typing import Any
 
+import duckdb
 import pytest
 import requests
 
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.health_rows import insert_health
 from tests.support.server import REPO, GunicornServer
+from warehouse.migrations import migrate
 
 CHECKOUT_RULES = [
     {"type": "SEGMENT", "segment": "beta", "value": True},
@@ -361,3 +364,38 @@ def test_defaults_on_a_service_with_one_organization(server: GunicornServer) -> 
         "enabled",
     ]
     assert "disabled in production" in ok(flagsight("flags", "disable", "dark-mode", env=env))
+
+
+def test_flags_health_prints_each_comparison_of_the_catalogue_and_each_metric(
+    module_server: GunicornServer, where: list[str], tenant: Tenant
+) -> None:
+    warehouse = module_server.data_dir / "warehouse.duckdb"
+    scratch = warehouse.with_suffix(".cli.duckdb")
+    con = duckdb.connect(str(scratch))
+    try:
+        migrate(con)
+        arms = {f"{arm}_{figure}": 800 for arm in ("treatment", "control")
+                for figure in ("users", "users_with_feedback")}  # fmt: skip
+        row = {"organization_id": tenant.organization_id, "environment_id": tenant.environment_id,
+               "flag_key": "new-checkout", "rollout_percentage": 50.0, **arms,
+               "sample_ratio_expected": 0.5, "sample_ratio_observed": 0.5012,
+               "sample_ratio_p_value": 0.91, "sample_ratio_mismatch": False}  # fmt: skip
+        insert_health(con, row, {
+            "failureRate": {"difference": 0.2, "ci_low": -0.9, "ci_high": 1.3,
+                            "decision": "inconclusive"},
+            "metric:revenue": {"treatment_users": 800, "treatment_mean": 12.5,
+                               "control_users": 800, "control_mean": 11.0, "difference": 1.5,
+                               "ci_low": 0.4, "ci_high": 2.6, "decision": "improvement",
+                               "variance_reduction": 0.31},
+        })  # fmt: skip
+    finally:
+        con.close()
+    scratch.replace(warehouse)
+    shown = ok(flagsight("flags", "health", "new-checkout", *where))
+    assert "split           50% in treatment; observed 0.5012 (p = 0.91)" in shown
+    assert "Failure rate    +0.2 pp [-0.9, +1.3], inconclusive" in shown
+    assert "p95 latency     withheld" in shown and "Coverage        withheld" in shown
+    assert (
+        "metric:revenue  treatment 12.5 (800 users) vs control 11 (800 users);"
+        " +1.5 [+0.4, +2.6], improvement; interval 31% narrower from pre-exposure data"
+    ) in shown
