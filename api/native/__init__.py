@@ -15,12 +15,17 @@ reference decoder over random segments, torn and damaged ones among them.
 
 The Python path stays the reference and the fallback: it serves when the module is not built
 (no C compiler at install time), when ``FLAGSIGHT_NATIVE=0``, for any request the native
-call refuses (an identifier that is not valid UTF-8, such as a lone surrogate), for a request
-that carries attributes (contract 12; the C code reads none, so it hands them on), and for a
+call refuses (an identifier that is not valid UTF-8, such as a lone surrogate), and for a
 flag that uses a rule type ``fastpath.c`` does not implement: a rule type's ``native_kind``
 (``flagsight_core.rules``) is its number in ``Flag.plan``, and a flag with a rule whose type
 has none has no plan (``Flag.plan`` is None), so ``EvaluationServer.serve_one`` does not call
 the C code for it.
+
+The C code reads no attributes (contract 12): it asks each segment whether it holds the user's
+identifier, through the segment's ``__contains__`` unless the segment is a plain table. A
+request with attributes gives it the segments as that user sees them
+(``flagsight_core.segments.SegmentsFor``: a segment of conditions is decided in Python for
+the user's context when a rule reaches it), so the conditions stay written once, in the core.
 """
 
 from __future__ import annotations

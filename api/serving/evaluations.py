@@ -20,9 +20,11 @@ from flagsight_core import (
     decide,
     decide_one,
 )
+from flagsight_core.context import context_of
 from flagsight_core.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED, outside_split
 from flagsight_core.ids import bulk_ids
 from flagsight_core.model import Flag
+from flagsight_core.segments import SegmentsFor
 
 from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
@@ -117,8 +119,10 @@ class EvaluationServer:
         """``serve`` for one user (a single evaluate): its result code and evaluation id
         prefix, with the same metering, event and tallies, in fewer steps: one native call
         (``api.native``) decides, signs and encodes when the module is built and knows every
-        rule type of the flag (``Flag.plan`` is None otherwise) and the request carries no
-        attributes (the native code reads none: the Python path serves those)."""
+        rule type of the flag (``Flag.plan`` is None otherwise). The native code reads no
+        attributes: it asks each segment whether it holds the user's identifier, so with
+        attributes it is given the segments as this user sees them (``SegmentsFor``: a
+        segment of conditions decided, in Python, for the user's context)."""
         s = self._services
         now = s.clock()
         key = caller.key
@@ -135,12 +139,15 @@ class EvaluationServer:
             plan = _PLAN_LIMIT_PLAN
             s.metrics.plan_limit_refusals.inc(1)
         at_us = int(now * 1_000_000)
-        if fastpath is not None and plan is not None and not attributes:
+        if fastpath is not None and plan is not None:
+            segments = environment.segments
+            if attributes:  # the native code asks segments for identifiers: decide for this user
+                segments = SegmentsFor(segments, context_of(user, attributes, now))
             try:
                 code, rule, prefix, frame = fastpath.serve_one(
                     plan,
                     _NO_TABLE if flag is None else flag.code_table,
-                    environment.segments,
+                    segments,
                     flag_key,
                     user,
                     s.ids.signing_key,

@@ -358,7 +358,8 @@ def test_the_service_serves_them_with_the_request_attributes_and_its_clock(
     context_rules: None, services: Services, admin: Admin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``api.serving`` passes a request's attributes and its own clock to the rules; the
-    native path hands on every request with attributes (it reads none)."""
+    native path serves a flag it has a plan for with attributes or without (it reads none:
+    the segments it asks are decided for the user's context)."""
     from api.serving import evaluations
 
     tenant = admin.tenant()
@@ -391,7 +392,7 @@ def test_the_service_serves_them_with_the_request_attributes_and_its_clock(
                              attributes=attributes)
             for attributes in ({"plan": "pro"}, None, {})
         ]  # fmt: skip
-        assert spy.calls == 2  # handed on with attributes; native without (or with none)
+        assert spy.calls == 3  # native with attributes, without, or with none
         assert {RESULTS[code] for code, _prefix in plain} == {Result(True, "STATIC")}
 
 

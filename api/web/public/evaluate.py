@@ -120,8 +120,8 @@ class EvaluateResource:
         """Serve a valid request: the answer's body, and its ``RateLimit`` fields.
 
         The one place a single evaluate is served, whether Falcon routed the request here
-        or ``api.web.front`` answered it before Falcon. With attributes, the Python path
-        decides (``EvaluationServer.serve_one``: the native code reads none).
+        or ``api.web.front`` answered it before Falcon. With attributes too, the native path
+        decides when it knows the flag's rules (``EvaluationServer.serve_one``).
         """
         outcome, prefix = self._server.serve_one(
             caller,

@@ -71,6 +71,7 @@ from datetime import date
 from enum import StrEnum
 from fractions import Fraction
 from functools import lru_cache
+from math import isfinite
 from operator import methodcaller
 from typing import Any, NamedTuple
 
@@ -361,6 +362,14 @@ FloatsTest = Callable[[np.ndarray], np.ndarray]
 """An operator's positive comparison of many floats at once, as a boolean array."""
 
 
+def _never(item: object) -> bool:
+    return False
+
+
+def _always(item: object) -> bool:
+    return True
+
+
 class Tests(NamedTuple):
     """An operator's positive comparison, built once from a condition's operands: of any
     element, and of the elements most attributes are, strings and (for the numeric operators)
@@ -376,16 +385,10 @@ class Tests(NamedTuple):
     """Whether ``string`` is one C call (a set's ``__contains__``, a ``methodcaller``): asked
     of each value of a column, never of its distinct values first."""
     floats: FloatsTest | None = None
-    """Of finite and non-finite floats alike (a non-finite one never holds), when the
-    operator takes numbers."""
-
-
-def _never(item: object) -> bool:
-    return False
-
-
-def _always(item: object) -> bool:
-    return True
+    """Of many floats, finite or not (a non-finite one never holds), when the operator
+    takes numbers."""
+    number: Callable[[float], bool] = _never
+    """Of one float, finite or not (a non-finite one never holds)."""
 
 
 def _strings_only(string: StringTest, direct: bool = False) -> Tests:
@@ -409,7 +412,7 @@ def _equals(operands: tuple[ConditionValue, ...]) -> Tests:
     def floats(values: np.ndarray) -> np.ndarray:
         return np.isin(values, listed)  # a value equal to a (finite) operand is finite
 
-    return Tests(test, strings.__contains__, True, floats)
+    return Tests(test, strings.__contains__, True, floats, numbers.__contains__)
 
 
 def _one_of(operands: tuple[str, ...]) -> Tests:
@@ -454,8 +457,15 @@ def _numbers(compare: Callable[[Any, Any], Any], pick: Callable[..., float]) -> 
         def floats(values: np.ndarray) -> np.ndarray:
             return compare(values, bound) & np.isfinite(values)
 
+        def number(value: float) -> bool:
+            return compare(value, bound) and isfinite(value)
+
         return Tests(
-            lambda item: _is_number(item) and compare(float(item), bound), _never, True, floats
+            lambda item: _is_number(item) and compare(float(item), bound),
+            _never,
+            True,
+            floats,
+            number,
         )
 
     return build
@@ -500,7 +510,10 @@ def _instants(compare: Callable[[Any, Any], Any], pick: Callable[..., float]) ->
         def floats(values: np.ndarray) -> np.ndarray:
             return compare(values, bound) & np.isfinite(values)
 
-        return Tests(test, string, False, floats)
+        def number(value: float) -> bool:
+            return compare(value, bound) and isfinite(value)
+
+        return Tests(test, string, False, floats, number)
 
     return build
 
@@ -508,7 +521,7 @@ def _instants(compare: Callable[[Any, Any], Any], pick: Callable[..., float]) ->
 def _exists(operands: tuple[()]) -> Tests:
     """``EXISTS`` holds for any value of a shape the contract takes (``_decider``), an empty
     array too, which has no element to test."""
-    return Tests(_always, _always, True, lambda values: np.isfinite(values))
+    return Tests(_always, _always, True, lambda values: np.isfinite(values), isfinite)
 
 
 # --- the catalogue ------------------------------------------------------------------------------
@@ -630,6 +643,8 @@ class Condition:
     _tests: Tests = field(init=False, repr=False, compare=False)
     _string: StringTest = field(init=False, repr=False, compare=False)
     """Whether the condition holds for a string value (``holds_for`` of a ``str``)."""
+    _number: Callable[[float], bool] = field(init=False, repr=False, compare=False)
+    """Whether the condition holds for a float value (``holds_for`` of a ``float``)."""
 
     def __post_init__(self, where: str) -> None:
         if not isinstance(self.attribute, str) or not ATTRIBUTE_NAME_PATTERN.fullmatch(
@@ -645,6 +660,7 @@ class Condition:
         object.__setattr__(self, "_tests", tests)
         object.__setattr__(self, "_decide", _decider(comparison, tests.scalar))
         object.__setattr__(self, "_string", _string_decider(comparison, tests.string))
+        object.__setattr__(self, "_number", _never if comparison.negated else tests.number)
 
     def holds(self, attributes: Attributes, user_identifier: str) -> bool:
         """Whether the user's attributes satisfy this condition (contract 12's type rules, in
@@ -661,8 +677,11 @@ class Condition:
     def holds_for(self, value: object) -> bool:
         """Whether the condition holds for that value (``value_of``): the same value always
         gives the same answer, so many users' answers can be kept by value."""
-        if value.__class__ is str:
+        kind = value.__class__
+        if kind is str:
             return self._string(value)  # type: ignore[arg-type]
+        if kind is float:
+            return self._number(value)  # type: ignore[arg-type]
         items = _items(value)
         return items is not None and self._decide(items)
 
@@ -868,21 +887,27 @@ AllHold = Callable[[Attributes, str], bool]
 
 def all_hold(conditions: tuple[Condition, ...]) -> AllHold:
     """``all(c.holds(attributes, user) for c in conditions)`` as one function made once per
-    segment: each condition read as (attribute, its answer for a string, for anything else),
-    so that a string attribute (most are) costs a dict lookup and one call, often in C."""
+    segment: each condition read as (attribute, its answer for a string, for a float, for
+    anything else), so that a string or a float attribute (most are) costs a dict lookup and
+    one call, often in C."""
     plan = tuple(
         (
             None if c.attribute == USER_IDENTIFIER_ATTRIBUTE else c.attribute,
             c._string,
+            c._number,
             c.holds_for,
         )
         for c in conditions
     )
 
     def hold(attributes: Attributes, user_identifier: str) -> bool:
-        for name, string, other in plan:
+        for name, string, number, other in plan:
             value = user_identifier if name is None else attributes.get(name, _MISSING)
-            if not (string(value) if value.__class__ is str else other(value)):  # type: ignore[arg-type]
+            kind = value.__class__
+            if kind is str:
+                if not string(value):  # type: ignore[arg-type]
+                    return False
+            elif not (number(value) if kind is float else other(value)):  # type: ignore[arg-type]
                 return False
         return True
 
