@@ -159,6 +159,8 @@ def test_follows_of_a_missing_flag_or_environment_are_404(
     missing = f"/environments/{env['id']}/flags/missing"
     assert admin_api.put(f"{missing}/metrics", {"metrics": ["checkout"]}).status == 404
     assert admin_api.get(f"{missing}/followed-metrics").status == 404
+    not_a_key = f"/environments/{env['id']}/flags/a%20b/metrics"  # evaluated keys are any
+    assert admin_api.put(not_a_key, {"metrics": ["checkout"]}).status == 404
     nowhere = "/environments/env_0000000000000000/flags/missing"
     assert admin_api.put(f"{nowhere}/metrics", {"metrics": ["checkout"]}).status == 404
     assert admin_api.get(f"{nowhere}/followed-metrics").status == 404

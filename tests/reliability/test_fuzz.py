@@ -40,6 +40,9 @@ STATE_OR_ORDER_RULES = {
     "outcome the core can give, and its id one of a block granted to the key",
     ("POST", "/v1/local/quota/return"): "at most what the grant held, whose count is signed in "
     "its prefix",
+    ("PUT", "/admin/v1/environments/{envId}/flags/{flagKey}/metrics"): "a followed metric must "
+    "exist in the organization, and the run's own DELETE of the metric it is aimed at may come "
+    "first",
     ("POST", "/admin/v1/organizations/{orgId}/webhooks"): "the host must be one the HTTP client "
     "can use (labels of at most 63 characters, as it decodes and encodes them) and no private, "
     "loopback or reserved address (also spelled in IPv6, or percent-encoded): rules on what the "
@@ -57,7 +60,7 @@ other check (no 5xx, documented statuses and bodies, negative data refused) runs
 
 @dataclass(frozen=True)
 class World:
-    """A tenant with a flag, a segment and insights on, for the fuzzer to aim at."""
+    """A tenant with a flag, a segment, a metric and insights on, for the fuzzer to aim at."""
 
     api_key: str
     ids: dict[str, str]
@@ -71,6 +74,10 @@ def world(module_server: GunicornServer, module_server_admin: Admin) -> World:
     module_server_admin.flag(tenant.environment_id, "f", [{"type": "SEGMENT", "segment": "beta"}])
     spare = module_server_admin.request(
         "POST", f"/environments/{tenant.environment_id}/api-keys", {"name": "spare"}, expect=201
+    )
+    metric = {"name": "M", "event": "m", "kind": "conversion", "windowHours": 1, "better": "higher"}
+    module_server_admin.request(
+        "PUT", f"/organizations/{tenant.organization_id}/metrics/m", metric, expect=201
     )
     module_server.wait_config_everywhere()  # every worker serves the new keys and flags
     issued = requests.post(
@@ -86,6 +93,7 @@ def world(module_server: GunicornServer, module_server_admin: Admin) -> World:
         "segmentKey": "beta",
         "flagKey": "f",
         "key": "f",
+        "metricKey": "m",
     }
     return World(tenant.api_key, ids, issued)
 
@@ -124,8 +132,8 @@ def aim(case: Any, world: World) -> None:
 
 
 def aim_body(body: dict[str, Any], world: World) -> None:
-    """Evaluation ids this service issued, segments that exist, tracked events of the last 24
-    hours: the checks no schema states."""
+    """Evaluation ids this service issued, segments and metrics that exist, tracked events of
+    the last 24 hours: the checks no schema states."""
     if "evaluationId" in body:
         body["evaluationId"] = world.evaluation_id
     if isinstance(body.get("idPrefix"), str):  # a local grant's block: a bulk id's prefix
@@ -142,6 +150,8 @@ def aim_body(body: dict[str, Any], world: World) -> None:
     for rule in body.get("rules") or []:
         if isinstance(rule, dict) and (rule.get("type") == "SEGMENT" or "segment" in rule):
             rule["segment"] = world.ids["segmentKey"]  # a percentage's segment too
+    if isinstance(body.get("metrics"), list) and body["metrics"]:  # the metrics a flag follows
+        body["metrics"] = [world.ids["metricKey"]]
     if isinstance(body.get("flag"), dict):  # a schedule's flag: the same rules, one level down
         aim_body(body["flag"], world)
     users, attributes = body.get("userIdentifiers"), body.get("attributes")

@@ -159,7 +159,8 @@ class FlagMetricsResource(WarehouseFlagMetrics):
     async def on_put(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, env_id: str, flag_key: str
     ) -> None:
-        key_param(flag_key, "flagKey")
+        # the path's flagKey is any evaluated key (the GET's warehouse row): one that is no
+        # valid key names no flag, a 404 as for any flag that does not exist
         body = await self.body(req, FollowedMetrics)
         kept = await self.write(self.store.set_flag_metrics, env_id, flag_key, body.metrics)
         write_json(resp, FollowedMetrics(metrics=kept))
