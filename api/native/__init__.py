@@ -21,11 +21,10 @@ flag that uses a rule type ``fastpath.c`` does not implement: a rule type's ``na
 has none has no plan (``Flag.plan`` is None), so ``EvaluationServer.serve_one`` does not call
 the C code for it.
 
-The C code reads no attributes (contract 12): it asks each segment whether it holds the user's
-identifier, through the segment's ``__contains__`` unless the segment is a plain table. A
-request with attributes gives it the segments as that user sees them
-(``flagsight_core.segments.SegmentsFor``: a segment of conditions is decided in Python for
-the user's context when a rule reaches it), so the conditions stay written once, in the core.
+A segment of conditions (contract 12) is decided in C by its lists and the request's
+attributes (``serve_one``'s last argument), each condition by the core's own test of the
+attribute's value (``DefinedSegment.native_plan``, ``conditions.hold_plan``): the walk is C, the
+operators' meaning stays written once, in the core.
 """
 
 from __future__ import annotations
@@ -37,12 +36,13 @@ from types import ModuleType
 def _load() -> ModuleType | None:
     if os.environ.get("FLAGSIGHT_NATIVE", "1") == "0":
         return None
-    from flagsight_core.segments import SegmentMembership
+    from flagsight_core.segments import DefinedSegment, SegmentMembership
 
     try:
         from api.native import _fastpath
 
         _fastpath.register_membership(SegmentMembership)
+        _fastpath.register_defined_segment(DefinedSegment)
     except (ImportError, AttributeError):  # not built, or built from an older fastpath.c
         return None
     return _fastpath

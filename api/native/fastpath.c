@@ -26,9 +26,16 @@
  * libmsgpack-dev) would add a dependency and a write callback for 60 lines, and its choices
  * would still have to be checked against msgspec's.
  *
+ * Segments defined by conditions (contract 12) are decided here by their lists and the request's
+ * attributes, each condition by the Python core's own test of the attribute's value (one call
+ * each, as conditions.all_hold makes it): the walk is C, the operators' meaning stays in
+ * sdk/core/flagsight_core/conditions.py, and tests/native/test_condition_cases.py holds every
+ * golden case to the Python path's answer and frame.
+ *
  * Nothing here does I/O: the caller meters, writes the frame and answers. The only state is the
  * BLAKE2b state after the signing key's block, kept for the last key seen, and what import sets
- * up (crc tables, the membership type, the "_slots" name).
+ * up (crc tables, the membership and defined-segment types, the "_slots" and "native_plan"
+ * names).
  */
 #ifndef NDEBUG
 #error "build with -DNDEBUG (api/native/build.py does): CPython's header asserts abort"
@@ -172,6 +179,78 @@ static int probe_membership(PyObject *members, const char *utf8, Py_ssize_t len)
     }
     PyBuffer_Release(&view);
     Py_DECREF(slots);
+    return found;
+}
+
+/* -- segments defined by conditions (contract 12) ------------------------------------------ */
+
+/* DefinedSegment (registered at import): its ``native_plan`` is (listed, excluded, conditions),
+ * each condition (attribute name or None for the identifier, its test of a str value, of a
+ * float value, of any other value), the tests being the Python core's own (conditions.py
+ * ``hold_plan``): only the walk is here, so every operator's meaning stays written once. */
+static PyObject *defined_type = NULL;
+static PyObject *native_plan_name = NULL; /* "native_plan", interned at import */
+
+/* Whether a container holds the user: a SegmentMembership probed here, any other asked. */
+static int holds_user(PyObject *members, PyObject *user, const char *utf8, Py_ssize_t len) {
+    if (membership_type != NULL && Py_IS_TYPE(members, (PyTypeObject *)membership_type))
+        return probe_membership(members, utf8, len);
+    return PySequence_Contains(members, user);
+}
+
+/* Whether every condition holds for the user (conditions.all_hold): 1, 0, or -1 with an
+   exception set. ``attributes`` is a dict or None (none sent: every attribute is missing, and
+   a missing attribute never holds). */
+static int conditions_hold(PyObject *conditions, PyObject *attributes, PyObject *user) {
+    Py_ssize_t count = PyTuple_GET_SIZE(conditions);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *condition = PyTuple_GET_ITEM(conditions, i);
+        if (!PyTuple_Check(condition) || PyTuple_GET_SIZE(condition) != 4) {
+            PyErr_SetString(PyExc_ValueError, "a condition's plan is not a 4-tuple");
+            return -1;
+        }
+        PyObject *name = PyTuple_GET_ITEM(condition, 0), *value = user;
+        if (name != Py_None) {
+            if (attributes == Py_None) return 0;
+            value = PyDict_GetItemWithError(attributes, name); /* borrowed */
+            if (value == NULL) return PyErr_Occurred() ? -1 : 0;
+        }
+        PyObject *test = PyTuple_GET_ITEM(condition, PyUnicode_CheckExact(value) ? 1
+                                                     : PyFloat_CheckExact(value) ? 2 : 3);
+        Py_INCREF(value); /* the attributes are the caller's: held across the call */
+        PyObject *answer = PyObject_CallOneArg(test, value);
+        Py_DECREF(value);
+        if (answer == NULL) return -1;
+        int held = PyObject_IsTrue(answer);
+        Py_DECREF(answer);
+        if (held <= 0) return held;
+    }
+    return 1;
+}
+
+/* Whether a DefinedSegment includes the user (DefinedSegment.includes, in its order): the
+   conditions first; then a user they take is in unless excluded and not listed, and one they
+   do not take is in only when listed. 1, 0, or -1 with an exception set. */
+static int defined_includes(PyObject *segment, PyObject *attributes, PyObject *user,
+                            const char *utf8, Py_ssize_t len) {
+    PyObject *plan = PyObject_GetAttr(segment, native_plan_name);
+    if (plan == NULL) return -1;
+    int found = -1;
+    if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 3 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(plan, 2))) {
+        PyErr_SetString(PyExc_ValueError, "a segment's native_plan is not (listed, excluded, "
+                                          "conditions)");
+    } else {
+        PyObject *listed = PyTuple_GET_ITEM(plan, 0), *excluded = PyTuple_GET_ITEM(plan, 1);
+        int held = conditions_hold(PyTuple_GET_ITEM(plan, 2), attributes, user);
+        if (held > 0) {
+            int out = holds_user(excluded, user, utf8, len);
+            found = out < 0 ? -1 : out == 0 ? 1 : holds_user(listed, user, utf8, len);
+        } else if (held == 0) {
+            found = holds_user(listed, user, utf8, len);
+        }
+    }
+    Py_DECREF(plan);
     return found;
 }
 
@@ -327,8 +406,8 @@ static Py_ssize_t read_plan(PyObject *plan, Rule rules[MAX_RULES]) {
 /* The index of the first rule that matches, NO_RULE if none does; -1 with an exception set
    (one a segment container raised). */
 static int deciding_rule(const Rule *rules, Py_ssize_t count, PyObject *segments,
-                         const char *flag_key, Py_ssize_t flag_key_len, PyObject *user,
-                         const char *user_utf8, Py_ssize_t user_len) {
+                         PyObject *attributes, const char *flag_key, Py_ssize_t flag_key_len,
+                         PyObject *user, const char *user_utf8, Py_ssize_t user_len) {
     for (Py_ssize_t i = 0; i < count; i++) {
         const Rule *rule = &rules[i];
         if (rule->kind == RULE_STATIC) return (int)i;
@@ -339,9 +418,9 @@ static int deciding_rule(const Rule *rules, Py_ssize_t count, PyObject *segments
                 PyErr_Clear();
                 continue; /* an unknown segment has no members */
             }
-            int found = membership_type != NULL && Py_IS_TYPE(members, (PyTypeObject *)membership_type)
-                            ? probe_membership(members, user_utf8, user_len)
-                            : PySequence_Contains(members, user);
+            int found = defined_type != NULL && Py_IS_TYPE(members, (PyTypeObject *)defined_type)
+                            ? defined_includes(members, attributes, user, user_utf8, user_len)
+                            : holds_user(members, user, user_utf8, user_len);
             Py_DECREF(members);
             if (found < 0) return -1;
             if (found) return (int)i;
@@ -431,14 +510,15 @@ static int mac_of(PyObject *key, const uint8_t head[HEAD_SIZE], uint8_t mac[MAC_
 PyDoc_STRVAR(serve_one_doc,
 "serve_one(plan, code_table, segments, flag_key, user, signing_key, environment, nonces,\n"
 "          evaluated_at_us, organization_id, environment_id, sdk, api_key_id, source,\n"
-"          split_rule, split_percentage) -> (outcome, rule, prefix, frame)\n\n"
+"          split_rule, split_percentage[, attributes]) -> (outcome, rule, prefix, frame)\n\n"
 "plan: the flag's rules as a tuple of (kind, param), or an int result code when the flag's\n"
 "state or the plan decides. environment: the id's 8 environment bytes; nonces: the issuer's\n"
-"counter (one is taken). The frame is\n"
+"counter (one is taken). attributes: the user's, a dict, or None (none), which a segment of\n"
+"conditions (the registered DefinedSegment) is decided by. The frame is\n"
 "encode_frame(EVALUATION_BATCH_CODE, EvaluationBatch(...)) for this one user.\n\n"
 "TypeError when an argument is not of its type; ValueError, before the nonce is taken, for\n"
 "what this call does not serve (a malformed plan, an integer out of range, a string without\n"
-"UTF-8, an oversized frame): the Python path serves those.");
+"UTF-8, an oversized frame, attributes other than a dict): the Python path serves those.");
 
 /* An int argument's value: 0, or -1 with a ValueError naming it when it is past int64. */
 static int int64_of(PyObject *o, const char *name, long long *value) {
@@ -457,8 +537,13 @@ static int int64_of(PyObject *o, const char *name, long long *value) {
 #define NUMBER 9
 
 static PyObject *serve_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 16) {
-        PyErr_SetString(PyExc_TypeError, "serve_one takes 16 arguments");
+    if (nargs != 16 && nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "serve_one takes 16 or 17 arguments");
+        return NULL;
+    }
+    PyObject *attributes = nargs == 17 ? args[16] : Py_None;
+    if (attributes != Py_None && !PyDict_CheckExact(attributes)) {
+        PyErr_SetString(PyExc_ValueError, "serve_one: attributes other than a dict");
         return NULL;
     }
     PyObject *plan = args[0], *code_table = args[1], *segments = args[2], *flag_key = args[3],
@@ -526,7 +611,8 @@ static PyObject *serve_one(PyObject *module, PyObject *const *args, Py_ssize_t n
         Rule rules[MAX_RULES];
         Py_ssize_t count = read_plan(plan, rules);
         if (count < 0) return NULL;
-        rule = deciding_rule(rules, count, segments, key_utf8, key_len, user, user_utf8, user_len);
+        rule = deciding_rule(rules, count, segments, attributes, key_utf8, key_len, user,
+                             user_utf8, user_len);
         if (rule < 0) return NULL;
         outcome = (uint8_t)PyBytes_AS_STRING(code_table)[rule]; /* rule < MAX_RULES or NO_RULE */
     }
@@ -697,9 +783,24 @@ static PyObject *register_membership(PyObject *module, PyObject *cls) {
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(register_defined_segment_doc,
+"register_defined_segment(cls): decide instances of cls (DefinedSegment) by their\n"
+"``native_plan`` and the request's attributes.");
+
+static PyObject *register_defined_segment(PyObject *module, PyObject *cls) {
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "register_defined_segment takes a class");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XSETREF(defined_type, cls);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"identifier_hash", identifier_hash, METH_O, identifier_hash_doc},
     {"register_membership", register_membership, METH_O, register_membership_doc},
+    {"register_defined_segment", register_defined_segment, METH_O, register_defined_segment_doc},
     {"serve_one", (PyCFunction)(void (*)(void))serve_one, METH_FASTCALL, serve_one_doc},
     {"bucket", bucket, METH_O, bucket_doc},
     {"batch_bodies", (PyCFunction)(void (*)(void))batch_bodies, METH_FASTCALL, batch_bodies_doc},
@@ -718,6 +819,9 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     }
     crc_init();
     if (slots_name == NULL && (slots_name = PyUnicode_InternFromString("_slots")) == NULL)
+        return NULL;
+    if (native_plan_name == NULL &&
+        (native_plan_name = PyUnicode_InternFromString("native_plan")) == NULL)
         return NULL;
     return PyModule_Create(&module_def);
 }

@@ -20,11 +20,9 @@ from flagsight_core import (
     decide,
     decide_one,
 )
-from flagsight_core.context import context_of
 from flagsight_core.engine import BYTES, NOT_FOUND, PLAN_LIMIT_EXCEEDED, outside_split
 from flagsight_core.ids import bulk_ids
 from flagsight_core.model import Flag
-from flagsight_core.segments import SegmentsFor
 
 from api.controlplane.cache import Caller, EnvironmentConfig
 from api.controlplane.model import KeyContext
@@ -119,10 +117,9 @@ class EvaluationServer:
         """``serve`` for one user (a single evaluate): its result code and evaluation id
         prefix, with the same metering, event and tallies, in fewer steps: one native call
         (``api.native``) decides, signs and encodes when the module is built and knows every
-        rule type of the flag (``Flag.plan`` is None otherwise). The native code reads no
-        attributes: it asks each segment whether it holds the user's identifier, so with
-        attributes it is given the segments as this user sees them (``SegmentsFor``: a
-        segment of conditions decided, in Python, for the user's context)."""
+        rule type of the flag (``Flag.plan`` is None otherwise), with the request's attributes
+        or without (a segment of conditions is decided in C by the core's own tests: its
+        ``native_plan``)."""
         s = self._services
         now = s.clock()
         key = caller.key
@@ -140,14 +137,11 @@ class EvaluationServer:
             s.metrics.plan_limit_refusals.inc(1)
         at_us = int(now * 1_000_000)
         if fastpath is not None and plan is not None:
-            segments = environment.segments
-            if attributes:  # the native code asks segments for identifiers: decide for this user
-                segments = SegmentsFor(segments, context_of(user, attributes, now))
             try:
                 code, rule, prefix, frame = fastpath.serve_one(
                     plan,
                     _NO_TABLE if flag is None else flag.code_table,
-                    segments,
+                    environment.segments,
                     flag_key,
                     user,
                     s.ids.signing_key,
@@ -161,6 +155,7 @@ class EvaluationServer:
                     source,
                     -1 if flag is None else flag.split_rule,
                     None if flag is None else flag.split_percentage,
+                    attributes or None,
                 )
             except ValueError:  # UnicodeEncodeError among them: the Python path serves it
                 pass

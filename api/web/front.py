@@ -19,8 +19,8 @@ Falcon's error handlers answer, log and count it.
 A valid evaluate with ``attributes`` (contract 12) is the front's too: the body's one
 decoding (``decode_evaluate``) checks them against the contract's limits, so any wrong one
 makes the body not a valid EvaluateRequest and Falcon answers the 400 naming it; a valid one
-is served by the same ``EvaluateResource.answer`` (the native code decides, given the
-segments as the user sees them). A body without them decodes and is served as before.
+is served by the same ``EvaluateResource.answer`` (the native code decides with them). A
+body without them decodes and is served as before.
 
 What the front answers, it answers as the Falcon route would: the same serving
 (``EvaluateResource.answer``), the same body, the same header fields in the same order, the

@@ -4,9 +4,8 @@ a flag whose SEGMENT rule names a segment with the case's condition, asked for t
 The native path asks each segment whether it holds the user's identifier. Without attributes
 it asks a segment with conditions through its ``__contains__``: for every case it answers as the
 Python path does for the user without attributes, and for the cases that need none, what the
-case says. With attributes ``EvaluationServer.serve_one`` gives it the segments as the user sees
-them (``SegmentsFor``): for every case it answers what the case says, as the Python path does
-with the case's attributes, with the Python path's frame byte for byte."""
+case says. With the case's attributes (``serve_one``'s last argument) it answers what the case
+says, as the Python path does, with the Python path's frame byte for byte."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ import os
 import pytest
 from flagsight_core import RESULTS, Flag, SegmentRule, decide_one
 from flagsight_core.conditions import condition_from_json
-from flagsight_core.context import context_of
 from flagsight_core.ids import EvaluationIdIssuer, environment_id_to_bytes
-from flagsight_core.segments import SegmentMembership, SegmentsFor, segment_of
+from flagsight_core.segments import SegmentMembership, segment_of
 
 from api.eventlog.frames import EVALUATION_BATCH_CODE, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE, EvaluationBatch
@@ -59,11 +57,10 @@ def test_a_case_served_natively_with_its_attributes(case: dict) -> None:
     ids = EvaluationIdIssuer(os.urandom(32))
     for user in (case["userIdentifier"], "listed", "excluded"):
         attributes = case["attributes"]
-        seen = SegmentsFor(segments, context_of(user, attributes, 0.0))
         outcome, rule, prefix, frame = fastpath.serve_one(
-            FLAG.plan, FLAG.code_table, seen, FLAG.key, user, ids.signing_key,
+            FLAG.plan, FLAG.code_table, segments, FLAG.key, user, ids.signing_key,
             environment_id_to_bytes(ENVIRONMENT), ids.nonces, 7, "org", ENVIRONMENT, None,
-            "key", SOURCE_EVALUATE, FLAG.split_rule, FLAG.split_percentage,
+            "key", SOURCE_EVALUATE, FLAG.split_rule, FLAG.split_percentage, attributes,
         )  # fmt: skip
         expected = decide_one(FLAG, user, segments, attributes)
         assert (bytes([outcome]), bytes([rule])) == expected

@@ -14,11 +14,14 @@ import os
 import pickle
 import signal
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from flagsight_core import NO_RULE, NOT_EVALUATED, Flag, decide_one, rule_from_json
+from flagsight_core.conditions import conditions_from_json
 from flagsight_core.ids import EvaluationIdIssuer, environment_id_to_bytes
+from flagsight_core.segments import DefinedSegment, SegmentMembership, segment_of
 
 from api.eventlog.frames import EVALUATION_BATCH_CODE, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE, EvaluationBatch
@@ -258,3 +261,90 @@ def test_batch_bodies_reads_a_view_of_bytes() -> None:
     )
     assert outcome[0] == "returned", outcome
     assert len(outcome[1]) == 8
+
+
+def serve_with(attributes: object, **changed: object) -> tuple:
+    """``serve`` with the request's attributes as the last argument."""
+    values = arguments(**changed)
+
+    def call() -> object:
+        nonces = values["nonces"]
+        try:
+            return fastpath.serve_one(*values.values(), attributes)
+        except Exception as exc:
+            exc.add_note(f"nonce taken: {next(nonces) != FIRST_NONCE}")
+            raise
+
+    return in_child(call)
+
+
+def defined(plan: object = None) -> DefinedSegment:
+    """A segment of one condition (``plan IN [pro]``), its ``native_plan`` replaced."""
+    segment = segment_of(
+        SegmentMembership.build(["listed"]), SegmentMembership.build(["excluded"]),
+        conditions_from_json([{"attribute": "plan", "operator": "IN", "values": ["pro"]}]),
+    )  # fmt: skip
+    assert isinstance(segment, DefinedSegment)
+    if plan is not None:
+        segment.native_plan = plan  # type: ignore[assignment]
+    return segment
+
+
+@pytest.mark.parametrize(
+    "attributes", [MappingProxyType({"plan": "pro"}), [("plan", "pro")], "plan"], ids=repr
+)
+def test_attributes_other_than_a_dict_are_declined_before_a_nonce_is_taken(
+    attributes: object,
+) -> None:
+    outcome = serve_with(attributes, plan=((SEGMENT, "beta"),), segments={"beta": defined()})
+    assert_refused(outcome, ValueError)
+    assert outcome[3] == ["nonce taken: False"], outcome
+
+
+def _raises(value: object) -> bool:
+    raise RuntimeError("a test that raises")
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        ((), ValueError),
+        ((None, None, ()), TypeError),  # no tables: asked as containers, None is none
+        ("plan", ValueError),
+        ((SegmentMembership.build(()), SegmentMembership.build(()), [("plan",)]), ValueError),
+        ((SegmentMembership.build(()), SegmentMembership.build(()), (("plan",),)), ValueError),
+        (
+            (SegmentMembership.build(()), SegmentMembership.build(()),
+             (("plan", _raises, _raises, _raises),)),
+            RuntimeError,
+        ),
+    ],
+    ids=["empty", "no tables", "a str", "conditions a list", "a condition of one item",
+         "a test that raises"],
+)  # fmt: skip
+def test_a_malformed_native_plan_is_reported(plan: object, expected: type[Exception]) -> None:
+    outcome = serve_with(
+        {"plan": "pro"}, plan=((SEGMENT, "beta"),), segments={"beta": defined(plan)}
+    )
+    assert_refused(outcome, expected)
+    assert outcome[3] == ["nonce taken: False"], outcome
+
+
+@pytest.mark.parametrize(
+    ("user", "attributes", "member"),
+    [
+        ("u", {"plan": "pro"}, True),
+        ("u", {"plan": "free"}, False),
+        ("u", {}, False),
+        ("u", None, False),
+        ("listed", None, True),
+        ("excluded", {"plan": "pro"}, False),
+    ],
+)
+def test_a_defined_segment_is_decided_by_the_attributes(
+    user: str, attributes: dict[str, object] | None, member: bool
+) -> None:
+    outcome = serve_with(attributes, user=user, plan=((SEGMENT, "beta"),),
+                         segments={"beta": defined()})  # fmt: skip
+    assert outcome[0] == "returned", outcome
+    assert (outcome[1][1] == 0) is member

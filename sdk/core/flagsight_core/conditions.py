@@ -884,13 +884,17 @@ def in_segment(
 AllHold = Callable[[Attributes, str], bool]
 """Whether every condition of a segment holds for a user's attributes and identifier."""
 
+HoldPlan = tuple[
+    tuple[str | None, StringTest, Callable[[float], bool], Callable[[object], bool]], ...
+]
+"""A segment's conditions as ``all_hold`` walks them (and the native path, ``api.native``):
+for each, the attribute it reads (None: the user's identifier), its answer for a ``str``
+value, for a ``float`` value, and for any other value (a missing attribute never holds)."""
 
-def all_hold(conditions: tuple[Condition, ...]) -> AllHold:
-    """``all(c.holds(attributes, user) for c in conditions)`` as one function made once per
-    segment: each condition read as (attribute, its answer for a string, for a float, for
-    anything else), so that a string or a float attribute (most are) costs a dict lookup and
-    one call, often in C."""
-    plan = tuple(
+
+def hold_plan(conditions: tuple[Condition, ...]) -> HoldPlan:
+    """``conditions`` as ``HoldPlan``: each condition's own answers, made once."""
+    return tuple(
         (
             None if c.attribute == USER_IDENTIFIER_ATTRIBUTE else c.attribute,
             c._string,
@@ -899,6 +903,13 @@ def all_hold(conditions: tuple[Condition, ...]) -> AllHold:
         )
         for c in conditions
     )
+
+
+def all_hold(conditions: tuple[Condition, ...]) -> AllHold:
+    """``all(c.holds(attributes, user) for c in conditions)`` as one function made once per
+    segment, walking ``hold_plan``: a string or a float attribute (most are) costs a dict
+    lookup and one call, often in C."""
+    plan = hold_plan(conditions)
 
     def hold(attributes: Attributes, user_identifier: str) -> bool:
         for name, string, number, other in plan:

@@ -39,12 +39,12 @@ a user without attributes. ``segment_of`` makes the one or the other.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 import mmh3
 import numpy as np
 
-from flagsight_core.conditions import Condition, all_hold, all_hold_many
+from flagsight_core.conditions import Condition, all_hold, all_hold_many, hold_plan
 from flagsight_core.context import NO_ATTRIBUTES, EvaluationContext, EvaluationContexts
 
 _EMPTY = 0
@@ -262,7 +262,7 @@ class DefinedSegment(SegmentMembership):
     attributes, ``includes`` and ``includes_many`` with theirs. Never raises for a string.
     """
 
-    __slots__ = ("_all_hold", "_hashed_alike", "conditions", "excluded", "listed")
+    __slots__ = ("_all_hold", "_hashed_alike", "conditions", "excluded", "listed", "native_plan")
 
     def __init__(
         self,
@@ -278,6 +278,9 @@ class DefinedSegment(SegmentMembership):
         self.conditions = conditions
         """What a user neither listed nor excluded must satisfy, every one (never empty)."""
         self._all_hold = all_hold(conditions)
+        self.native_plan = (listed, excluded, hold_plan(conditions))
+        """What the native path (``api.native``) decides the segment by, as ``includes``
+        does: the two lists and the conditions' ``hold_plan``."""
         self._hashed_alike = (
             type(listed) is SegmentMembership and type(excluded) is SegmentMembership
         )
@@ -388,29 +391,3 @@ def members_of(members: Container[str], contexts: EvaluationContexts) -> np.ndar
     if contains_many is not None:
         return contains_many(users)
     return np.fromiter((user in members for user in users), dtype=bool, count=len(users))
-
-
-class SegmentsFor(dict):  # type: ignore[type-arg]
-    """An environment's segments as one user's evaluation sees them: a segment of conditions
-    is the user alone when it includes the user (``DefinedSegment.includes``), no one when it
-    does not; any other segment is itself. Each is decided when first asked for, as a rule
-    reaches it (a ``dict`` with ``__missing__``, so that a caller in C, the native path, asks
-    it as it asks any mapping); an unknown key raises ``KeyError``, as the segments do.
-
-    So a caller that decides by identifiers alone (``identifier in segment``) decides by the
-    user's whole context: made per request, with the context it is for."""
-
-    __slots__ = ("_ctx", "_segments")
-
-    def __init__(self, segments: Mapping[str, Container[str]], ctx: EvaluationContext):
-        # empty as ``dict.__new__`` made it: ``dict.__init__`` would only add a call
-        self._segments = segments
-        self._ctx = ctx
-
-    def __missing__(self, key: str) -> Container[str]:
-        members = self._segments[key]
-        if type(members) is DefinedSegment:
-            ctx = self._ctx
-            members = (ctx.user,) if members.includes(ctx) else ()
-        self[key] = members
-        return members
