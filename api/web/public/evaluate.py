@@ -22,6 +22,7 @@ from api.web.attributes import (
     check_attributes,
     check_attributes_by_user,
     check_users,
+    known_names,
     valid_names,
     valid_names_by_user,
 )
@@ -84,7 +85,8 @@ def decode_evaluate(raw: bytes) -> EvaluateBody:
     """A valid EvaluateRequest body's fields; raises one of ``MALFORMED`` for any other body
     (its attributes' names checked after the decoding: ``valid_names``)."""
     body = _EVALUATE_BODY.decode(raw)
-    if body.attributes and not valid_names(body.attributes):
+    names = body.attributes
+    if names and not known_names(names) and not valid_names(names):
         raise msgspec.ValidationError(_BAD_NAME)
     return body
 
