@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import duckdb
 
 from api.eventlog.schema import EVALUATION, FEEDBACK
+from pipelines.watermarks import latest_batch, set_watermark, watermark
 from warehouse.sql import run_script, transaction
 
 _EVALUATIONS_FOLDED = "evaluations_folded"
@@ -38,9 +39,9 @@ def fold_new_events(
     afresh from its start (``warehouse/sql/arm_epochs.sql``)."""
     with transaction(con):
         _start_epochs(con, rollouts)
-        eval_lo, fb_lo = _watermark(con, _EVALUATIONS_FOLDED), _watermark(con, _FEEDBACK_FOLDED)
-        eval_hi = max(eval_lo, _latest_batch(con, EVALUATION))
-        fb_hi = max(fb_lo, _latest_batch(con, FEEDBACK))
+        eval_lo, fb_lo = watermark(con, _EVALUATIONS_FOLDED), watermark(con, _FEEDBACK_FOLDED)
+        eval_hi = max(eval_lo, latest_batch(con, EVALUATION))
+        fb_hi = max(fb_lo, latest_batch(con, FEEDBACK))
         run_script(
             con,
             "attribute_feedback",
@@ -48,8 +49,8 @@ def fold_new_events(
         )
         winners = con.execute("SELECT count(*) FROM fb_winners").fetchone()[0]
         found = con.execute("SELECT count(*) FROM fb_found").fetchone()[0]
-        _set_watermark(con, _EVALUATIONS_FOLDED, eval_hi)
-        _set_watermark(con, _FEEDBACK_FOLDED, fb_hi)
+        set_watermark(con, _EVALUATIONS_FOLDED, eval_hi)
+        set_watermark(con, _FEEDBACK_FOLDED, fb_hi)
         pending, total = (
             _pending(con),
             con.execute("SELECT count(*) FROM feedback_latest").fetchone()[0],
@@ -69,25 +70,6 @@ def _start_epochs(con: duckdb.DuckDBPyConnection, rollouts: Sequence[RolloutStar
     if rollouts:
         con.executemany("INSERT INTO rollout_starts VALUES (?, ?, ?, ?)", list(rollouts))
     run_script(con, "arm_epochs")
-
-
-def _watermark(con: duckdb.DuckDBPyConnection, name: str) -> int:
-    row = con.execute("SELECT value FROM fold_state WHERE name = ?", [name]).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _set_watermark(con: duckdb.DuckDBPyConnection, name: str, value: int) -> None:
-    con.execute(
-        "INSERT INTO fold_state VALUES (?, ?) ON CONFLICT DO UPDATE SET value = excluded.value",
-        [name, value],
-    )
-
-
-def _latest_batch(con: duckdb.DuckDBPyConnection, event_type: str) -> int:
-    row = con.execute(
-        "SELECT max(load_batch) FROM load_batches WHERE event_type = ?", [event_type]
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
 
 
 def _pending(con: duckdb.DuckDBPyConnection) -> int:

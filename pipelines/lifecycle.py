@@ -15,6 +15,7 @@ import duckdb
 from api.controlplane.changes import AuditRecord, Rollout, RolloutAction, RolloutState
 from api.controlplane.store import ControlPlaneStore
 from api.eventlog.schema import EVALUATION
+from pipelines.watermarks import latest_batch, set_watermark, watermark
 from warehouse.lifecycle import (
     R_ONE_VALUE,
     R_ROLLOUT_COMPLETED,
@@ -181,10 +182,10 @@ def compute_lifecycle(
     """Fold the new evaluations into ``flag_sdk_daily``, read every flag's evidence in one
     query, decide each stage and replace ``flag_lifecycle``'s rows, in one transaction."""
     with transaction(con):
-        lo = _watermark(con)
-        hi = max(lo, _latest_batch(con))
+        lo = watermark(con, _FOLDED)
+        hi = max(lo, latest_batch(con, EVALUATION))
         run_script(con, "flag_sdk_daily", {"lo": lo, "hi": hi})
-        _set_watermark(con, hi)
+        set_watermark(con, _FOLDED, hi)
         by_key = {(f.environment_id, f.flag_key): f for f in flags}
         con.execute(
             "CREATE OR REPLACE TEMP TABLE lifecycle_flags AS SELECT "
@@ -281,22 +282,3 @@ def _replace_rows(con: duckdb.DuckDBPyConnection, rows: list[dict], now: float) 
         f"to_timestamp($now) FROM (SELECT {unnested})",
         {**columns, "now": now},
     )
-
-
-def _watermark(con: duckdb.DuckDBPyConnection) -> int:
-    row = con.execute("SELECT value FROM fold_state WHERE name = ?", [_FOLDED]).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _set_watermark(con: duckdb.DuckDBPyConnection, value: int) -> None:
-    con.execute(
-        "INSERT INTO fold_state VALUES (?, ?) ON CONFLICT DO UPDATE SET value = excluded.value",
-        [_FOLDED, value],
-    )
-
-
-def _latest_batch(con: duckdb.DuckDBPyConnection) -> int:
-    row = con.execute(
-        "SELECT max(load_batch) FROM load_batches WHERE event_type = ?", [EVALUATION]
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0

@@ -2,10 +2,11 @@
 (``metric_users``) and its comparison between the arms of the flag's current split, one
 ``health_comparisons`` row per flag environment and metric.
 
-``metric_users`` is recomputed whole for the followed flag environments at each run: a user's
-window may close or its pre-period fill long after its last evaluation, so no event marks the
-rows a new batch changes; the join is bounded by the arms' users since their epoch and by the
-track events of their windows. The comparisons read per-arm moments (one SQL aggregate per
+``metric_users`` is kept up to date rather than recomputed: a row's value moves only when its
+user's exposure changes (the fold marks it), when its user has a new tracked event of the
+metric's event (a watermark over the loads of tracked events), or when its follow is new or
+its metric changed; an event outside a window never counts in it, so a window closing moves
+nothing (``warehouse/sql/metric_users.sql``). The comparisons read per-arm moments (one SQL aggregate per
 arm, ``MOMENT_COLUMNS``) into the pure statistics: conversion through the proportion sequence
 of failure rate and coverage, count and sum as means, mean as a ratio of per-user sums.
 """
@@ -20,12 +21,17 @@ from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT
 
 from api.controlplane.catalogue import METRIC_PREFIX, metric_name
 from api.controlplane.model import Better, MetricFollow, MetricKind
+from api.eventlog.schema import TRACK
+from pipelines.watermarks import latest_batch, set_watermark, watermark
 from warehouse.sql import run_script, transaction
 from warehouse.statistics import CONFIDENCE, Decision, WithheldReason, compare_proportions
 from warehouse.statistics.means import MOMENT_COLUMNS, MeanMoments, compare_means
 
 PRE_PERIOD_DAYS = 7
 """The pre-exposure window of the regression adjustment (contract section 13)."""
+
+METRICS_FOLDED = "metrics_folded"
+"""``fold_state``'s watermark: the last load batch of tracked events ``metric_users`` read."""
 
 
 class MetricResult(NamedTuple):
@@ -61,14 +67,18 @@ def load_follows(con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFollow]
 
 
 def compute_metrics(con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFollow]) -> int:
-    """Recompute ``metric_users`` and the metrics' rows of ``health_comparisons`` (a metric no
-    longer followed loses its row); returns the number of comparisons. One transaction."""
+    """Bring ``metric_users`` up to date (only the rows the tracked events loaded since the
+    last run, the users whose exposure changed and the follows that changed can move) and
+    replace the metrics' rows of ``health_comparisons`` (a metric no longer followed loses its
+    row); returns the number of comparisons. One transaction: a failed run leaves the marks
+    and the watermark for the next one."""
     with transaction(con):
         load_follows(con, follows)
-        if follows:
-            run_script(con, "metric_users", {"pre_days": PRE_PERIOD_DAYS})
-        else:  # nothing followed: nothing to join the tracked events with
-            con.execute("DELETE FROM metric_users")
+        lo = watermark(con, METRICS_FOLDED)
+        hi = max(lo, latest_batch(con, TRACK))
+        params = {"pre_days": PRE_PERIOD_DAYS, "track_lo": lo, "track_hi": hi}
+        run_script(con, "metric_users", params)
+        set_watermark(con, METRICS_FOLDED, hi)
         rows = _comparison_rows(con)
         con.execute(
             f"DELETE FROM health_comparisons WHERE starts_with(comparison, '{METRIC_PREFIX}')"
@@ -161,28 +171,33 @@ def _mean(arm: MeanMoments, kind: MetricKind) -> float | None:
 
 
 def _current_splits(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], float]:
-    """Each followed flag environment's current split: the percentage of its latest evaluation
-    in an arm, as release health reads it."""
+    """Each followed flag environment's current split (the percentage of its latest
+    evaluation in an arm, as release health reads it), also as the temp table
+    ``metric_splits``."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE metric_splits AS "
+        "SELECT u.environment_id, u.flag_key, "
+        "arg_max(u.rollout_percentage, u.last_evaluated_at) AS rollout_percentage "
+        "FROM arm_users AS u SEMI JOIN metric_follows AS f USING (environment_id, flag_key) "
+        "GROUP BY ALL"
+    )
     return {
         (env, flag): percentage
-        for env, flag, percentage in con.execute(
-            "SELECT u.environment_id, u.flag_key, "
-            "arg_max(u.rollout_percentage, u.last_evaluated_at) FROM arm_users AS u "
-            "SEMI JOIN metric_follows AS f USING (environment_id, flag_key) GROUP BY ALL"
-        ).fetchall()
+        for env, flag, percentage in con.execute("SELECT * FROM metric_splits").fetchall()
     }
 
 
 def _arm_moments(
     con: duckdb.DuckDBPyConnection,
 ) -> dict[tuple[str, str, str, float, str], MeanMoments]:
-    """Every arm's moments of every followed metric, at every split."""
+    """Every followed metric's moments in the arms of its flag environment's current split."""
     return {
         (metric, env, flag, percentage, arm): MeanMoments(*values)
         for metric, env, flag, percentage, arm, *values in con.execute(
             "SELECT metric_key, environment_id, flag_key, rollout_percentage, arm, "
             f"{', '.join(MOMENT_COLUMNS)} FROM ("
             " SELECT *, value AS y, denominator AS d, pre_value AS x FROM metric_users"
+            " SEMI JOIN metric_splits USING (environment_id, flag_key, rollout_percentage)"
             ") GROUP BY ALL"
         ).fetchall()
     }

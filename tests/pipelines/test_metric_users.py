@@ -56,7 +56,7 @@ def _expose_many(con, users: list[tuple[str, str, datetime, float]]) -> None:
         "latency_sum, latency_count, last_evaluated_at, first_evaluated_at) "
         "SELECT ?, ?, percentage, arm, user_identifier, ?, 1, 0, 0, 0, 0, seen, seen FROM exposed",
         [ENV, FLAG, ORG],
-    )
+    ).fetchall()
     con.unregister("exposed")
 
 
@@ -65,9 +65,10 @@ def _track(con, user: str, at: datetime, value: float | None, event: str = "purc
 
 
 def _track_many(
-    con, events: list[tuple[str, datetime, float | None]], event: str = "purchase"
+    con, events: list[tuple[str, datetime, float | None]], event: str = "purchase", batch: int = 1
 ) -> None:
-    """``track_events`` rows as ``raw_track_events`` loads them: (user, occurred at, value)."""
+    """``track_events`` rows as ``raw_track_events`` loads them, in load batch ``batch``
+    (recorded in ``load_batches`` as a load of tracked events): (user, occurred at, value)."""
     rows = pa.table({
         "user_identifier": [u for u, _, _ in events],
         "occurred": pa.array([t for _, t, _ in events], pa.timestamp("us", tz="UTC")),
@@ -77,11 +78,16 @@ def _track_many(
     con.execute(
         "INSERT INTO track_events (organization_id, environment_id, event_name, "
         "user_identifier, value, occurred_at, received_at, source, api_key_id, schema_version, "
-        "load_batch) SELECT ?, ?, ?, user_identifier, value, occurred, occurred, 'http', 'key', 2, 1 "
+        "load_batch) SELECT ?, ?, ?, user_identifier, value, occurred, occurred, 'http', 'key', 2, ? "
         "FROM tracked",
-        [ORG, ENV, event],
+        [ORG, ENV, event, batch],
     )
     con.unregister("tracked")
+    con.execute(
+        "INSERT INTO load_batches SELECT ?, 'track', 1, ?, ?, 0, now(), 'test' "
+        "WHERE NOT EXISTS (SELECT 1 FROM load_batches WHERE load_batch = ?)",
+        [batch, len(events), len(events), batch],
+    ).fetchall()
 
 
 def _rows(con, metric: str) -> dict[str, tuple]:
@@ -199,3 +205,82 @@ def test_a_metric_no_longer_followed_loses_its_rows(con) -> None:
     compute_metrics(con, [])
     assert health_comparisons(con, ENV, FLAG) == []
     assert con.execute("SELECT count(*) FROM metric_users").fetchone() == (0,)
+
+
+def _all_rows(con) -> list[tuple]:
+    return con.execute(
+        "SELECT * EXCLUDE (organization_id) FROM metric_users ORDER BY ALL"
+    ).fetchall()
+
+
+def test_kept_up_to_date_it_equals_a_computation_afresh(con, tmp_path) -> None:
+    """Rounds of new exposures (some earlier than a user's first), new tracked events, a follow
+    added, a metric's window changed and a follow dropped; after each, the rows kept up to date
+    equal those a fresh database computes from the same arms and events."""
+    rng = random.Random(11)
+    orders, revenue = _metric("orders", MetricKind.COUNT), _metric("revenue", MetricKind.SUM)
+    follows = _follows(orders)
+    for round_number in range(1, 6):
+        exposed = [
+            (f"u{rng.randrange(60)}", rng.choice(["treatment", "control"]),
+             EXPOSED + timedelta(hours=rng.uniform(-30, 30)), rng.choice([10.0, 50.0]))
+            for _ in range(25)
+        ]  # fmt: skip
+        for user, arm, at, percentage in exposed:  # as the fold keeps them, marked dirty
+            _fold_exposure(con, user, arm, at, percentage)
+        _track_many(con, [
+            (f"u{rng.randrange(70)}", EXPOSED + timedelta(hours=rng.uniform(-200, 300)),
+             float(rng.randint(1, 9)))
+            for _ in range(40)
+        ], batch=round_number)  # fmt: skip
+        if round_number == 2:
+            follows = _follows(orders, revenue)
+        if round_number == 3:
+            longer = Metric(ORG, "orders", "Orders", "purchase", MetricKind.COUNT, 96,
+                            Better.HIGHER, EXPOSED, EXPOSED)  # fmt: skip
+            follows = _follows(longer, revenue)
+        if round_number == 5:
+            follows = _follows(revenue)
+        compute_metrics(con, follows)
+        assert _all_rows(con) == _afresh(con, tmp_path / f"fresh{round_number}.duckdb", follows)
+    assert {row[0] for row in _all_rows(con)} == {"revenue"}
+
+
+def _fold_exposure(con, user: str, arm: str, at: datetime, percentage: float) -> None:
+    """A user's evaluation folded into ``arm_users`` as attribute_feedback.sql does: its row
+    in that split keeps the earliest first evaluation, and an exposure that changed is marked."""
+    [found] = con.execute(
+        "SELECT min(first_evaluated_at) FROM arm_users WHERE environment_id = ? AND "
+        "flag_key = ? AND rollout_percentage = ? AND arm = ? AND user_identifier = ?",
+        [ENV, FLAG, percentage, arm, user],
+    ).fetchall()
+    if found[0] is None:
+        _expose(con, user, arm, at, percentage)
+    elif at < found[0]:
+        con.execute(
+            "UPDATE arm_users SET first_evaluated_at = ? WHERE environment_id = ? AND "
+            "flag_key = ? AND rollout_percentage = ? AND arm = ? AND user_identifier = ?",
+            [at, ENV, FLAG, percentage, arm, user],
+        ).fetchall()
+    else:
+        return
+    con.execute(
+        "INSERT INTO exposure_dirty VALUES (?, ?, ?) ON CONFLICT DO NOTHING", [ENV, FLAG, user]
+    ).fetchall()  # DuckDB registers no table while a result is unread
+
+
+def _afresh(con, path, follows: list[MetricFollow]) -> list[tuple]:
+    """``metric_users`` computed in a new database from ``con``'s arms and tracked events."""
+    fresh = duckdb.connect(str(path))
+    try:
+        fresh.execute("SET TimeZone = 'UTC'")
+        migrate(fresh)
+        for table in ("arm_users", "track_events", "load_batches"):
+            rows = con.cursor().sql(f"SELECT * FROM {table}").to_arrow_table()
+            fresh.register("rows", rows)
+            fresh.execute(f"INSERT INTO {table} BY NAME SELECT * FROM rows")
+            fresh.unregister("rows")
+        compute_metrics(fresh, follows)
+        return _all_rows(fresh)
+    finally:
+        fresh.close()

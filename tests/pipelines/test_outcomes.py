@@ -122,7 +122,7 @@ def test_per_arm_means_equal_an_independent_count_for_each_kind(
         per_metric = con.execute("SELECT count(*) FROM metric_users").fetchone()[0]
     finally:
         con.close()
-    assert published == (len(events) - 50 + len(users[::3]), 0)  # pre-period ones too
+    assert published == (len(events) - 50 + len(users[::3]), 0)  # those before exposure too
     assert per_metric == len(users) * len(follows["metrics"])
 
 

@@ -193,6 +193,7 @@ SELECT d.environment_id, d.flag_key, d.rollout_percentage, d.arm, d.user_identif
        d.latency_count + coalesce(u.latency_count, 0) AS latency_count,
        greatest(d.last_evaluated_at, u.last_evaluated_at) AS last_evaluated_at,
        least(d.first_evaluated_at, u.first_evaluated_at) AS first_evaluated_at,
+       u.first_evaluated_at AS old_first_evaluated_at,
        u.user_key IS NOT NULL AS was_counted,
        coalesce(u.feedback_count, 0) > 0 AS had_feedback,
        coalesce(u.failure_count, 0) > 0 AS had_failed,
@@ -202,6 +203,13 @@ FROM arm_delta AS d
 LEFT JOIN arm_users AS u USING (user_key);
 
 DELETE FROM arm_users AS u USING arm_delta AS d WHERE u.user_key = d.user_key;
+
+-- Users whose exposure may have changed (a new split row, or an earlier first evaluation):
+-- their metrics are recomputed by the next run of metric_users (pipelines/metrics.py).
+INSERT INTO exposure_dirty
+SELECT DISTINCT environment_id, flag_key, user_identifier FROM arm_merged
+WHERE old_first_evaluated_at IS NULL OR first_evaluated_at < old_first_evaluated_at
+ON CONFLICT DO NOTHING;
 
 INSERT INTO arm_users BY NAME
 SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,

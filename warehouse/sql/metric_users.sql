@@ -1,6 +1,14 @@
--- Every followed metric's value per exposed user (contract section 13), replaced whole.
--- Input: temp table metric_follows (organization_id, environment_id, flag_key, metric_key,
--- event_name, kind, window_hours), the control plane's follows (pipelines/metrics.py).
+-- Every followed metric's value per exposed user (contract section 13), kept up to date: only
+-- the rows a run can have changed are computed again (migration 0012). Input: temp table
+-- metric_follows (organization_id, environment_id, flag_key, metric_key, event_name, kind,
+-- window_hours, better), the control plane's follows (pipelines/metrics.py); parameters
+-- $track_lo < load_batch <= $track_hi, the tracked events loaded since the last run, and
+-- $pre_days.
+--
+-- A row changes only when its user's exposure changes (exposure_dirty, marked by the fold), when
+-- its user has a new tracked event of the metric's event, or when its follow is new or its
+-- metric changed (against metric_follows_state, the last run's follows). Nothing else moves a
+-- value: an event after a window closes never counts in it.
 --
 -- A user's exposure is its first evaluation in an arm of the flag (arm_users, since the flag
 -- environment's epoch); its window runs from there for the metric's window_hours, and its
@@ -14,14 +22,64 @@ CREATE OR REPLACE TEMP MACRO metric_value(kind, events, total) AS
 CREATE OR REPLACE TEMP MACRO metric_denominator(kind, valued) AS
     CASE kind WHEN 'mean' THEN valued::DOUBLE ELSE 1.0 END;
 
+-- 1. Follows new, changed (their metric's event, kind, window or direction) or gone: their rows
+--    go, and a current one's are computed again for every exposed user.
+CREATE OR REPLACE TEMP TABLE follow_changes AS
+SELECT DISTINCT environment_id, flag_key, metric_key FROM (
+    (SELECT environment_id, flag_key, metric_key, event_name, kind, window_hours, better
+     FROM metric_follows
+     EXCEPT
+     SELECT environment_id, flag_key, metric_key, event_name, kind, window_hours, better
+     FROM metric_follows_state)
+    UNION ALL
+    (SELECT environment_id, flag_key, metric_key, event_name, kind, window_hours, better
+     FROM metric_follows_state
+     EXCEPT
+     SELECT environment_id, flag_key, metric_key, event_name, kind, window_hours, better
+     FROM metric_follows)
+);
+
+DELETE FROM metric_users AS m USING follow_changes AS c
+WHERE m.environment_id = c.environment_id AND m.flag_key = c.flag_key
+  AND m.metric_key = c.metric_key;
+
+-- 2. Exposures of an epoch that is over (a guarded rollout started again: arm_epochs.sql).
+DELETE FROM metric_users AS m USING arm_epochs AS e
+WHERE m.environment_id = e.environment_id AND m.flag_key = e.flag_key AND m.exposed_at < e.since;
+
+-- 3. The (flag environment, metric, user) to compute: every user of a new or changed follow,
+--    users whose exposure changed, users with new tracked events of a followed metric's event.
+CREATE OR REPLACE TEMP TABLE metric_dirty AS
+SELECT DISTINCT environment_id, flag_key, metric_key, user_identifier FROM (
+    SELECT u.environment_id, u.flag_key, c.metric_key, u.user_identifier
+    FROM arm_users AS u
+    JOIN follow_changes AS c USING (environment_id, flag_key)
+    SEMI JOIN metric_follows AS f USING (environment_id, flag_key, metric_key)
+    UNION ALL
+    SELECT d.environment_id, d.flag_key, f.metric_key, d.user_identifier
+    FROM exposure_dirty AS d
+    JOIN metric_follows AS f USING (environment_id, flag_key)
+    UNION ALL
+    SELECT f.environment_id, f.flag_key, f.metric_key, t.user_identifier
+    FROM (SELECT DISTINCT environment_id, event_name, user_identifier FROM track_events
+          WHERE load_batch > $track_lo AND load_batch <= $track_hi) AS t
+    JOIN metric_follows AS f USING (environment_id, event_name)
+);
+
+DELETE FROM metric_users AS m USING metric_dirty AS d
+WHERE m.environment_id = d.environment_id AND m.flag_key = d.flag_key
+  AND m.metric_key = d.metric_key AND m.user_identifier = d.user_identifier;
+
+-- 4. Their exposures (every split row of the user in the flag, exposed at the earliest), windows
+--    and pre-periods, and the tracked events in them.
 CREATE OR REPLACE TEMP TABLE metric_exposures AS
 SELECT u.organization_id, u.environment_id, u.flag_key, u.rollout_percentage, u.arm,
        u.user_identifier,
        min(u.first_evaluated_at) OVER (
            PARTITION BY u.environment_id, u.flag_key, u.user_identifier) AS exposed_at
 FROM arm_users AS u
-SEMI JOIN (SELECT DISTINCT environment_id, flag_key FROM metric_follows) AS f
-    USING (environment_id, flag_key)
+SEMI JOIN (SELECT DISTINCT environment_id, flag_key, user_identifier FROM metric_dirty) AS d
+    USING (environment_id, flag_key, user_identifier)
 WHERE u.first_evaluated_at IS NOT NULL;
 
 CREATE OR REPLACE TEMP TABLE metric_windows AS
@@ -30,7 +88,8 @@ SELECT e.*, f.metric_key, f.event_name, f.kind, f.better,
        e.exposed_at + to_hours(f.window_hours) AS window_ends_at,
        e.exposed_at - to_days($pre_days) AS pre_starts_at
 FROM metric_exposures AS e
-JOIN metric_follows AS f USING (environment_id, flag_key);
+JOIN metric_follows AS f USING (environment_id, flag_key)
+SEMI JOIN metric_dirty AS d USING (environment_id, flag_key, metric_key, user_identifier);
 
 CREATE OR REPLACE TEMP TABLE metric_sums AS
 SELECT w.metric_key, w.event_name, w.owner AS organization_id, w.environment_id, w.flag_key,
@@ -50,8 +109,6 @@ LEFT JOIN track_events AS t
    AND t.occurred_at >= w.pre_starts_at AND t.occurred_at < w.window_ends_at
 GROUP BY ALL;
 
-DELETE FROM metric_users;
-
 INSERT INTO metric_users
 SELECT metric_key, event_name, kind, better, organization_id, environment_id, flag_key,
        rollout_percentage, arm, user_identifier, pre_starts_at, exposed_at, window_ends_at, events,
@@ -59,3 +116,11 @@ SELECT metric_key, event_name, kind, better, organization_id, environment_id, fl
        pre_events,
        metric_value(kind, pre_events, pre_total), metric_denominator(kind, pre_valued)
 FROM metric_sums;
+
+-- 5. What the next run compares against.
+DELETE FROM exposure_dirty;
+DELETE FROM metric_follows_state;
+INSERT INTO metric_follows_state
+SELECT organization_id, environment_id, flag_key, metric_key, event_name, kind, window_hours,
+       better
+FROM metric_follows;
