@@ -27,7 +27,14 @@ DOCUMENTED = (
 def run_notebook(lake_settings, monkeypatch, environment: str | None, flag: str | None) -> list:
     """The notebook's outputs, run on the fixture lake's warehouse with the given choice."""
     assert materialize_all(lake_settings).success
-    monkeypatch.setenv("FLAGSIGHT_DATA_DIR", str(lake_settings.data_dir))
+    return execute_notebook(lake_settings.data_dir, monkeypatch, environment, flag)
+
+
+def execute_notebook(
+    data_dir: Path, monkeypatch, environment: str | None, flag: str | None
+) -> list:
+    """The notebook's outputs, run top to bottom on ``data_dir``'s published warehouse."""
+    monkeypatch.setenv("FLAGSIGHT_DATA_DIR", str(data_dir))
     for name, value in (("ENVIRONMENT", environment), ("FLAG", flag)):
         if value is None:
             monkeypatch.delenv(f"FLAGSIGHT_NOTEBOOK_{name}", raising=False)
@@ -46,7 +53,8 @@ def run_notebook(lake_settings, monkeypatch, environment: str | None, flag: str 
     return outputs
 
 
-def _printed(outputs: list) -> str:
+def printed(outputs: list) -> str:
+    """What the notebook's cells printed."""
     return " ".join(o.get("text", "") for o in outputs if o.output_type == "stream")
 
 
@@ -54,11 +62,11 @@ def test_notebook_runs_top_to_bottom(lake_settings, monkeypatch):
     outputs = run_notebook(lake_settings, monkeypatch, "env_00000000000000aa", "checkout")
     texts = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "checkout" in texts and "treatment" in texts and "control" in texts
-    assert "failureRate: difference" in _printed(outputs)
+    assert "failureRate: difference" in printed(outputs)
 
 
 @pytest.mark.parametrize(
-    ("environment", "flag", "printed"),
+    ("environment", "flag", "says"),
     [
         # only the flag chosen, and it has no arms (every evaluation was FLAG_NOT_FOUND)
         (None, "ghost-flag", "ghost-flag: no arms to compare"),
@@ -69,10 +77,10 @@ def test_notebook_runs_top_to_bottom(lake_settings, monkeypatch):
     ],
 )
 def test_notebook_with_part_of_the_choice_or_a_flag_without_arms(
-    lake_settings, monkeypatch, environment, flag, printed
+    lake_settings, monkeypatch, environment, flag, says
 ):
     outputs = run_notebook(lake_settings, monkeypatch, environment, flag)
-    assert printed in _printed(outputs)
+    assert says in printed(outputs)
 
 
 def test_the_documented_command_writes_a_page_with_the_tables_and_figures(

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipelines.cli import run_pipeline_once
+from tests.pipelines.test_notebook import execute_notebook, printed
 from tests.support.admin import Admin, Tenant
 from warehouse import read
 
@@ -62,7 +63,7 @@ def split(admin: Admin, tenant: Tenant) -> str:
 
 
 def test_per_arm_means_equal_an_independent_count_for_each_kind(
-    client, services, admin: Admin, tenant: Tenant, split: str
+    client, services, admin: Admin, tenant: Tenant, split: str, monkeypatch
 ) -> None:
     kinds = {"converted": "conversion", "orders": "count", "revenue": "sum", "basket": "mean"}
     for key, kind in kinds.items():
@@ -124,6 +125,15 @@ def test_per_arm_means_equal_an_independent_count_for_each_kind(
         con.close()
     assert published == (len(events) - 50 + len(users[::3]), 0)  # those before exposure too
     assert per_metric == len(users) * len(follows["metrics"])
+
+    # The notebook's last section reproduces the first metric's comparison by hand.
+    outputs = execute_notebook(
+        services.settings.data_dir, monkeypatch, tenant.environment_id, split
+    )
+    basket = metrics["basket"]
+    said = printed(outputs)
+    assert f"metric:basket (mean) treatment: {basket['treatment']['users']} users" in said
+    assert f"difference {basket['difference']} (pipeline {basket['difference']})" in said
 
 
 def test_a_metric_guardrail_rolls_a_guarded_rollout_back(
