@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from flagsight_core.conditions import Condition, all_hold, all_hold_many
+from flagsight_core.conditions import Condition, _items, all_hold, all_hold_many
 from flagsight_core.contract import USER_IDENTIFIER_ATTRIBUTE
 from hypothesis import given
 from hypothesis import strategies as st
@@ -114,3 +114,29 @@ def test_golden_case_as_a_column(case: dict) -> None:
     found = all_hold_many((condition,), rows, ["x", user, "y"])
     assert found.tolist()[1] is case["holds"]
     assert all_hold((condition,))(case["attributes"], user) is case["holds"]
+
+
+BIG_INTS = [0, 5, -5, 2**53 + 1, 10**308, -(10**308), 2**1024, 10**400, -(10**400)]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"attribute": "a", "operator": operator, "values": values}
+        for operator in ("LESS_THAN", "GREATER_OR_EQUAL", "EQUALS", "BEFORE", "AFTER")
+        for values in ([0], [5], [9007199254740992], [1e308])
+    ]
+    + [{"attribute": "a", "operator": "EXISTS"}, {"attribute": "a", "operator": "NOT_IN",
+                                                  "values": ["5"]}],
+)  # fmt: skip
+def test_an_int_is_decided_as_the_double_it_is(raw: dict[str, Any]) -> None:
+    """An int's own path (``Condition.holds_for``, ``all_hold``) answers as the general one
+    (its elements, ``_items``): compared as a double, one no double holds never holding."""
+    condition = condition_from_json(raw)
+    hold = all_hold((condition,))
+    for value in BIG_INTS:
+        items = _items(value)
+        general = items is not None and condition._decide(items)
+        assert condition.holds_for(value) is general, value
+        assert hold({"a": value}, "u") is general, value
+    assert condition.holds_many(BIG_INTS).tolist() == [condition.holds_for(v) for v in BIG_INTS]

@@ -65,6 +65,7 @@ import json
 import math
 import operator as op
 import re
+import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from datetime import date
@@ -137,6 +138,15 @@ def _finite(number: int | float) -> bool:
         return math.isfinite(number)
     except OverflowError:
         return False
+
+
+_DOUBLE_MAX = sys.float_info.max
+
+
+def _double(number: int) -> float:
+    """The double an int is compared as (an int no double holds: infinity, which never
+    holds)."""
+    return float(number) if -_DOUBLE_MAX <= number <= _DOUBLE_MAX else math.inf
 
 
 def _is_number(item: object) -> bool:
@@ -682,6 +692,8 @@ class Condition:
             return self._string(value)  # type: ignore[arg-type]
         if kind is float:
             return self._number(value)  # type: ignore[arg-type]
+        if kind is int:
+            return self._number(_double(value))  # type: ignore[arg-type]
         items = _items(value)
         return items is not None and self._decide(items)
 
@@ -918,7 +930,10 @@ def all_hold(conditions: tuple[Condition, ...]) -> AllHold:
             if kind is str:
                 if not string(value):  # type: ignore[arg-type]
                     return False
-            elif not (number(value) if kind is float else other(value)):  # type: ignore[arg-type]
+            elif kind is float:
+                if not number(value):  # type: ignore[arg-type]
+                    return False
+            elif not (number(_double(value)) if kind is int else other(value)):  # type: ignore[arg-type]
                 return False
         return True
 
