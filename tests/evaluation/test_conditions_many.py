@@ -140,3 +140,10 @@ def test_an_int_is_decided_as_the_double_it_is(raw: dict[str, Any]) -> None:
         assert condition.holds_for(value) is general, value
         assert hold({"a": value}, "u") is general, value
     assert condition.holds_many(BIG_INTS).tolist() == [condition.holds_for(v) for v in BIG_INTS]
+
+
+@pytest.mark.parametrize("pattern", ["^a", "é$", "(?i)B+", "", "^$", "\\d{2}", "^.*$"])
+def test_a_column_of_distinct_strings_matched_at_once(pattern: str) -> None:
+    condition = condition_from_json({"attribute": "a", "operator": "MATCHES", "values": [pattern]})
+    column = ["", "a", "ab", "bb", "é", "xé", "\ud800", "12", "a\n", "Ba", "日本語", "a1b22"]
+    assert condition.holds_many(column).tolist() == [condition.holds_for(v) for v in column]
