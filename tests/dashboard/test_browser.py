@@ -15,9 +15,10 @@ from playwright.sync_api import Browser, Page, expect
 
 from api.settings import Settings
 from tests.conftest import ADMIN_TOKEN
-from tests.support.admin import Admin, requests_caller
+from tests.support.admin import Admin
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 from tests.support.timing import PROMPTLY_S
 
 pytestmark = needs_chromium()
@@ -32,11 +33,6 @@ def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
     page.on("dialog", lambda dialog: dialog.accept())  # the person confirms what they asked for
     yield page
     context.close()
-
-
-@pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
 
 
 def shot(page: Page, tmp_path: Path, name: str) -> Path:

@@ -35,9 +35,10 @@ from tests.dashboard.test_browser import (
 )
 from tests.dashboard.test_browser_first_hour import no_horizontal_overflow
 from tests.dashboard.test_flag_activity import write_evaluations
-from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.admin import Admin, Tenant
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 
 pytestmark = needs_chromium()
 
@@ -53,11 +54,6 @@ REFERENCES = {
     "github.com/acme/ios": [("Sources/Home/BannerViewController.swift", 211)],
 }  # fmt: skip
 """Where ``old-banner`` is named, by repository."""
-
-
-@pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
 
 
 @pytest.fixture

@@ -15,18 +15,14 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser import eventually, key_is_served, served
-from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.admin import Admin, Tenant
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 
 pytestmark = needs_chromium()
 
 WIDTHS = {"laptop": 1366, "phone": 390}
-
-
-@pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
 
 
 def open_page(browser: Browser, width: int, failures: list[str]) -> Page:
@@ -57,6 +53,12 @@ def no_horizontal_overflow(page: Page, name: str) -> None:
     )
     assert widths["doc"] <= widths["view"], (name, widths)
     assert widths["bar"] >= widths["view"] - 1, widths  # the top bar spans the page
+
+
+def fits(page: Page, screens: Path, name: str) -> None:
+    """The page saved as ``screens/<name>.png`` (to look at), and nothing wider than the screen."""
+    page.screenshot(path=str(screens / f"{name}.png"), full_page=True)
+    no_horizontal_overflow(page, name)
 
 
 def a_tenant_with_flags(admin: Admin, server: GunicornServer) -> Tenant:

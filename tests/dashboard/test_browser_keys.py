@@ -16,16 +16,16 @@ import pytest
 from flagsight_core.contract import KEY_MAX
 from playwright.sync_api import Browser, Page, expect
 
-from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser_first_hour import (
     WIDTHS,
     no_horizontal_overflow,
     open_page,
     sign_in,
 )
-from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.admin import Admin, Tenant
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 
 pytestmark = needs_chromium()
 
@@ -51,11 +51,6 @@ LINES_OF = """text => {
   }
   return [...lines.entries()].sort((a, b) => a[0] - b[0]).map(entry => entry[1]);
 }"""
-
-
-@pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
 
 
 @pytest.fixture(scope="module")

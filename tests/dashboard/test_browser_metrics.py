@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
 from tests.dashboard.test_browser_first_hour import (
     WIDTHS,
-    no_horizontal_overflow,
+    fits,
     open_page,
     sign_in,
 )
@@ -37,9 +37,7 @@ FLAG = "checkout-redesign"
 
 def a_tenant(admin: Admin, *metrics: tuple[str, str, str]) -> Tenant:
     """An organization with a split flag and the metrics given as (key, name, kind)."""
-    tenant = admin.tenant(insights=True)
-    admin.flag(tenant.environment_id, FLAG,
-               [{"type": "PERCENTAGE", "percentage": 10}, {"type": "STATIC", "value": False}])  # fmt: skip
+    tenant = admin.split_tenant(FLAG)
     for key, name, kind in metrics:
         admin.request(
             "PUT", f"/organizations/{tenant.organization_id}/metrics/{key}",
@@ -50,11 +48,6 @@ def a_tenant(admin: Admin, *metrics: tuple[str, str, str]) -> Tenant:
 
 def metric_of(admin: Admin, tenant: Tenant, key: str) -> Any:
     return admin.request("GET", f"/organizations/{tenant.organization_id}/metrics/{key}")
-
-
-def fits(page: Page, screens: Path, name: str) -> None:
-    page.screenshot(path=str(screens / f"{name}.png"), full_page=True)
-    no_horizontal_overflow(page, name)
 
 
 @pytest.mark.parametrize("device", WIDTHS)

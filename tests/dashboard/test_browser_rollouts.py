@@ -14,14 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
 from api.controlplane.changes import RolloutAction
 from api.controlplane.sqlite_store import SqliteControlPlaneStore
-from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser_first_hour import (
     WIDTHS,
-    no_horizontal_overflow,
+    fits,
     open_page,
     sign_in,
 )
@@ -32,9 +31,10 @@ from tests.dashboard.test_rollouts import (
     publish_health,
     split_health,
 )
-from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.admin import Admin, Tenant
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 
 pytestmark = needs_chromium()
 
@@ -48,16 +48,9 @@ def complete(width: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
-
-
-@pytest.fixture(scope="module")
 def tenant(dashboard_server: GunicornServer, admin: Admin) -> Tenant:
-    tenant = admin.tenant(insights=True)
+    tenant = admin.split_tenant(GUARDED)
     env = tenant.environment_id
-    split = [{"type": "PERCENTAGE", "percentage": 10}, {"type": "STATIC", "value": False}]
-    admin.flag(env, GUARDED, split)
     for width in WIDTHS.values():
         admin.flag(env, complete(width), [{"type": "PERCENTAGE", "percentage": 100}])
     admin.flag(env, "dark-mode", [{"type": "STATIC"}])
@@ -78,11 +71,6 @@ def tenant(dashboard_server: GunicornServer, admin: Admin) -> Tenant:
          *(split_health(complete(width), 100, 800, 0) for width in WIDTHS.values())],
     )  # fmt: skip
     return tenant
-
-
-def fits(page: Page, screens: Path, name: str) -> None:
-    page.screenshot(path=str(screens / f"{name}.png"), full_page=True)
-    no_horizontal_overflow(page, name)
 
 
 def insights(server: GunicornServer, tenant: Tenant, flag: str) -> str:

@@ -11,31 +11,26 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
 from api.settings import Settings
-from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser_first_hour import (
     WIDTHS,
-    no_horizontal_overflow,
+    fits,
     open_page,
     sign_in,
 )
 from tests.dashboard.test_flag_activity import write_evaluations
 from tests.pipelines.support import materialize_all
-from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.admin import Admin, Tenant
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 
 pytestmark = needs_chromium()
 
 LONG_KEY = "new-checkout-flow-with-a-long-name"
 LONG_URL = "https://hooks.example.com/flagsight/receivers/production/0123456789abcdef0123456789"
-
-
-@pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +45,6 @@ def tenant(dashboard_server: GunicornServer, admin: Admin) -> Tenant:
     write_evaluations(events, tenant, "dark-mode", today - timedelta(40), 12)
     assert materialize_all(Settings(data_dir=dashboard_server.data_dir)).success
     return tenant
-
-
-def fits(page: Page, screens: Path, name: str) -> None:
-    page.screenshot(path=str(screens / f"{name}.png"), full_page=True)
-    no_horizontal_overflow(page, name)
 
 
 @pytest.mark.parametrize("device", WIDTHS)

@@ -13,21 +13,16 @@ import pytest
 import requests
 from playwright.sync_api import Browser, Page, expect
 
-from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser import eventually, key_is_served, sign_in
 from tests.dashboard.test_browser_first_hour import no_horizontal_overflow
-from tests.support.admin import Admin, requests_caller
+from tests.support.admin import Admin
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 
 pytestmark = needs_chromium()
 
 FLAG = "german-beta"
-
-
-@pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
 
 
 @pytest.fixture

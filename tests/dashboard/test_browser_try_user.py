@@ -13,12 +13,12 @@ import pytest
 from flagsight_core.hashing import bucket
 from playwright.sync_api import Browser, Page, expect
 
-from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser import eventually, key_is_served, served, sign_in
 from tests.dashboard.test_browser_first_hour import no_horizontal_overflow
-from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.admin import Admin, Tenant
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 
 pytestmark = needs_chromium()
 
@@ -30,11 +30,6 @@ RULES = [
 ]
 OUTSIDE = next(f"customer-{i}" for i in range(1000) if bucket(FLAG, f"customer-{i}") >= 3000)
 """Neither a beta tester nor within the 30 %: the last rule decides."""
-
-
-@pytest.fixture(scope="module")
-def admin(dashboard_server: GunicornServer) -> Admin:
-    return Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
 
 
 @pytest.fixture

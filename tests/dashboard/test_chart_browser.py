@@ -20,12 +20,12 @@ import duckdb
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.conftest import ADMIN_TOKEN
 from tests.dashboard.test_browser import sign_in
-from tests.support.admin import Admin, Tenant, requests_caller
+from tests.support.admin import Admin, Tenant
 from tests.support.health_rows import insert_health
 from tests.support.needs import needs_chromium
 from tests.support.server import GunicornServer
+from tests.support.server_admin import admin_fixture  # noqa: F401 - the fixture ``admin``
 from warehouse.migrations import migrate
 from warehouse.sql import run_script
 
@@ -46,9 +46,8 @@ HEALTH = {
 
 
 @pytest.fixture(scope="module")
-def tenant(dashboard_server: GunicornServer) -> Tenant:
+def tenant(dashboard_server: GunicornServer, admin: Admin) -> Tenant:
     """An environment with two flags split 50/50 and a published warehouse with their figures."""
-    admin = Admin(requests_caller(dashboard_server.url), ADMIN_TOKEN)
     tenant = admin.tenant(insights=True)
     for key in HEALTH:
         admin.flag(tenant.environment_id, key, [{"type": "PERCENTAGE", "percentage": 50}])

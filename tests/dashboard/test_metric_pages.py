@@ -26,12 +26,7 @@ FLAG = "checkout"
 
 @pytest.fixture
 def tenant(dash_admin: Admin) -> Tenant:
-    tenant = dash_admin.tenant(insights=True)
-    dash_admin.flag(
-        tenant.environment_id, FLAG,
-        [{"type": "PERCENTAGE", "percentage": 10}, {"type": "STATIC", "value": False}],
-    )  # fmt: skip
-    return tenant
+    return dash_admin.split_tenant(FLAG)
 
 
 def metrics_page(tenant: Tenant) -> str:

@@ -58,11 +58,7 @@ WAITING = "p95 latency not yet shown within 50 ms: about 4,300 more users at 25 
 
 @pytest.fixture
 def tenant(dash_admin: Admin) -> Tenant:
-    tenant = dash_admin.tenant(insights=True)
-    dash_admin.flag(
-        tenant.environment_id, FLAG,
-        [{"type": "PERCENTAGE", "percentage": 10}, {"type": "STATIC", "value": False}],
-    )  # fmt: skip
+    tenant = dash_admin.split_tenant(FLAG)
     dash_admin.flag(tenant.environment_id, "dark-mode", [{"type": "STATIC"}])
     return tenant
 

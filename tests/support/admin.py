@@ -67,6 +67,16 @@ class Admin:
             {"enabled": enabled, "archived": archived, "rules": rules},
         )  # fmt: skip
 
+    def split_tenant(self, flag: str) -> Tenant:
+        """A tenant with insights on whose ``flag`` serves true to 10 % of users and false to the
+        rest: the two arms release health compares, where a guarded rollout starts from."""
+        tenant = self.tenant(insights=True)
+        self.flag(
+            tenant.environment_id, flag,
+            [{"type": "PERCENTAGE", "percentage": 10}, {"type": "STATIC", "value": False}],
+        )  # fmt: skip
+        return tenant
+
     def segment(self, organization_id: str, key: str, users: list[str]) -> Any:
         return self.request(
             "PUT",
