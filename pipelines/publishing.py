@@ -16,13 +16,19 @@ import duckdb
 from warehouse.sql import run_script
 
 
-def publish(con: duckdb.DuckDBPyConnection, published_path: Path, run_id: str | None) -> int:
-    """Write the snapshot and rename it over ``published_path``; returns its size in bytes."""
+def publish(
+    con: duckdb.DuckDBPyConnection,
+    published_path: Path,
+    run_id: str | None,
+    script: str = "publish",
+) -> int:
+    """Write the snapshot ``warehouse/sql/<script>.sql`` copies and rename it over
+    ``published_path``; returns its size in bytes."""
     published_path.parent.mkdir(parents=True, exist_ok=True)
     staging = published_path.with_name(f".{published_path.name}.{uuid.uuid4().hex}.tmp")
     con.execute("ATTACH ? AS snapshot", [str(staging)])
     try:
-        run_script(con, "publish", {"run_id": run_id or ""})
+        run_script(con, script, {"run_id": run_id or ""})
         con.execute("CHECKPOINT snapshot")
     finally:
         con.execute("DETACH snapshot")

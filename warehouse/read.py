@@ -49,6 +49,13 @@ WarehouseUnreadable = duckdb.Error
 newer format): the edge catches it without importing DuckDB itself."""
 
 
+def outcomes_path(warehouse_path: Path) -> Path:
+    """``outcomes.duckdb`` beside the published warehouse: the analysts' per-user tables of
+    followed metrics (``metric_users``, ``track_events``; contract section 13), published at
+    most every ten minutes (``pipelines/assets/published_warehouse.py``)."""
+    return warehouse_path.with_name("outcomes.duckdb")
+
+
 def connect_readonly(warehouse_path: Path) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the published warehouse; the caller closes it.
 

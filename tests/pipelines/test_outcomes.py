@@ -7,12 +7,14 @@ metric guardrail rolls a guarded rollout back."""
 
 from __future__ import annotations
 
+import os
 import random
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from pipelines.assets.published_warehouse import OUTCOMES_REFRESH_S
 from pipelines.cli import run_pipeline_once
 from tests.pipelines.test_notebook import execute_notebook, printed
 from tests.support.admin import Admin, Tenant
@@ -113,8 +115,9 @@ def test_per_arm_means_equal_an_independent_count_for_each_kind(
     assert metrics["refunds"]["decision"] == "regression"  # more of them, and lower is better
     assert metrics["orders"]["varianceReduction"] is not None
 
-    # For analysts: the events that count, each once, and a row per metric and exposed user.
-    con = read.connect_readonly(services.settings.warehouse_path)
+    # For analysts (outcomes.duckdb): the users' events, each once, and a row per metric and
+    # exposed user; none of it in the snapshot every run publishes.
+    con = read.connect_readonly(read.outcomes_path(services.settings.warehouse_path))
     try:
         published = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE starts_with(user_identifier, 'ghost-')) "
@@ -125,6 +128,14 @@ def test_per_arm_means_equal_an_independent_count_for_each_kind(
         con.close()
     assert published == (len(events) - 50 + len(users[::3]), 0)  # those before exposure too
     assert per_metric == len(users) * len(follows["metrics"])
+    con = read.connect_readonly(services.settings.warehouse_path)
+    try:
+        tables = {
+            name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        }
+    finally:
+        con.close()
+    assert "health_comparisons" in tables and not tables & {"metric_users", "track_events"}
 
     # The notebook's last section reproduces the first metric's comparison by hand.
     outputs = execute_notebook(
@@ -159,3 +170,30 @@ def test_a_metric_guardrail_rolls_a_guarded_rollout_back(
     assert "metric:payment_errors" in decision["reason"]
     guard = decision["statistics"]["guard"]["guardrails"]["metric:payment_errors"]
     assert guard["status"] == "regression" and guard["ci"][0] > 0
+
+
+def test_the_per_user_tables_are_published_at_most_every_ten_minutes(
+    client, services, admin: Admin, tenant: Tenant, split: str
+) -> None:
+    _metric(admin, tenant, "orders", "purchase", "count", "higher")
+    path = f"/environments/{tenant.environment_id}/flags/{split}/metrics"
+    admin.request("PUT", path, {"metrics": ["orders"]}, expect=200)
+    _evaluate(client, tenant, split, ["early"])
+    _run_pipeline(services)
+    outcomes = read.outcomes_path(services.settings.warehouse_path)
+
+    def rows() -> int:
+        con = read.connect_readonly(outcomes)
+        try:
+            return con.execute("SELECT count(*) FROM metric_users").fetchall()[0][0]
+        finally:
+            con.close()
+
+    assert rows() == 1
+    _evaluate(client, tenant, split, ["late"])
+    _run_pipeline(services)
+    assert rows() == 1  # published a moment ago: not again yet
+    stale = outcomes.stat().st_mtime - OUTCOMES_REFRESH_S
+    os.utime(outcomes, (stale, stale))
+    _run_pipeline(services)
+    assert rows() == 2

@@ -1,24 +1,12 @@
 -- Copy the published tables into the attached snapshot database `snapshot`. Every table here is
--- sized by flag environments, days, time windows or environments, never by the number of events,
--- but the two that analysts reproduce a metric's comparison from: metric_users (exposed users)
--- and track_events (the tracked events that count in them).
+-- sized by flag environments, days, time windows or environments, never by the number of events
+-- or users (those of the metrics' users go to outcomes.duckdb: publish_outcomes.sql).
 -- Parameter: $run_id.
 CREATE TABLE snapshot.flag_environment_metrics AS SELECT * FROM flag_environment_metrics;
 CREATE TABLE snapshot.flag_environment_daily AS SELECT * FROM flag_environment_daily;
 CREATE TABLE snapshot.flag_health AS SELECT * FROM flag_health;
 CREATE TABLE snapshot.health_comparisons AS
 SELECT * FROM health_comparisons ORDER BY environment_id, flag_key, comparison;
--- For analysts (contract section 13): each followed metric per exposed user, and the tracked
--- events of those users and metrics' events (sized by metric_users, not by every event ever
--- tracked).
--- Unsorted: sorting millions of rows was most of the copy's time (bench/history.md).
-CREATE TABLE snapshot.metric_users AS SELECT * FROM metric_users;
-CREATE TABLE snapshot.track_events AS
-SELECT t.organization_id, t.environment_id, t.event_name, t.user_identifier, t.value,
-       t.occurred_at, t.received_at, t.source
-FROM track_events AS t
-SEMI JOIN (SELECT DISTINCT environment_id, event_name, user_identifier FROM metric_users) AS m
-    USING (environment_id, event_name, user_identifier);
 CREATE TABLE snapshot.flag_arm_windows AS SELECT * FROM flag_arm_windows;
 CREATE TABLE snapshot.flag_lifecycle AS
 SELECT * FROM flag_lifecycle ORDER BY environment_id, flag_key;
