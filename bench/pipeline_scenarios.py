@@ -166,14 +166,16 @@ def metrics_bench(
 
 
 def _published_rows(data_dir: Path, table: str) -> int:
-    """The rows of ``table`` in the data directory's published warehouse."""
+    """The rows of ``table`` in the data directory's ``outcomes.duckdb`` (the analysts' per-user
+    tables, published beside the warehouse)."""
     import duckdb
 
     from api.settings import Settings
+    from warehouse.read import outcomes_path
 
-    path = Settings.from_env({"FLAGSIGHT_DATA_DIR": str(data_dir)}).warehouse_path
-    with duckdb.connect(str(path), read_only=True) as con:
-        return int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    warehouse = Settings.from_env({"FLAGSIGHT_DATA_DIR": str(data_dir)}).warehouse_path
+    with duckdb.connect(str(outcomes_path(warehouse)), read_only=True) as con:
+        return int(con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
 
 
 def copy_lake_to_bucket(data_dir: Path, s3_env: dict[str, str]) -> str:
