@@ -33,7 +33,9 @@ caller, the native one included, is unchanged. A segment with conditions is a
 ``DefinedSegment``: a ``SegmentMembership`` of its listed members (what a caller that knows only
 tables reads, its table and its count) that decides by its whole definition, a user's
 attributes included (``includes``, ``includes_many``); ``identifier in segment`` decides for
-a user without attributes. ``segment_of`` makes the one or the other.
+a user without attributes. ``segment_of`` makes the one or the other. The native path decides
+a ``DefinedSegment`` by its ``native_plan`` (its two tables and ``conditions.hold_plan``), the
+same walk as ``includes``, in C.
 """
 
 from __future__ import annotations
