@@ -21,6 +21,7 @@ from api.web.openapi.public import (
     _API_KEY,
     _COMMON_ERRORS,
     _UNAUTHORIZED,
+    ENTITY_TAGS,
     _json,
     _post,
     _ref,
@@ -166,7 +167,7 @@ LOCAL_PATHS: dict[str, Any] = {
             "summary": "The key's environment as a local SDK decides from it (not metered)",
             "tags": ["local evaluation"],
             "security": _API_KEY,
-            "parameters": [{"name": "If-None-Match", "in": "header", "schema": {"type": "string"}}],
+            "parameters": [{"name": "If-None-Match", "in": "header", "schema": ENTITY_TAGS}],
             "responses": {
                 "200": {
                     "description": "The ruleset, with a strong ETag",

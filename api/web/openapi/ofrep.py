@@ -19,6 +19,7 @@ from flagsight_core.contract import (
 from api.web.openapi.public import (
     ATTRIBUTE_ARRAY,
     ATTRIBUTE_STRING,
+    ENTITY_TAGS,
     EVALUATION_ID,
     QUOTA_HEADERS,
     error_response,
@@ -196,7 +197,7 @@ OFREP_PATHS: dict[str, Any] = {
                     "name": "If-None-Match",
                     "in": "header",
                     "required": False,
-                    "schema": {"type": "string"},
+                    "schema": ENTITY_TAGS,
                     "description": "An ETag from an earlier answer: 304 if no answer changed",
                 }
             ],

@@ -57,6 +57,11 @@ QUOTA_HEADERS: dict[str, Any] = {
 """On every evaluate answer (``api.web.public.quota``)."""
 
 EVALUATION_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{42}[0-9a-f]{4}$"}
+
+ENTITY_TAGS = {"type": "string", "pattern": "^[\\t\\x20-\\x7e]*$"}
+"""An ``If-None-Match`` value: entity tags, visible ASCII (RFC 9110 8.8.3). A control
+character is no field value at all (RFC 9110 5.5): the HTTP parser refuses the request before
+any route, in the service's generic error body."""
 """An evaluation id as this service issues it (``flagsight_core.ids``): 42 characters of
 URL-safe base64, then the index in the batch as four hex digits."""
 
