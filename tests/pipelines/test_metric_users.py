@@ -265,7 +265,7 @@ def _fold_exposure(con, user: str, arm: str, at: datetime, percentage: float) ->
     else:
         return
     con.execute(
-        "INSERT INTO exposure_dirty VALUES (?, ?, ?) ON CONFLICT DO NOTHING", [ENV, FLAG, user]
+        "INSERT INTO exposure_dirty VALUES (?, ?, ?)", [ENV, FLAG, user]
     ).fetchall()  # DuckDB registers no table while a result is unread
 
 

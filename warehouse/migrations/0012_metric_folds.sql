@@ -4,11 +4,12 @@
 -- metric's event (the `metrics_folded` watermark in fold_state), and of follows that are new
 -- or whose metric changed (against the follows of the last run, kept here).
 
+-- No primary key: a key's index cost the fold more than the duplicates it saves (metric_users
+-- reads the marks with DISTINCT).
 CREATE TABLE exposure_dirty (
     environment_id  VARCHAR NOT NULL,
     flag_key        VARCHAR NOT NULL,
-    user_identifier VARCHAR NOT NULL,
-    PRIMARY KEY (environment_id, flag_key, user_identifier)
+    user_identifier VARCHAR NOT NULL
 );
 
 CREATE TABLE metric_follows_state (

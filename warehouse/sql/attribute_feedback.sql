@@ -204,12 +204,14 @@ LEFT JOIN arm_users AS u USING (user_key);
 
 DELETE FROM arm_users AS u USING arm_delta AS d WHERE u.user_key = d.user_key;
 
--- Users whose exposure may have changed (a new split row, or an earlier first evaluation):
--- their metrics are recomputed by the next run of metric_users (pipelines/metrics.py).
+-- Users whose exposure may have changed (a new split row, or an earlier first evaluation), in
+-- the flag environments that followed a metric at the last run of metric_users: it computes
+-- them again (pipelines/metrics.py). A flag followed since is computed whole there, so the
+-- users of flags nothing follows (in a full run, millions) are not marked.
 INSERT INTO exposure_dirty
-SELECT DISTINCT environment_id, flag_key, user_identifier FROM arm_merged
-WHERE old_first_evaluated_at IS NULL OR first_evaluated_at < old_first_evaluated_at
-ON CONFLICT DO NOTHING;
+SELECT DISTINCT m.environment_id, m.flag_key, m.user_identifier FROM arm_merged AS m
+SEMI JOIN metric_follows_state AS f USING (environment_id, flag_key)
+WHERE m.old_first_evaluated_at IS NULL OR m.first_evaluated_at < m.old_first_evaluated_at;
 
 INSERT INTO arm_users BY NAME
 SELECT environment_id, flag_key, rollout_percentage, arm, user_identifier, organization_id,
