@@ -105,7 +105,8 @@ schema = schemathesis.openapi.from_dict(openapi_document()).exclude(path_regex=r
 and ``tests/ofrep`` test them over sockets."""
 
 schema.config.checks.negative_data_rejection.expected_statuses = [
-    *schema.config.checks.negative_data_rejection.expected_statuses, "413"
+    *schema.config.checks.negative_data_rejection.expected_statuses,
+    "413",
 ]
 """A schema-violating body may also be refused for its size before it is read whole: 413, the
 body limit's answer (a generated context of long arrays, in OFREP's own error body)."""
