@@ -220,22 +220,13 @@ def main(argv: list[str] | None = None) -> int:
             log("local evaluation")
             results["local"] = local_bench(work_dir / "local", args.smoke,
                                            attributes_only=bool(only))  # fmt: skip
+        pace = {"samples": 3 if args.smoke else 40, "interval_s": 1.0 if args.smoke else 4.0}
         if not args.no_signal:
             log("time to signal (flagsight serve + the Dagster daemon)")
-            results["time_to_signal"] = time_to_signal(
-                work_dir,
-                samples=3 if args.smoke else 40,
-                interval_s=1.0 if args.smoke else 4.0,
-                log=log,
-            )
+            results["time_to_signal"] = time_to_signal(work_dir, **pace, log=log)
         if metric_signal:
             log("time to signal for a metric (flagsight serve + the Dagster daemon)")
-            results["time_to_metric_signal"] = time_to_metric_signal(
-                work_dir,
-                samples=3 if args.smoke else 40,
-                interval_s=1.0 if args.smoke else 4.0,
-                log=log,
-            )
+            results["time_to_metric_signal"] = time_to_metric_signal(work_dir, **pace, log=log)
         if metric_pipeline:
             log("pipeline with followed metrics")
             results["pipeline_metrics"] = metrics_bench(
