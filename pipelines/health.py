@@ -18,7 +18,7 @@ import duckdb
 from flagsight_core.model import ARM_CONTROL, ARM_TREATMENT
 
 from api.controlplane.catalogue import BUILT_IN, BUILT_IN_NAMES, Measure, Method
-from warehouse.sql import run_script, transaction
+from warehouse.sql import insert_rows, run_script, transaction
 from warehouse.statistics import (
     CONFIDENCE,
     Comparison,
@@ -33,7 +33,6 @@ from warehouse.statistics.histogram import LatencyHistogram
 
 LATENCY_QUANTILE = 0.95
 ARMS = (ARM_TREATMENT, ARM_CONTROL)
-_INSERT_CHUNK = 200
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,10 @@ def compute_health(
         )
         con.execute(f"DELETE FROM flag_health WHERE {dirty}")
         con.execute(f"DELETE FROM health_comparisons WHERE {dirty} AND {_BUILT_IN_ROWS}")
-        _insert_rows(con, "flag_health", HEALTH_COLUMNS, [r.health for r in computed])
-        _insert_rows(con, "health_comparisons", COMPARISON_COLUMNS,
-                     [c for r in computed for c in r.comparisons])  # fmt: skip
+        comparisons = [c for r in computed for c in r.comparisons]
+        insert_rows(con, "flag_health", HEALTH_COLUMNS, [r.health for r in computed],
+                    computed_at=True)  # fmt: skip
+        insert_rows(con, "health_comparisons", COMPARISON_COLUMNS, comparisons, computed_at=True)
         _drop_arms_without_a_split(con, without_split)
         _add_flags_without_arms(con)
         con.execute("DELETE FROM health_dirty")
@@ -92,20 +92,6 @@ def compute_health(
 _BUILT_IN_ROWS = f"list_contains({list(BUILT_IN_NAMES)!r}, comparison)"
 """SQL: a ``health_comparisons`` row of a built-in comparison (the metrics' are
 ``pipelines.metrics``')."""
-
-
-def _insert_rows(
-    con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], rows: list[list]
-) -> None:
-    """Multi-row INSERTs of ``_INSERT_CHUNK`` rows: ``executemany`` took 2 ms a row."""
-    names = f"({', '.join(columns)}, computed_at)"
-    for start in range(0, len(rows), _INSERT_CHUNK):
-        chunk = rows[start : start + _INSERT_CHUNK]
-        row = f"({', '.join('?' * len(chunk[0]))}, current_timestamp)"
-        con.execute(
-            f"INSERT INTO {table} {names} VALUES {', '.join([row] * len(chunk))}",
-            [value for values in chunk for value in values],
-        )
 
 
 def _health_rows(con: duckdb.DuckDBPyConnection) -> list[list]:

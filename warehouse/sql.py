@@ -4,7 +4,7 @@ transaction."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,3 +47,26 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def insert_rows(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence],
+    *,
+    computed_at: bool = False,
+) -> None:
+    """``rows`` into ``table``'s ``columns`` (each with ``computed_at`` now, when asked) in one
+    statement, a list parameter per column: a parameter per value cost DuckDB 0.1-2 ms a row
+    (``executemany`` or multi-row VALUES), and registering an Arrow table imports pandas
+    (0.2 s in a run that has not yet)."""
+    if not rows:
+        return
+    names = [*columns, "computed_at"] if computed_at else list(columns)
+    values = [f"unnest(${i + 1})" for i in range(len(columns))]
+    values += ["current_timestamp"] if computed_at else []
+    con.execute(
+        f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(values)}",
+        [list(column) for column in zip(*rows, strict=True)],
+    )

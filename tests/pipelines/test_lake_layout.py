@@ -50,6 +50,7 @@ def _as_before_the_upgrade(working: Path) -> None:
         con.execute("ALTER TABLE arm_users DROP COLUMN first_evaluated_at")
         con.execute("DROP TABLE exposure_dirty")  # made by 0012, with the one below
         con.execute("DROP TABLE metric_follows_state")
+        con.execute("DROP TABLE metric_moments")  # made by 0013
         for comparison in ("failure_rate", "latency_p95", "coverage"):  # dropped by 0011
             for column, kind in (("difference", "DOUBLE"), ("ci_low", "DOUBLE"),
                                  ("ci_high", "DOUBLE"), ("decision", "VARCHAR")):  # fmt: skip

@@ -15,6 +15,7 @@ from api.controlplane.model import Better, Metric, MetricFollow, MetricKind
 from pipelines.metrics import compute_metrics
 from warehouse.migrations import migrate
 from warehouse.read import health_comparisons
+from warehouse.statistics import MOMENT_COLUMNS
 
 ENV, FLAG, ORG = "env_metrics", "checkout", "org_metrics"
 EXPOSED = datetime(2026, 11, 20, 12, tzinfo=UTC)
@@ -60,8 +61,10 @@ def _expose_many(con, users: list[tuple[str, str, datetime, float]]) -> None:
     con.unregister("exposed")
 
 
-def _track(con, user: str, at: datetime, value: float | None, event: str = "purchase") -> None:
-    _track_many(con, [(user, at, value)], event)
+def _track(
+    con, user: str, at: datetime, value: float | None, event: str = "purchase", batch: int = 1
+) -> None:
+    _track_many(con, [(user, at, value)], event, batch)
 
 
 def _track_many(
@@ -101,23 +104,32 @@ def _rows(con, metric: str) -> dict[str, tuple]:
     }
 
 
-def test_each_kind_counts_a_users_events_from_exposure_to_the_window_end(con) -> None:
+@pytest.mark.parametrize("events_arrive", ["before the first run", "after it"])
+def test_each_kind_counts_a_users_events_from_exposure_to_the_window_end(
+    con, events_arrive: str
+) -> None:
+    """The same figures whether a row is computed from all its events or moved by the events
+    loaded since the last run (the edges of the window and the pre-period included)."""
     hour = timedelta(hours=1)
     _expose(con, "ann", "treatment", EXPOSED)
     _expose(con, "bob", "control", EXPOSED)
+    metrics = [_metric(k.value, k) for k in MetricKind]
+    batch = 1
+    if events_arrive == "after it":
+        assert compute_metrics(con, _follows(*metrics)) == 4
+        batch = 2
     for at, value in [
         (EXPOSED - timedelta(days=8), 100.0),  # before the pre-period: nowhere
-        (EXPOSED - timedelta(days=2), 7.0),  # pre-period
+        (EXPOSED - timedelta(days=7), 7.0),  # the pre-period opens 7 days before exposure
         (EXPOSED - hour, None),  # pre-period, no value
         (EXPOSED, 3.0),  # the window opens at exposure
         (EXPOSED + 5 * hour, 4.5),
         (EXPOSED + 6 * hour, None),  # counted, adds nothing to a sum or a mean's denominator
         (EXPOSED + WINDOW_HOURS * hour, 50.0),  # the window has closed
     ]:
-        _track(con, "ann", at, value)
-    _track(con, "ann", EXPOSED + hour, 9.0, event="signup")  # another event: not this metric
-    _track(con, "zoe", EXPOSED + hour, 9.0)  # never exposed: no row
-    metrics = [_metric(k.value, k) for k in MetricKind]
+        _track(con, "ann", at, value, batch=batch)
+    _track(con, "ann", EXPOSED + hour, 9.0, event="signup", batch=batch)  # not this metric
+    _track(con, "zoe", EXPOSED + hour, 9.0, batch=batch)  # never exposed: no row
     assert compute_metrics(con, _follows(*metrics)) == 4
     expected = {  # events, value, denominator, pre_events, pre_value
         "conversion": {"ann": (3, 1.0, 1.0, 2, 1.0), "bob": (0, 0.0, 1.0, 0, 0.0)},
@@ -243,7 +255,22 @@ def test_kept_up_to_date_it_equals_a_computation_afresh(con, tmp_path) -> None:
             follows = _follows(revenue)
         compute_metrics(con, follows)
         assert _all_rows(con) == _afresh(con, tmp_path / f"fresh{round_number}.duckdb", follows)
+        assert _kept_moments(con) == _moments_of_rows(con)
     assert {row[0] for row in _all_rows(con)} == {"revenue"}
+
+
+def _kept_moments(con) -> list[tuple]:
+    """``metric_moments`` as the runs kept it, by their differences."""
+    return con.execute("SELECT * FROM metric_moments ORDER BY ALL").fetchall()
+
+
+def _moments_of_rows(con) -> list[tuple]:
+    """Each arm's moments aggregated from ``metric_users`` itself (``MeanMoments``' sums)."""
+    return con.execute(
+        "SELECT metric_key, environment_id, flag_key, rollout_percentage, arm, "
+        f"{', '.join(MOMENT_COLUMNS)} FROM (SELECT *, value AS y, denominator AS d, "
+        "pre_value AS x FROM metric_users) GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
 
 
 def _fold_exposure(con, user: str, arm: str, at: datetime, percentage: float) -> None:

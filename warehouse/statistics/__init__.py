@@ -13,7 +13,8 @@ docs/statistics.md.
 - ``compare_quantiles``: p95 latency (a two-sample sequence: the product of the arms'
   beta-binomial mixtures).
 - ``compare_means``: count, sum and mean metrics (a ratio of per-user sums), adjusted for
-  each user's pre-exposure value; ``mean_guard`` for a metric guardrail.
+  each user's pre-exposure value; ``compare_all_means`` for many at once; ``mean_guard`` for
+  a metric guardrail.
 - ``guard``: a guarded rollout's evidence, one one-sided sequence per guardrail over all its
   steps (``proportion_guard``, ``quantile_guard``), one error budget per rollout.
 """
@@ -27,6 +28,8 @@ from warehouse.statistics.means import (
     MOMENT_COLUMNS,
     MeanComparison,
     MeanMoments,
+    MeansComparison,
+    compare_all_means,
     compare_means,
     mean_guard,
 )
@@ -63,9 +66,11 @@ __all__ = [
     "Decision",
     "MeanComparison",
     "MeanMoments",
+    "MeansComparison",
     "ProportionComparison",
     "SampleRatio",
     "WithheldReason",
+    "compare_all_means",
     "compare_all_proportions",
     "compare_means",
     "compare_proportions",

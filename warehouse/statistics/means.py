@@ -261,6 +261,16 @@ def radius(estimate: Estimate, alpha: float, mixing_sd: float = MEAN_MIXING_SD) 
     return normal_mixture_radius(estimate.variance, (mixing_sd * spread) ** 2, alpha)
 
 
+class MeansComparison(NamedTuple):
+    """One comparison of a count, sum or mean metric (``compare_means``' arguments)."""
+
+    treatment: MeanMoments
+    control: MeanMoments
+    ratio: bool
+    higher_is_better: bool
+    withheld_reason: str | None = None
+
+
 def compare_means(
     treatment: MeanMoments,
     control: MeanMoments,
@@ -278,26 +288,63 @@ def compare_means(
     ``MIN_USERS_FOR_MEANS`` users in an arm or ``MIN_CARRYING_USERS`` carrying the metric,
     when an arm's ratio has no events, or when an arm shows no spread yet (every user the same
     value: its variance says nothing)."""
+    request = MeansComparison(treatment, control, ratio, higher_is_better, withheld_reason)
+    [answer] = compare_all_means([request], confidence=confidence, adjust=adjust)
+    return answer
+
+
+def compare_all_means(
+    requests: Sequence[MeansComparison], *, confidence: float = CONFIDENCE, adjust: bool = True
+) -> list[MeanComparison]:
+    """``compare_means`` of each request, in order, the arithmetic of those of one kind (plain
+    or ratio) in one vectorized pass: a run compares every followed metric of every flag
+    environment."""
     alpha = 1.0 - check_confidence(confidence)
-    means = [_arm(arm, ratio) for arm in (treatment, control)]
+    answers: list[MeanComparison | None] = [None] * len(requests)
+    for ratio in (False, True):
+        chosen = [i for i, r in enumerate(requests) if r.ratio is ratio]
+        if not chosen:
+            continue
+        treatment = stacked([requests[i].treatment for i in chosen])
+        control = stacked([requests[i].control for i in chosen])
+        arms = [_arm(arm, ratio) for arm in (treatment, control)]
+        estimate = estimate_difference(treatment, control, ratio=ratio, adjust=adjust)
+        plain = estimate_difference(treatment, control, ratio=ratio, adjust=False)
+        half = radius(estimate, alpha)
+        unadjusted = np.where(plain.readable, radius(plain, alpha), np.nan)
+        for j, i in enumerate(chosen):
+            answers[i] = _mean_answer(
+                requests[i], arms, estimate, j, float(half[j]), float(unadjusted[j]), confidence
+            )
+    return [answer for answer in answers if answer is not None]
+
+
+def _mean_answer(
+    request: MeansComparison,
+    arms: list[_Arm],
+    estimate: Estimate,
+    j: int,
+    half: float,
+    unadjusted: float,
+    confidence: float,
+) -> MeanComparison:
+    """Element ``j`` of a vectorized pass as ``compare_means`` answers it."""
     treatment_mean, control_mean = (
-        float(arm.estimate) if bool(arm.defined) else None for arm in means
+        float(arm.estimate[j]) if bool(arm.defined[j]) else None for arm in arms
     )
-    estimate = estimate_difference(treatment, control, ratio=ratio, adjust=adjust)
     difference = None
     if treatment_mean is not None and control_mean is not None:
-        difference = float(estimate.difference) + 0.0  # never -0
+        difference = float(estimate.difference[j]) + 0.0  # never -0
     extra = {"treatment_mean": treatment_mean, "control_mean": control_mean}
-    if withheld_reason is None and not bool(estimate.readable):
+    withheld_reason = request.withheld_reason
+    if withheld_reason is None and not bool(estimate.readable[j]):
         withheld_reason = WithheldReason.BELOW_MINIMUM_SAMPLE
     if withheld_reason is not None:
         answer = withheld(difference, confidence, withheld_reason)
         return MeanComparison(**_fields_of(answer), **extra)
-    half = float(radius(estimate, alpha))
+    assert difference is not None  # readable: both arms' means are defined
     ci = (difference - half, difference + half)
-    answer = compared(difference, ci, confidence, higher_is_worse=not higher_is_better)
-    plain = estimate_difference(treatment, control, ratio=ratio, adjust=False)
-    unadjusted = float(radius(plain, alpha)) if bool(plain.readable) else math.nan
+    answer = compared(difference, ci, confidence, higher_is_worse=not request.higher_is_better)
     reduction = 1.0 - half / unadjusted if unadjusted > 0 else None
     return MeanComparison(**_fields_of(answer), **extra, variance_reduction=reduction)
 
