@@ -61,8 +61,9 @@ def judge(
 ) -> Judgement:
     """What the guardian does with ``rollout`` given its flag's ``flag_health`` row (the
     current split's health, with its comparisons) and the guard's ``evidence``; ``catalogue``
-    names each guardrail's unit (the built-in ones' when not given)."""
-    units = {name: m.unit for name, m in (catalogue or measures()).items()}
+    names each guardrail's label and unit in the reasons (the built-in ones' when not
+    given)."""
+    entries = catalogue or measures()
     last = len(rollout.plan.steps) - 1
     guard = guard_document(rollout, evidence)
     if rollout.step >= last:
@@ -86,7 +87,7 @@ def judge(
     if regressed:
         return Judgement(
             RolloutAction.ROLLED_BACK,
-            "regression on " + ", ".join(_describe(g, evidence[g], units) for g in regressed),
+            "regression: " + "; ".join(_describe(g, evidence[g], entries) for g in regressed),
             statistics,
             guard=guard,
         )
@@ -95,10 +96,10 @@ def judge(
                          guard=guard)  # fmt: skip
     unshown = [g for g in watched if evidence[g].status is not Status.SAFE]
     if unshown:
-        why = "; ".join(_not_shown(g, evidence[g], percentage, units) for g in unshown)
+        why = "; ".join(_not_shown(g, evidence[g], percentage, entries) for g in unshown)
         return _unjudged(rollout, now, why, statistics, guard)
     action = RolloutAction.COMPLETED if rollout.step + 1 == last else RolloutAction.ADVANCED
-    shown = ", ".join(_describe(g, evidence[g], units) for g in watched)
+    shown = ", ".join(_describe(g, evidence[g], entries) for g in watched)
     return Judgement(
         action,
         f"step time passed and every guardrail shown within its tolerance"
@@ -140,22 +141,29 @@ def _interval(bound: GuardBound, unit: str) -> str:
     return f"[{low}, {high}]"
 
 
-def _describe(guardrail: str, bound: GuardBound, units: Mapping[str, str]) -> str:
-    unit = units.get(guardrail, "")
+def _named(guardrail: str, entries: Mapping[str, Measure]) -> tuple[str, str]:
+    """A guardrail's label (as people read it: "p95 latency", a metric's name) and unit; a
+    metric deleted since stays by its name."""
+    entry = entries.get(guardrail)
+    return (entry.label, entry.unit) if entry is not None else (guardrail, "")
+
+
+def _describe(guardrail: str, bound: GuardBound, entries: Mapping[str, Measure]) -> str:
+    label, unit = _named(guardrail, entries)
     difference = "n/a" if bound.difference is None else _amount(bound.difference, unit)
     return (
-        f"{guardrail} (treatment - control {difference}, interval {_interval(bound, unit)},"
+        f"{label} (treatment - control {difference}, interval {_interval(bound, unit)},"
         f" tolerance {bound.tolerance:g} {unit})"
     )
 
 
 def _not_shown(
-    guardrail: str, bound: GuardBound, percentage: float, units: Mapping[str, str]
+    guardrail: str, bound: GuardBound, percentage: float, entries: Mapping[str, Measure]
 ) -> str:
     """Why a guardrail does not let the step advance yet, and what it would take."""
-    unit = units.get(guardrail, "")
+    label, unit = _named(guardrail, entries)
     text = (
-        f"{guardrail} not yet shown within {bound.tolerance:g} {unit}"
+        f"{label} not yet shown within {bound.tolerance:g} {unit}"
         f" (interval {_interval(bound, unit)}, {bound.treatment_users:,} treatment and"
         f" {bound.control_users:,} control users so far)"
     )

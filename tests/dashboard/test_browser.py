@@ -494,9 +494,9 @@ def test_a_rolled_back_rollout_says_why_and_its_decisions_fit_a_phone(
     admin.flag(tenant.environment_id, key, [{"type": "PERCENTAGE", "percentage": 0}])
     admin.request("PUT", f"/environments/{tenant.environment_id}/flags/{key}/rollout", {},
                   expect=200)  # fmt: skip
-    reason = ("regression on failureRate (treatment - control +12.2, 99.58 % confidence "
-              "sequence [4.7, 24]), latencyP95Ms (treatment - control +310, 99.58 % confidence "
-              "sequence [120, 480])")  # fmt: skip
+    reason = ("regression: Failure rate (treatment - control +12.2 pp, interval [+4.7 pp, "
+              "+24 pp], tolerance 1 pp); p95 latency (treatment - control +310 ms, interval "
+              "[+120 ms, +480 ms], tolerance 50 ms)")  # fmt: skip
     store = SqliteControlPlaneStore(server.data_dir / "controlplane.sqlite3")
     try:
         store.decide_rollout(tenant.environment_id, key, 0, RolloutAction.ROLLED_BACK, reason, None)

@@ -53,7 +53,11 @@ GUARD = {
 }  # fmt: skip
 """The guardian's evidence at the second step (25 %), as ``pipelines.guardian`` writes it."""
 
-WAITING = "p95 latency not yet shown within 50 ms: about 4,300 more users at 25 %"
+WAITING = (
+    "p95 latency not yet shown within 50 ms (interval [-12 ms, +85 ms], 1,200 treatment and "
+    "3,600 control users so far): about 4,300 more users at 25 %"
+)
+"""A waiting step's reason in the words ``pipelines.guardian`` writes (guardrails by label)."""
 
 
 @pytest.fixture

@@ -127,7 +127,7 @@ def test_the_guard_waits_on_doubt_rolls_back_regressions_and_completes_shown_saf
         failure = rollout["guard"]["guardrails"]["failureRate"]
         assert failure["status"] == "undecided" and failure["usersNeeded"] > 1_000, failure
         assert failure["users"] == {"treatment": rare["treatment"], "control": rare["control"]}
-        assert "failureRate not yet shown within 1 pp" in rollout["waiting"]["reason"]
+        assert "Failure rate not yet shown within 1 pp" in rollout["waiting"]["reason"]
         assert admin.request("GET", paths[RARE], expect=200)["rules"][0]["percentage"] == 1
 
         for flag, arms in ((BLATANT, blatant), (ALL_FAILING, all_failing)):
@@ -135,7 +135,7 @@ def test_the_guard_waits_on_doubt_rolls_back_regressions_and_completes_shown_saf
             assert rolled_back["state"] == "rolledBack", rolled_back
             (decision,) = rolled_back["decisions"]
             assert decision["percentage"] == 0 and decision["step"] == 0
-            assert decision["reason"].startswith("regression on failureRate")
+            assert decision["reason"].startswith("regression: Failure rate")
             evidence = decision["statistics"]["guard"]["guardrails"]["failureRate"]
             assert evidence["status"] == "regression"
             assert evidence["users"]["treatment"] == arms["treatment"]

@@ -95,7 +95,7 @@ def _judge(rollout: Rollout, steps, now: float, **arms_options):
 def test_a_step_not_yet_shown_safe_waits_past_its_time_and_says_what_it_needs() -> None:
     judgement, evidence = _judge(_rollout(), [(300, 3, 30_000, 300)], now=3_700.0)
     assert judgement.action is RolloutAction.WAIT and judgement.waiting
-    assert "failureRate not yet shown within 1 pp" in judgement.reason
+    assert "Failure rate not yet shown within 1 pp" in judgement.reason
     assert f"about {evidence['failureRate'].users_needed:,} more users at 1 %" in judgement.reason
     assert evidence["failureRate"].users_needed > 10_000
     shown = judgement.guard["guardrails"]["failureRate"]
@@ -163,7 +163,7 @@ def test_one_failing_treatment_user_in_a_1_percent_step_is_no_regression() -> No
 def test_a_treatment_failing_one_user_in_eight_is_rolled_back_before_its_time() -> None:
     judgement, _ = _judge(_rollout(), [(300, 38, 30_000, 30)], now=600.0)
     assert judgement.action is RolloutAction.ROLLED_BACK
-    assert judgement.reason.startswith("regression on failureRate (treatment - control +12.6 pp")
+    assert judgement.reason.startswith("regression: Failure rate (treatment - control +12.6 pp")
 
 
 def test_a_release_failing_every_user_is_rolled_back_from_a_handful_of_users() -> None:

@@ -167,7 +167,7 @@ def test_a_metric_guardrail_rolls_a_guarded_rollout_back(
     rollout = admin.request("GET", rollout_path, expect=200)
     assert rollout["state"] == "rolledBack", rollout
     (decision,) = rollout["decisions"]
-    assert "metric:payment_errors" in decision["reason"]
+    assert decision["reason"].startswith("regression: Payment_Errors (treatment - control +")
     guard = decision["statistics"]["guard"]["guardrails"]["metric:payment_errors"]
     assert guard["status"] == "regression" and guard["ci"][0] > 0
 
