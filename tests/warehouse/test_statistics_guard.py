@@ -165,3 +165,34 @@ def test_the_p95_guard_on_small_arms_waits_and_says_how_long() -> None:
         current_share=0.1,
     )  # fmt: skip
     assert empty.status is Status.UNDECIDED and empty.ci == (-math.inf, math.inf)
+
+
+def test_before_the_p95_is_bounded_the_estimate_plans_from_the_control_arm() -> None:
+    """With 50 treatment users the upper end is not bounded yet; the estimate plans both arms
+    like the control seen so far, and is about what it takes: fresh arms of twice the users
+    it asks for are shown safe, of half of them mostly not."""
+    control = _latencies(20_000, 1.0, 4)
+    early = quantile_guard(_latencies(50, 1.0, 3), control, P95, 50.0, rollback_level=ROLLBACK,
+                           current_share=0.1)  # fmt: skip
+    assert early.ci[1] == math.inf and early.users_needed is not None
+
+    def shown_safe(factor: float, seed: int) -> bool:
+        more = round(early.users_needed * factor)
+        bound = quantile_guard(
+            _latencies(50 + round(more * 0.1), 1.0, 10 + seed),
+            _latencies(20_000 + round(more * 0.9), 1.0, 20 + seed), P95, 50.0,
+            rollback_level=ROLLBACK, current_share=0.1,
+        )  # fmt: skip
+        return bound.status is Status.SAFE
+
+    assert all(shown_safe(2.0, seed) for seed in range(4))
+    assert sum(shown_safe(0.5, seed) for seed in range(4)) <= 1
+
+
+def test_an_arm_without_users_yet_gets_an_estimate_from_what_was_seen() -> None:
+    """A step's first minutes: the control arm has users, the treatment none yet."""
+    assert failure(([0], [0], [100], [10_000]), share=0.01).users_needed is not None
+    assert failure(([0], [0], [0], [0]), share=0.01).users_needed is None  # nothing to plan on
+    p95 = quantile_guard(ArmCells.of_values([], P95), _latencies(5_000), P95, 50.0,
+                         rollback_level=ROLLBACK, current_share=0.01)  # fmt: skip
+    assert p95.status is Status.UNDECIDED and p95.users_needed is not None

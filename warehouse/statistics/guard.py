@@ -220,7 +220,11 @@ def proportion_guard(
     users_t, users_c = int(n_t.sum()), int(n_c.sum())
     if users_t == 0 or users_c == 0:
         infinite = (-math.inf, math.inf)
-        return GuardBound(tolerance, None, infinite, Status.UNDECIDED, users_t, users_c, None)
+        needed = None  # nothing seen at all: no rate to plan with
+        if users_t + users_c > 0:  # an arm empty yet: plan for no difference at what was seen
+            needed = _proportion_users_needed(x_t, n_t, x_c, n_c, 0.0, tol, safety_level,
+                                              current_share)  # fmt: skip
+        return GuardBound(tolerance, None, infinite, Status.UNDECIDED, users_t, users_c, needed)
 
     def shown(delta: float, above: bool, alpha: float) -> bool:
         test = rejects(x_t, n_t, x_c, n_c, delta, alpha=alpha, above=above, mixing_sd=tol)
@@ -323,7 +327,9 @@ def quantile_guard(
         difference = treatment.estimate - control.estimate
     if n_t == 0 or n_c == 0:
         infinite = (-math.inf, math.inf)
-        return GuardBound(tolerance, difference, infinite, Status.UNDECIDED, n_t, n_c, None)
+        needed = _planned_quantile_users(treatment, control, q, tolerance, safety_level,
+                                         current_share, 0.0)  # fmt: skip
+        return GuardBound(tolerance, difference, infinite, Status.UNDECIDED, n_t, n_c, needed)
     low, _ = quantile_difference_interval(treatment, control, q, 1.0 - rollback_level)
     _, high = quantile_difference_interval(treatment, control, q, 1.0 - safety_level)
     if low > 0:
@@ -333,21 +339,66 @@ def quantile_guard(
     else:
         status = Status.UNDECIDED
     needed = None
-    if status is Status.UNDECIDED and difference is not None:
-        needed = _scaled_users_needed(difference, high, tolerance, min(n_t, n_c), current_share)
+    if status is Status.UNDECIDED:
+        planned = difference if difference is not None and math.isfinite(high) else 0.0
+        needed = _planned_quantile_users(treatment, control, q, tolerance, safety_level,
+                                         current_share, planned)  # fmt: skip
     return GuardBound(tolerance, difference, (low, high), status, n_t, n_c, needed)
 
 
-def _scaled_users_needed(
-    estimate: float, upper: float, tolerance: float, smaller_arm: int, share: float
+_PLAN_LIMIT = 10_000_000
+"""The most users a quantile's plan looks for; beyond, it gives no estimate."""
+
+
+def _planned_quantile_users(
+    treatment: ArmCells,
+    control: ArmCells,
+    q: float,
+    tolerance: float,
+    alpha: float,
+    share: float,
+    difference: float,
 ) -> int | None:
-    """Users still needed at the current split for the upper end to come within the tolerance,
-    the interval's half-width shrinking like one over the square root of the smaller arm."""
-    room, width = tolerance - estimate, upper - estimate
-    if room <= 0 or not math.isfinite(width) or not 0.0 < share < 1.0:
+    """Users still needed at the current split for the upper end to come within the
+    tolerance, were both arms to look like the control arm seen so far, the treatment's
+    shifted by ``difference`` (the caller passes 0, planning for no difference as the
+    proportions' estimate does while their counts are thin, until the upper end is bounded):
+    the fewest more users, found by doubling then bisection, for which the sequence's upper
+    end at ``alpha`` on planned arms of ``n_T + k s`` and ``n_C + k (1 - s)`` users falls below
+    the tolerance. The sequence's ends are set by the sparse cells around the quantile, so a
+    width shrinking like one over the square root of the users misjudges small arms by orders
+    of magnitude; the plan reads the sequence itself. None without a control user, at a split
+    of 0 or 100 %, with the difference at or beyond the tolerance, or beyond
+    ``_PLAN_LIMIT``."""
+    if control.n == 0 or control.estimate is None or not 0.0 < share < 1.0:
         return None
-    more_in_smaller_arm = smaller_arm * ((width / room) ** 2 - 1.0)
-    return max(math.ceil(more_in_smaller_arm / min(share, 1.0 - share)), 0)
+    if difference >= tolerance:
+        return None
+    share_below = np.cumsum(control.counts) / control.n  # the control's distribution
+
+    def planned(users: float, shift: float) -> ArmCells:
+        """``users`` spread over the control's cells in its proportions (rounded on the
+        running total, so none is lost however fine the cells), moved by ``shift`` ms."""
+        running = np.round(share_below * round(users)).astype(np.int64)
+        counts = np.diff(running, prepend=0)
+        return ArmCells(control.lower + shift, control.upper + shift, counts,
+                        control.estimate + shift)  # fmt: skip
+
+    def within(more: int) -> bool:
+        arms = (planned(treatment.n + more * share, difference),
+                planned(control.n + more * (1.0 - share), 0.0))  # fmt: skip
+        _, high = quantile_difference_interval(*arms, q, 1.0 - alpha)
+        return high < tolerance
+
+    low, high = 0, 1
+    while not within(high):
+        low, high = high, high * 2
+        if high > _PLAN_LIMIT:
+            return None
+    while high - low > max(1, high // 100):  # to 1 %: an estimate, not a promise
+        middle = (low + high) // 2
+        low, high = (low, middle) if within(middle) else (middle, high)
+    return high
 
 
 def strata_of(
