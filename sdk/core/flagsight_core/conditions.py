@@ -56,6 +56,11 @@ Dependencies. The core ships alone to applications (``sdk/core/pyproject.toml``;
   the specification's examples. ``packaging.version`` is PEP 440, not SemVer: it refuses
   ``1.0.0-alpha.beta`` and takes ``1.0`` and ``v1.0.0``.
 
+- ``pyarrow``, only where it is installed (the service has it for the event log; an
+  application's SDK need not): a bulk request's long column of strings for ``MATCHES`` goes to
+  Arrow's ``match_substring_regex``, the same RE2 searching UTF-8, at a tenth of the cost of
+  RE2 through Python (``arrow_matches``; the golden cases are decided alike either way).
+
 Our own fixed patterns (an instant's) use Python's ``re``: they cannot backtrack much.
 """
 
@@ -310,11 +315,18 @@ def _compiled(pattern: bytes) -> Any:
     return compiled
 
 
-def _expression(raw: object) -> Any:
+class Expression(NamedTuple):
+    """A ``MATCHES`` operand: the expression as given, and RE2's compiled form of it."""
+
+    source: str
+    compiled: Any
+
+
+def _expression(raw: object) -> Expression:
     if not isinstance(raw, str) or len(raw) > CONDITION_PATTERN_MAX:
         raise _Invalid
     try:
-        return _compiled(raw.encode("utf-8"))
+        return Expression(raw, _compiled(raw.encode("utf-8")))
     except UnicodeEncodeError:
         raise _Invalid("it is not valid Unicode") from None
     except re2.error as error:
@@ -451,10 +463,19 @@ _UNANCHORED = _re2.RE2.Anchor.UNANCHORED
 _FIRST = itemgetter(0)
 
 
-def _matches(operands: tuple[Any, ...]) -> Tests:
+ARROW_COLUMN = 256
+"""From how many strings a ``MATCHES`` column goes to Arrow's RE2 kernel, when pyarrow is
+there: converting the column costs about what RE2 through Python costs for a few hundred."""
+
+
+def _matches(operands: tuple[Expression, ...]) -> Tests:
     """RE2's own ``Match`` (``_re2``), as google-re2's ``search`` calls it for bytes: a third
-    of the cost of ``search``, which is a generator around it."""
-    match = operands[0].Match
+    of the cost of ``search``, which is a generator around it. A column of many strings goes
+    to Arrow's ``match_substring_regex`` where pyarrow is installed (the service has it; an
+    application's SDK need not): the same RE2 and the same unanchored search over UTF-8, a
+    tenth of the cost (10,000 e-mail addresses: 0.9 ms against 7 ms)."""
+    source, compiled = operands[0]
+    match = compiled.Match
 
     def string(item: str) -> bool:
         text = item.encode("utf-8", "surrogatepass")
@@ -462,13 +483,45 @@ def _matches(operands: tuple[Any, ...]) -> Tests:
 
     def strings(items: Sequence[str]) -> np.ndarray:
         """``string`` of each item as one chain of C calls: no Python frame per item (a
-        seventh less than ``string`` of each, which is RE2's ``Match`` mostly)."""
+        seventh less than ``string`` of each, which is RE2's ``Match`` mostly); through
+        Arrow for a long column (``ARROW_COLUMN``)."""
+        if len(items) >= ARROW_COLUMN:
+            found = arrow_matches(items, source)
+            if found is not None:
+                return found
         texts = [item.encode("utf-8", "surrogatepass") for item in items]
         spans = map(match, repeat(_UNANCHORED), texts, repeat(0), map(len, texts))
         starts = map(_FIRST, map(_FIRST, spans))  # the match's start, -1 for none
         return np.fromiter(starts, np.int64, len(texts)) >= 0
 
     return _strings_only(string)._replace(strings=strings)
+
+
+@lru_cache(maxsize=1)
+def _arrow() -> tuple[Any, Any] | None:
+    """``(pyarrow, pyarrow.compute)``, imported once when first wanted; None without them."""
+    try:
+        import pyarrow
+        import pyarrow.compute
+    except ImportError:
+        return None
+    return pyarrow, pyarrow.compute
+
+
+def arrow_matches(items: Sequence[str], expression: str) -> np.ndarray | None:
+    """Whether RE2 finds ``expression`` in each string, by Arrow's kernel; None where Arrow
+    cannot say (no pyarrow, or a string that is not valid Unicode: a lone surrogate, which
+    JSON allows and the bytes path matches)."""
+    arrow = _arrow()
+    if arrow is None:
+        return None
+    pa, pc = arrow
+    try:
+        column = pa.array(items, pa.string())
+    except (UnicodeEncodeError, pa.ArrowException):
+        return None
+    found = pc.match_substring_regex(column, pattern=expression)
+    return found.to_numpy(zero_copy_only=False)
 
 
 def _numbers(compare: Callable[[Any, Any], Any], pick: Callable[..., float]) -> Callable:
@@ -651,6 +704,13 @@ _FLOATS = frozenset({float})
 _PLAIN = frozenset({str, float, _Missing})
 """Kinds of which no two values are equal as dict keys (a string never equals a float), so a
 column of them is decided by distinct value as it is."""
+_NUMBERS = (frozenset({int}), frozenset({int, float}))
+
+
+def _doubles_exactly(kinds: set[type], values: Sequence[Any]) -> bool:
+    """Whether a column of ints (and floats) converts to doubles as ``_double`` compares each:
+    every int within the doubles' range (JSON's integers, a count of seats)."""
+    return kinds in _NUMBERS and min(values) >= -_DOUBLE_MAX and max(values) <= _DOUBLE_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -725,7 +785,7 @@ class Condition:
                 else _by_distinct(tests.string, values, count, tests.strings)
             )
             return ~hits if OPERATORS[self.operator].negated else hits
-        if kinds == _FLOATS and tests.floats is not None:
+        if tests.floats is not None and (kinds == _FLOATS or _doubles_exactly(kinds, values)):
             return tests.floats(np.fromiter(values, float, count))  # type: ignore[arg-type]
         if kinds <= _PLAIN:
             return _by_distinct(self.holds_for, values, count)
