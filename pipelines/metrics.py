@@ -163,9 +163,10 @@ def compare_metrics(requests: Sequence[MetricArms]) -> list[MetricResult]:
     others in the events' unit), at the contract's confidence, in order: the conversions in
     one vectorized call, the means in another (a run compares every followed metric of every
     flag environment)."""
-    results: list[MetricResult | None] = [None] * len(requests)
+    results: dict[int, MetricResult] = {}
     conversions = [i for i, r in enumerate(requests) if r.kind is MetricKind.CONVERSION]
-    compared = compare_all_proportions([
+    others = [i for i, r in enumerate(requests) if r.kind is not MetricKind.CONVERSION]
+    proportions = compare_all_proportions([
         ProportionComparison(
             round(requests[i].treatment.y), requests[i].treatment.n,
             round(requests[i].control.y), requests[i].control.n,
@@ -173,27 +174,22 @@ def compare_metrics(requests: Sequence[MetricArms]) -> list[MetricResult]:
         )
         for i in conversions
     ])  # fmt: skip
-    for i, comparison in zip(conversions, compared, strict=True):
-        r = requests[i]
-        results[i] = MetricResult(
-            r.treatment.n, _mean(r.treatment, r.kind), r.control.n, _mean(r.control, r.kind),
-            comparison.difference, comparison.ci, comparison.decision, None, comparison.reason,
-        )  # fmt: skip
-    others = [i for i, r in enumerate(requests) if r.kind is not MetricKind.CONVERSION]
-    compared_means = compare_all_means([
+    means = compare_all_means([
         MeansComparison(
             requests[i].treatment, requests[i].control, requests[i].kind is MetricKind.MEAN,
             requests[i].better is Better.HIGHER, requests[i].withheld_reason,
         )
         for i in others
     ])  # fmt: skip
-    for i, means in zip(others, compared_means, strict=True):
+    for i, compared in [*zip(conversions, proportions, strict=True),
+                        *zip(others, means, strict=True)]:  # fmt: skip
         r = requests[i]
         results[i] = MetricResult(
             r.treatment.n, _mean(r.treatment, r.kind), r.control.n, _mean(r.control, r.kind),
-            means.difference, means.ci, means.decision, means.variance_reduction, means.reason,
+            compared.difference, compared.ci, compared.decision,
+            getattr(compared, "variance_reduction", None), compared.reason,
         )  # fmt: skip
-    return [result for result in results if result is not None]
+    return [results[i] for i in range(len(requests))]
 
 
 def _mean(arm: MeanMoments, kind: MetricKind) -> float | None:
