@@ -167,19 +167,19 @@ def test_the_p95_guard_on_small_arms_waits_and_says_how_long() -> None:
     assert empty.status is Status.UNDECIDED and empty.ci == (-math.inf, math.inf)
 
 
-def test_before_the_p95_is_bounded_the_estimate_plans_from_the_control_arm() -> None:
-    """With 50 treatment users the upper end is not bounded yet; the estimate plans both arms
-    like the control seen so far, and is about what it takes: fresh arms of twice the users
-    it asks for are shown safe, of half of them mostly not."""
+def test_at_a_steps_start_the_p95_estimate_plans_from_the_control_arm() -> None:
+    """With no treatment user yet, the estimate plans both arms like the control seen so far,
+    and is about what it takes: fresh arms of twice the users it asks for are shown safe, of
+    half of them mostly not."""
     control = _latencies(20_000, 1.0, 4)
-    early = quantile_guard(_latencies(50, 1.0, 3), control, P95, 50.0, rollback_level=ROLLBACK,
-                           current_share=0.1)  # fmt: skip
-    assert early.ci[1] == math.inf and early.users_needed is not None
+    start = quantile_guard(ArmCells.of_values([], P95), control, P95, 50.0,
+                           rollback_level=ROLLBACK, current_share=0.1)  # fmt: skip
+    assert start.ci == (-math.inf, math.inf) and start.users_needed is not None
 
     def shown_safe(factor: float, seed: int) -> bool:
-        more = round(early.users_needed * factor)
+        more = round(start.users_needed * factor)
         bound = quantile_guard(
-            _latencies(50 + round(more * 0.1), 1.0, 10 + seed),
+            _latencies(round(more * 0.1), 1.0, 10 + seed),
             _latencies(20_000 + round(more * 0.9), 1.0, 20 + seed), P95, 50.0,
             rollback_level=ROLLBACK, current_share=0.1,
         )  # fmt: skip
@@ -187,6 +187,20 @@ def test_before_the_p95_is_bounded_the_estimate_plans_from_the_control_arm() -> 
 
     assert all(shown_safe(2.0, seed) for seed in range(4))
     assert sum(shown_safe(0.5, seed) for seed in range(4)) <= 1
+
+
+def test_with_treatment_users_the_p95_estimate_follows_them() -> None:
+    """The next users planned like those the arm has: 1,000 treatment users whose p95 is
+    near control's, their upper end just above the tolerance, need a few more; a treatment
+    whose own p95 is 30 % slower (beyond the 50 ms) gets no number, as none would do."""
+    control = _latencies(20_000, 1.0, 4)
+    near = quantile_guard(_latencies(1_000, 1.0, 3), control, P95, 50.0, rollback_level=ROLLBACK,
+                          current_share=0.1)  # fmt: skip
+    assert near.status is Status.UNDECIDED and near.ci[1] > 50.0
+    assert near.users_needed is not None and near.users_needed < 2_000
+    slow = quantile_guard(_latencies(300, 1.2, 3), control, P95, 50.0, rollback_level=ROLLBACK,
+                          current_share=0.1)  # fmt: skip
+    assert slow.status is Status.UNDECIDED and slow.users_needed is None
 
 
 def test_an_arm_without_users_yet_gets_an_estimate_from_what_was_seen() -> None:

@@ -328,7 +328,7 @@ def quantile_guard(
     if n_t == 0 or n_c == 0:
         infinite = (-math.inf, math.inf)
         needed = _planned_quantile_users(treatment, control, q, tolerance, safety_level,
-                                         current_share, 0.0)  # fmt: skip
+                                         current_share)  # fmt: skip
         return GuardBound(tolerance, difference, infinite, Status.UNDECIDED, n_t, n_c, needed)
     low, _ = quantile_difference_interval(treatment, control, q, 1.0 - rollback_level)
     _, high = quantile_difference_interval(treatment, control, q, 1.0 - safety_level)
@@ -340,9 +340,8 @@ def quantile_guard(
         status = Status.UNDECIDED
     needed = None
     if status is Status.UNDECIDED:
-        planned = difference if difference is not None and math.isfinite(high) else 0.0
         needed = _planned_quantile_users(treatment, control, q, tolerance, safety_level,
-                                         current_share, planned)  # fmt: skip
+                                         current_share)  # fmt: skip
     return GuardBound(tolerance, difference, (low, high), status, n_t, n_c, needed)
 
 
@@ -357,39 +356,34 @@ def _planned_quantile_users(
     tolerance: float,
     alpha: float,
     share: float,
-    difference: float,
 ) -> int | None:
     """Users still needed at the current split for the upper end to come within the
-    tolerance, were both arms to look like the control arm seen so far, the treatment's
-    shifted by ``difference`` (the caller passes 0, planning for no difference as the
-    proportions' estimate does while their counts are thin, until the upper end is bounded):
-    the fewest more users, found by doubling then bisection, for which the sequence's upper
-    end at ``alpha`` on planned arms of ``n_T + k s`` and ``n_C + k (1 - s)`` users falls below
-    the tolerance. The sequence's ends are set by the sparse cells around the quantile, so a
-    width shrinking like one over the square root of the users misjudges small arms by orders
-    of magnitude; the plan reads the sequence itself. None without a control user, at a split
-    of 0 or 100 %, with the difference at or beyond the tolerance, or beyond
-    ``_PLAN_LIMIT``."""
+    tolerance, were each arm's next users to look like the users it has (an arm without any
+    yet, the treatment at a step's start, like the control: planning for no difference): the
+    fewest more users, found by doubling then bisection, for which the sequence's upper end at
+    ``alpha`` on arms of ``n_T + k s`` and ``n_C + k (1 - s)`` users, each its own distribution
+    scaled, falls below the tolerance. The sequence's ends are set by the sparse values around
+    the quantile, so a width shrinking like one over the square root of the users misjudges
+    small arms by orders of magnitude; the plan reads the sequence itself. None without a
+    control user, at a split of 0 or 100 %, or beyond ``_PLAN_LIMIT``."""
     if control.n == 0 or control.estimate is None or not 0.0 < share < 1.0:
         return None
-    if difference >= tolerance:
-        return None
-    share_below = np.cumsum(control.counts) / control.n  # the control's distribution
+    model = treatment if treatment.n > 0 and treatment.estimate is not None else control
 
-    def planned(users: float, shift: float) -> ArmCells:
-        """``users`` spread over the control's cells in its proportions (rounded on the
-        running total, so none is lost however fine the cells), moved by ``shift`` ms."""
-        running = np.round(share_below * round(users)).astype(np.int64)
-        counts = np.diff(running, prepend=0)
-        return ArmCells(control.lower + shift, control.upper + shift, counts,
-                        control.estimate + shift)  # fmt: skip
+    def scaled(arm: ArmCells, users: float) -> ArmCells:
+        """``users`` spread over the arm's cells in its proportions (rounded on the running
+        total, so none is lost however fine the cells)."""
+        running = np.round(np.cumsum(arm.counts) / arm.n * round(users)).astype(np.int64)
+        return ArmCells(arm.lower, arm.upper, np.diff(running, prepend=0), arm.estimate)
 
     def within(more: int) -> bool:
-        arms = (planned(treatment.n + more * share, difference),
-                planned(control.n + more * (1.0 - share), 0.0))  # fmt: skip
+        arms = (scaled(model, treatment.n + more * share),
+                scaled(control, control.n + more * (1.0 - share)))  # fmt: skip
         _, high = quantile_difference_interval(*arms, q, 1.0 - alpha)
         return high < tolerance
 
+    if treatment.n > 0 and not within(_PLAN_LIMIT):
+        return None  # its own estimate beyond the tolerance: no number of users shows it within
     low, high = 0, 1
     while not within(high):
         low, high = high, high * 2
