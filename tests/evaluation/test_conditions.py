@@ -467,26 +467,39 @@ def test_a_segment_decides_many_users_as_it_decides_each(people: list[dict[str, 
     assert many.tolist() == one_by_one
 
 
-def test_every_case_decides_alike_in_a_long_column() -> None:
+@pytest.fixture(params=["the core's RE2", "the service's Arrow"])
+def column_search(request):
+    """Each test of a long column runs with the core's own search and with the one the
+    service plugs in (``api.infra.column_search``), and leaves none set."""
+    from flagsight_core.conditions import use_column_search
+
+    from api.infra.column_search import arrow_search
+
+    use_column_search(arrow_search if request.param == "the service's Arrow" else None)
+    yield request.param
+    use_column_search(None)
+
+
+def test_every_case_decides_alike_in_a_long_column(column_search) -> None:
     """A bulk request's column of a condition's attribute takes other paths than one value:
-    ints compared as one array of doubles, a long column of strings through Arrow's RE2 for
-    ``MATCHES`` (``ARROW_COLUMN``). Each golden case's value, among enough others of the same
-    kind to take them, is decided as the case says."""
-    from flagsight_core.conditions import ARROW_COLUMN, condition_from_json
+    ints compared as one array of doubles, a long column of strings through the host's column
+    search for ``MATCHES`` (``LONG_COLUMN``). Each golden case's value, among enough others of
+    the same kind to take them, is decided as the case says."""
+    from flagsight_core.conditions import LONG_COLUMN, condition_from_json
 
     from tests.support.condition_cases import HOLDS
 
     for case in HOLDS:
         condition = condition_from_json(case["condition"])
         value = condition.value_of(case["attributes"], case["userIdentifier"])
-        fillers = {str: [f"filler {i}" for i in range(ARROW_COLUMN)],  # distinct: as e-mails
-                   int: [7] * ARROW_COLUMN, float: [7.5] * ARROW_COLUMN}  # fmt: skip
-        column = [*fillers.get(type(value), [value] * ARROW_COLUMN), value]
+        fillers = {str: [f"filler {i}" for i in range(LONG_COLUMN)],  # distinct: as e-mails
+                   int: [7] * LONG_COLUMN, float: [7.5] * LONG_COLUMN}  # fmt: skip
+        column = [*fillers.get(type(value), [value] * LONG_COLUMN), value]
         assert bool(condition.holds_many(column)[-1]) is case["holds"], case["name"]
 
 
-ARROW_COLUMN_HALF = 200
-"""Pairs of strings in a column long enough for Arrow (``conditions.ARROW_COLUMN``)."""
+LONG_COLUMN_HALF = 200
+"""Pairs of strings in a column long enough for the column search (``LONG_COLUMN``)."""
 
 
 @pytest.mark.parametrize(
@@ -496,13 +509,15 @@ ARROW_COLUMN_HALF = 200
         ([3, -(10**400), 5], "LESS_THAN", 4),
         ([1, 2.5, 3], "GREATER_THAN", 2),  # ints and floats together
         (
-            [f"{i}{tail}@example.com" for i in range(ARROW_COLUMN_HALF) for tail in ("\ud800", "")],
+            [f"{i}{tail}@example.com" for i in range(LONG_COLUMN_HALF) for tail in ("\ud800", "")],
             "MATCHES",
             "@example",
         ),
     ],
 )
-def test_a_column_decides_as_each_value_does(values: list[Any], operator: str, operand) -> None:
+def test_a_column_decides_as_each_value_does(
+    values: list[Any], operator: str, operand, column_search
+) -> None:
     """Where a column's fast path cannot say (an int beyond every double, a string with a lone
     surrogate that Arrow refuses), the answers are still each value's own."""
     condition = _condition(operator, [operand])

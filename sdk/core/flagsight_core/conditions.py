@@ -56,10 +56,10 @@ Dependencies. The core ships alone to applications (``sdk/core/pyproject.toml``;
   the specification's examples. ``packaging.version`` is PEP 440, not SemVer: it refuses
   ``1.0.0-alpha.beta`` and takes ``1.0`` and ``v1.0.0``.
 
-- ``pyarrow``, only where it is installed (the service has it for the event log; an
-  application's SDK need not): a bulk request's long column of strings for ``MATCHES`` goes to
-  Arrow's ``match_substring_regex``, the same RE2 searching UTF-8, at a tenth of the cost of
-  RE2 through Python (``arrow_matches``; the golden cases are decided alike either way).
+
+A host may search a long column of strings for ``MATCHES`` its own way (``use_column_search``):
+the service plugs in Arrow's RE2 kernel (``api/infra/column_search.py``), which the core may
+not import; the golden cases are decided alike either way.
 
 Our own fixed patterns (an instant's) use Python's ``re``: they cannot backtrack much.
 """
@@ -463,17 +463,31 @@ _UNANCHORED = _re2.RE2.Anchor.UNANCHORED
 _FIRST = itemgetter(0)
 
 
-ARROW_COLUMN = 256
-"""From how many strings a ``MATCHES`` column goes to Arrow's RE2 kernel, when pyarrow is
-there: converting the column costs about what RE2 through Python costs for a few hundred."""
+LONG_COLUMN = 256
+"""From how many strings a ``MATCHES`` column goes to the host's column search, when one is
+set (``use_column_search``): handing a column over costs about what RE2 through Python costs
+for a few hundred strings."""
+
+ColumnSearch = Callable[[Sequence[str], str], "np.ndarray | None"]
+"""Whether RE2 finds the expression (the second argument, as given) in each string, as a
+boolean array; None where it cannot say (the core then asks RE2 itself)."""
+
+_column_search: list[ColumnSearch | None] = [None]
+
+
+def use_column_search(search: ColumnSearch | None) -> None:
+    """Set (None: clear) how a long column of strings is searched for ``MATCHES``: the same
+    RE2 semantics (an unanchored search of the UTF-8 text), faster over many strings. The
+    service sets Arrow's kernel when it builds its services; an application's SDK sets none."""
+    _column_search[0] = search
 
 
 def _matches(operands: tuple[Expression, ...]) -> Tests:
     """RE2's own ``Match`` (``_re2``), as google-re2's ``search`` calls it for bytes: a third
     of the cost of ``search``, which is a generator around it. A column of many strings goes
-    to Arrow's ``match_substring_regex`` where pyarrow is installed (the service has it; an
-    application's SDK need not): the same RE2 and the same unanchored search over UTF-8, a
-    tenth of the cost (10,000 e-mail addresses: 0.9 ms against 7 ms)."""
+    to the host's column search when one is set (the service's: Arrow's
+    ``match_substring_regex``, a tenth of the cost: 10,000 e-mail addresses 0.9 ms against
+    7 ms)."""
     source, compiled = operands[0]
     match = compiled.Match
 
@@ -483,10 +497,11 @@ def _matches(operands: tuple[Expression, ...]) -> Tests:
 
     def strings(items: Sequence[str]) -> np.ndarray:
         """``string`` of each item as one chain of C calls: no Python frame per item (a
-        seventh less than ``string`` of each, which is RE2's ``Match`` mostly); through
-        Arrow for a long column (``ARROW_COLUMN``)."""
-        if len(items) >= ARROW_COLUMN:
-            found = arrow_matches(items, source)
+        seventh less than ``string`` of each, which is RE2's ``Match`` mostly); through the
+        host's column search for a long column (``LONG_COLUMN``)."""
+        search = _column_search[0]
+        if search is not None and len(items) >= LONG_COLUMN:
+            found = search(items, source)
             if found is not None:
                 return found
         texts = [item.encode("utf-8", "surrogatepass") for item in items]
@@ -495,33 +510,6 @@ def _matches(operands: tuple[Expression, ...]) -> Tests:
         return np.fromiter(starts, np.int64, len(texts)) >= 0
 
     return _strings_only(string)._replace(strings=strings)
-
-
-@lru_cache(maxsize=1)
-def _arrow() -> tuple[Any, Any] | None:
-    """``(pyarrow, pyarrow.compute)``, imported once when first wanted; None without them."""
-    try:
-        import pyarrow
-        import pyarrow.compute
-    except ImportError:
-        return None
-    return pyarrow, pyarrow.compute
-
-
-def arrow_matches(items: Sequence[str], expression: str) -> np.ndarray | None:
-    """Whether RE2 finds ``expression`` in each string, by Arrow's kernel; None where Arrow
-    cannot say (no pyarrow, or a string that is not valid Unicode: a lone surrogate, which
-    JSON allows and the bytes path matches)."""
-    arrow = _arrow()
-    if arrow is None:
-        return None
-    pa, pc = arrow
-    try:
-        column = pa.array(items, pa.string())
-    except (UnicodeEncodeError, pa.ArrowException):
-        return None
-    found = pc.match_substring_regex(column, pattern=expression)
-    return found.to_numpy(zero_copy_only=False)
 
 
 def _numbers(compare: Callable[[Any, Any], Any], pick: Callable[..., float]) -> Callable:
