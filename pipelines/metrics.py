@@ -17,6 +17,7 @@ per-user sums.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import NamedTuple
 
 import duckdb
@@ -81,8 +82,7 @@ def load_follows(con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFollow]
             for f in follows
         }
     )  # fmt: skip
-    if rows:
-        insert_rows(con, "metric_follows", FOLLOW_COLUMNS, rows)
+    insert_rows(con, "metric_follows", FOLLOW_COLUMNS, rows)
 
 
 def compute_metrics(con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFollow]) -> int:
@@ -102,8 +102,7 @@ def compute_metrics(con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFoll
         con.execute(
             f"DELETE FROM health_comparisons WHERE starts_with(comparison, '{METRIC_PREFIX}')"
         )
-        if rows:
-            insert_rows(con, "health_comparisons", COMPARISON_COLUMNS, computed_at=True, rows=rows)
+        insert_rows(con, "health_comparisons", COMPARISON_COLUMNS, rows, computed_at=True)
     return len(rows)
 
 
@@ -219,8 +218,8 @@ def _current_splits(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], flo
     }
 
 
-_MOMENTS = "n, y, d, x, yy, dd, xx, yd, yx, dx"
-"""``metric_moments``' columns in ``MeanMoments``' field order."""
+_MOMENTS = ", ".join(f.name for f in fields(MeanMoments))
+"""``metric_moments``' moment columns, named as ``MeanMoments``' fields, in their order."""
 
 
 def _arm_moments(
