@@ -126,6 +126,7 @@ def _comparison_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
         ).fetchall()
     }
     moments = _arm_moments(con)
+    empty = MeanMoments.of([])
     keys, requests = [], []
     for organization, env, flag, metric_key, kind, better in con.execute(
         "SELECT organization_id, environment_id, flag_key, metric_key, kind, better "
@@ -133,7 +134,7 @@ def _comparison_rows(con: duckdb.DuckDBPyConnection) -> list[list]:
     ).fetchall():
         percentage = splits.get((env, flag))
         arms = {
-            arm: moments.get((metric_key, env, flag, percentage, arm), MeanMoments.of([]))
+            arm: moments.get((metric_key, env, flag, percentage, arm), empty)
             for arm in (ARM_TREATMENT, ARM_CONTROL)
         }
         if percentage is None:
