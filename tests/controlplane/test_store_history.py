@@ -377,6 +377,8 @@ def test_rollout_steps_and_a_stale_decision(store, environment) -> None:
     assert (advanced.step, advanced.decisions[0].statistics) == (1, {"n": 1})
     assert store.decide_rollout(environment.id, "f", 0, RolloutAction.ADVANCED, "old", None) is None
     assert store.running_rollouts() == [advanced]
+    assert store.running_rollouts(environment.id) == [advanced]
+    assert store.running_rollouts("env-of-another-tenant") == []
     back = store.decide_rollout(environment.id, "f", 1, RolloutAction.ROLLED_BACK, "bad", None)
     assert back.state is RolloutState.ROLLED_BACK
     assert store.get_flag(environment.id, "f").rules == (PercentageRule(0.0),)

@@ -387,6 +387,18 @@ def test_the_flags_list_shows_a_running_rollout_and_its_percentage(
     assert "data-rollout-badge" not in page.text
 
 
+def test_the_flags_list_shows_no_badge_for_another_environments_rollout(
+    person: DashClient, tenant: Tenant, dash_admin: Admin, services: Services
+) -> None:
+    """A flag of the same key in another tenant, its guarded rollout running: this
+    environment's list says nothing of it."""
+    other = dash_admin.split_tenant(FLAG)
+    guarded_rollout(services, other)
+    page = person.get(f"/dashboard/environments/{tenant.environment_id}/flags")
+    assert f"/flags/{FLAG}" in page.text
+    assert "data-rollout-badge" not in page.text
+
+
 def test_the_editor_says_a_rollout_is_running(
     person: DashClient, tenant: Tenant, services: Services
 ) -> None:

@@ -105,7 +105,10 @@ class RolloutStore(Protocol):
 
     def get_rollout(self, environment_id: str, flag_key: str) -> Rollout | None: ...
 
-    def running_rollouts(self) -> list[Rollout]: ...
+    def running_rollouts(self, environment_id: str | None = None) -> list[Rollout]:
+        """The running rollouts, of one environment when it is given (a page of one
+        environment reads no other tenant's)."""
+        ...
 
     def stop_rollout(
         self, environment_id: str, flag_key: str, *, actor: str = Actor.SYSTEM
@@ -171,12 +174,13 @@ class RolloutSql(SqlSlice):
         with self._transaction(write=False) as conn:
             return self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
 
-    def running_rollouts(self) -> list[Rollout]:
+    def running_rollouts(self, environment_id: str | None = None) -> list[Rollout]:
         with self._transaction(write=False) as conn:
+            one = "" if environment_id is None else " AND environment_id = ?"
             keys = conn.execute(
-                "SELECT environment_id, flag_key FROM rollouts WHERE state = ?"
+                f"SELECT environment_id, flag_key FROM rollouts WHERE state = ?{one}"
                 " ORDER BY environment_id, flag_key",
-                (str(RolloutState.RUNNING),),
+                (str(RolloutState.RUNNING), *([] if environment_id is None else [environment_id])),
             ).fetchall()
             return [self._rollout_in(conn, env, key) for env, key in keys]
 

@@ -97,13 +97,13 @@ class FlagsPage(Page):
         warehouse = self.services.settings.warehouse_path
         activity = await self.read(read_activity, warehouse, env_id, today)
         uses = {flag.key: activity.of(flag.key) for flag in flags}
-        rollouts = await self.read(self.store.running_rollouts)
+        rollouts = await self.read(self.store.running_rollouts, env_id)
         lifecycles = await self.read(read_lifecycles, self.services, env_id, flags)
         self.render(
             req, resp, "flags.html", status=status, environment=environment,
             organization=organization, flags=flags, errors=errors or {}, new_key=key,
             activity=activity, uses=uses, activity_days=ACTIVITY_DAYS, lifecycles=lifecycles,
-            rollouts={r.flag_key: r for r in rollouts if r.environment_id == env_id},
+            rollouts={r.flag_key: r for r in rollouts},
             stale=sum(1 for shown in lifecycles.values() if shown.stage == "stale"),
             section="flags", crumbs=[*environment_crumbs(environment, organization),
                                      ("Flags", flags_path(env_id))],
