@@ -49,7 +49,10 @@ class Meter(Protocol):
         grant); the count never goes below zero. Raises ``MeterUnavailable`` when it cannot
         be recorded now, so the caller can refuse the give-back rather than drop it."""
 
-    def usage(self, organization_id: str, month: int) -> int:
-        """Evaluations counted so far in ``month``."""
+    def usage(self, organization_id: str, month: int, *, exact: bool = False) -> int:
+        """Evaluations counted so far in ``month``. While the count cannot be read (its
+        database unreachable) a meter may answer the last figure it saw; with ``exact`` it
+        raises ``MeterUnavailable`` instead: a usage read must not pass an old figure off as
+        the count (the quota headers of an evaluate answer may)."""
 
     def close(self) -> None: ...

@@ -263,8 +263,9 @@ class MmapMeter:
         finally:
             self._file_unlocked()
 
-    def usage(self, organization_id: str, month: int) -> int:
-        """Evaluations served: allocated minus every live lease's unspent quota."""
+    def usage(self, organization_id: str, month: int, *, exact: bool = False) -> int:
+        """Evaluations served: allocated minus every live lease's unspent quota (always exact:
+        the count is in this host's file)."""
         self._file_locked(self._thread_lock.acquire)
         try:
             slot = self._slot(organization_id, month, create=False)

@@ -231,15 +231,18 @@ class PostgresMeter:
         except AssertionError:  # no row: nothing was granted that month
             pass
 
-    def usage(self, organization_id: str, month: int) -> int:
+    def usage(self, organization_id: str, month: int, *, exact: bool = False) -> int:
         """Evaluations served: exact for this worker's own leases, as of their last report
-        for the others'; during an outage, the last figure seen plus this worker's credit."""
+        for the others'; during an outage, the last figure seen plus this worker's credit, or
+        with ``exact`` ``MeterUnavailable``."""
         key = (organization_id, month)
         here = self._here()
         counted = None
         if not here.down:
             with contextlib.suppress(_Unavailable):  # then the last figure seen
                 counted = self._call(here, "usage", _USAGE, (organization_id, month))[0]
+        if counted is None and exact:
+            raise MeterUnavailable("the meter's database is unreachable")
         with here.lock:
             if counted is None:
                 counted = here.known_usage.get(key, 0)

@@ -148,7 +148,7 @@ class UsageResource(AdminResource):
     ) -> None:
         found = await existing_organization(self, org_id)
         month = month_of(self.services.clock())
-        evaluations = await self.read(self.services.meter.usage, org_id, month)
+        evaluations = await self.read(usage_answer.counted, self.services.meter, org_id, month)
         write_json(resp, Usage(**usage_answer.usage(found, month, evaluations)))
 
 

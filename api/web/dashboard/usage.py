@@ -48,7 +48,7 @@ class UsagePage(Page):
     ) -> None:
         organization = await self.organization(org_id)
         month = month_of(self.services.clock())
-        evaluations = await self.read(self.services.meter.usage, org_id, month)
+        evaluations = await self.read(usage_answer.counted, self.services.meter, org_id, month)
         usage = usage_answer.usage(organization, month, evaluations)
         self.render(
             req, resp, "usage.html", organization=organization, usage=usage,

@@ -350,6 +350,9 @@ PUBLIC_PATHS: dict[str, Any] = {
             "responses": {
                 "200": {"description": "This month's usage", **_json(_ref("Usage"))},
                 "401": _UNAUTHORIZED,
+                "503": error_response(
+                    "The count cannot be read now (the meter's database is unreachable); retry"
+                ),
             },
         }
     },

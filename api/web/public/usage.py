@@ -27,5 +27,5 @@ class UsageResource:
         if organization is None:  # nor one whose organization is (the 401 OpenAPI documents)
             raise Unauthorized()
         month = month_of(self._services.clock())
-        evaluations = self._services.meter.usage(organization.id, month)
+        evaluations = usage_answer.counted(self._services.meter, organization.id, month)
         write_json(resp, usage_answer.usage(organization, month, evaluations))
