@@ -3,8 +3,9 @@
 Concurrency: WAL mode (readers never block the writer), a busy timeout so a writer waits for
 another process's write instead of failing, and one connection per thread and process (a
 connection opened before ``fork`` is never used, nor closed, in the child). A write
-transaction takes the write lock up front (``BEGIN IMMEDIATE``). A file still locked after
-the busy timeout, or that cannot be read, is ``UnavailableError``.
+transaction takes the write lock up front (``BEGIN IMMEDIATE``), and every transaction closes
+the statements it ran before it ends (``_Connection``). A file still locked after the busy
+timeout, or that cannot be read, is ``UnavailableError``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +33,40 @@ def _unavailable_on_operational_error() -> Iterator[None]:
         raise UnavailableError(f"the control-plane database is busy or unreadable: {exc}") from exc
 
 
+class _Connection(sqlite3.Connection):
+    """A connection whose transactions close every statement they ran before they end.
+
+    SQLite keeps an unfinished statement's read snapshot past ``COMMIT``: the connection
+    stays in a read transaction, and once another connection has committed, its next write
+    fails at once with "database is locked" (``SQLITE_BUSY_SNAPSHOT``, which the busy timeout
+    does not wait out). A cursor read partly is freed with the frame that made it, unless an
+    exception's traceback keeps that frame alive (a refusal kept as a value, until a garbage
+    collection): the dashboard's audit page made workers answer 503 so. Python's ``sqlite3``
+    has no call that resets a connection's statements, so the cursors are remembered."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._cursors: list[weakref.ref[sqlite3.Cursor]] | None = None
+
+    def execute(self, sql: str, parameters: Params = (), /) -> sqlite3.Cursor:
+        cursor = super().execute(sql, parameters)
+        if self._cursors is not None:
+            self._cursors.append(weakref.ref(cursor))
+        return cursor
+
+    def remember_cursors(self) -> None:
+        """From now on, until ``close_cursors``."""
+        self._cursors = []
+
+    def close_cursors(self) -> None:
+        """Close the cursors executed since ``remember_cursors`` that are still alive."""
+        cursors, self._cursors = self._cursors or [], None
+        for ref in cursors:
+            cursor = ref()
+            if cursor is not None:
+                cursor.close()
+
+
 class SqliteBackend:
     """``SqlBackend`` on one SQLite file; see the module docstring."""
 
@@ -41,12 +77,16 @@ class SqliteBackend:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        self._connections: list[sqlite3.Connection] = []
-        self._inherited: list[sqlite3.Connection] = []
+        self._connections: list[_Connection] = []
+        self._inherited: list[_Connection] = []
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> _Connection:
         conn = sqlite3.connect(
-            self.path, timeout=self._busy_timeout_s, isolation_level=None, check_same_thread=False
+            self.path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=_Connection,
         )
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
@@ -54,7 +94,7 @@ class SqliteBackend:
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> _Connection:
         """This thread's connection in this process."""
         pid = os.getpid()
         with self._lock:
@@ -75,11 +115,14 @@ class SqliteBackend:
         with _unavailable_on_operational_error():
             conn = self.connection()
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            conn.remember_cursors()
             try:
                 yield conn
             except BaseException:
+                conn.close_cursors()
                 conn.execute("ROLLBACK")
                 raise
+            conn.close_cursors()
             conn.execute("COMMIT")
 
     def fetch(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:

@@ -145,8 +145,8 @@ class AuditSql(SqlSlice):
             for record in records:
                 try:
                     self._checked_restore(conn, record)
-                except ControlPlaneError as exc:
-                    refusals[record.id] = exc
+                except ControlPlaneError as exc:  # kept without the frames it was raised in
+                    refusals[record.id] = exc.with_traceback(None)
             return refusals
 
     def _checked_restore(self, conn: Connection, record: AuditRecord) -> Restore:

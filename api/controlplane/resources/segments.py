@@ -284,7 +284,7 @@ class SegmentSql(SqlSlice):
             " JOIN environments e ON e.id = f.environment_id"
             " WHERE e.organization_id = ? ORDER BY e.rowid, f.key",
             (organization_id,),
-        )
+        ).fetchall()
         for row in users:
             if key in segment_keys_named(row["rules"]):
                 raise ConflictError(
