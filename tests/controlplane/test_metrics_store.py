@@ -140,13 +140,27 @@ def test_follows_are_audited_restored_and_dropped_with_the_flag_or_metric(
     store.restore(change.id)
     assert store.flag_metrics(environment.id, "f") == ["checkout"]
 
+    store.set_flag_metrics(environment.id, "f", ["checkout", "errors"])
     store.delete_metric(organization.id, "checkout")  # its follows go with it
-    assert store.flag_metrics(environment.id, "f") == []
+    assert store.flag_metrics(environment.id, "f") == ["errors"]
+    deleted, dropped = store.list_audit(organization.id)[:2]  # newest first
+    assert (deleted.action, deleted.target) == (
+        "metric.deleted", f"metric:{organization.id}/checkout",
+    )  # fmt: skip
+    assert (dropped.action, dropped.target, dropped.before, dropped.after) == (
+        "metric.deleted", f"flagMetrics:{environment.id}/f", {"metrics": ["checkout", "errors"]},
+        {"metrics": ["errors"]},
+    )  # fmt: skip
     with pytest.raises(ConflictError) as gone:
         store.restore(change.id)  # it would follow a metric deleted since
     assert (gone.value.code, gone.value.reason) == (
         ErrorCode.METRIC_GONE, ConflictReason.NOT_RESTORABLE,
     )  # fmt: skip
+    store.restore(deleted.id)  # the metric back, then what the deletion took from the flag
+    assert store.flag_metrics(environment.id, "f") == ["errors"]
+    store.restore(dropped.id)
+    assert store.flag_metrics(environment.id, "f") == ["checkout", "errors"]
+    store.delete_metric(organization.id, "checkout")
 
     store.set_flag_metrics(environment.id, "f", ["errors"])
     store.delete_flag(environment.id, "f")

@@ -8,9 +8,9 @@ guarded rollout may guard on one (a ``metric:<key>`` guardrail): the pipeline co
 config version; each is audited and restorable all the same.
 
 A metric a running or held rollout guards on cannot be deleted, nor change its kind (the
-rollout's tolerance is in the kind's unit); deleting a metric deletes its follows, deleting a
-flag drops the flag's (``_drop_flag_follows``, called by the flags slice). Environments are
-never deleted.
+rollout's tolerance is in the kind's unit); deleting a metric deletes its follows, each flag's
+change audited on its own, deleting a flag drops the flag's (``_drop_flag_follows``, called by
+the flags slice). Environments are never deleted.
 """
 
 from __future__ import annotations
@@ -284,16 +284,27 @@ class MetricSql(SqlSlice):
     ) -> AuditRecord:
         """Delete the metric and every follow of it inside the caller's write transaction,
         refused while a rollout guards on it. Deleting a metric and restoring its creation
-        both come here."""
+        both come here. Each flag that followed it changes too, so each gets its own audit
+        record (the same action): once the metric is back, restoring that record puts the
+        flag's follows back as they were."""
         before = self._metric_in(conn, organization_id, key)
         if before is None:
             raise NotFoundError(MetricCode.METRIC_NOT_FOUND, METRIC_RESOURCE, key)
         self._check_metric_unguarded(conn, organization_id, key, MetricCode.METRIC_IN_USE)
-        conn.execute(
-            "DELETE FROM metric_follows WHERE metric_key = ? AND environment_id IN"
-            " (SELECT id FROM environments WHERE organization_id = ?)",
-            (key, organization_id),
-        )
+        followers = conn.execute(
+            "SELECT f.environment_id, f.flag_key FROM metric_follows f"
+            " JOIN environments e ON e.id = f.environment_id"
+            " WHERE e.organization_id = ? AND f.metric_key = ?"
+            " ORDER BY f.environment_id, f.flag_key",
+            (organization_id, key),
+        ).fetchall()
+        for row in followers:
+            environment_id, flag_key = row["environment_id"], row["flag_key"]
+            kept = [k for k in self._follows_in(conn, environment_id, flag_key) if k != key]
+            self._write_follows(
+                conn, organization_id, environment_id, flag_key, kept, actor=actor,
+                action=action, restored_from=restored_from,
+            )  # fmt: skip
         conn.execute(
             "DELETE FROM metrics WHERE organization_id = ? AND key = ?", (organization_id, key)
         )
@@ -474,8 +485,9 @@ class MetricSql(SqlSlice):
     @restores("metric")
     def _restore_metric(self, conn: Connection, record: AuditRecord, ident: str) -> Restore:
         """Put the metric back as it was before that change (its ``createdAt`` and
-        ``updatedAt`` then; the follows a deletion took are not put back), or delete it again
-        when the change created it, refused (as a deletion is) while a rollout guards on it."""
+        ``updatedAt`` then; the follows a deletion took come back by restoring their own
+        records), or delete it again when the change created it, refused (as a deletion is)
+        while a rollout guards on it."""
         organization_id, _, key = ident.partition("/")
         current = self._metric_in(conn, organization_id, key)
         if record.before is None:
