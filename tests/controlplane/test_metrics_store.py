@@ -217,6 +217,27 @@ def test_a_guarded_metric_is_neither_deleted_nor_changes_kind(store, organizatio
     assert gone.value.code == ErrorCode.METRIC_GONE
 
 
+def test_a_rollout_is_not_restored_onto_a_metric_of_another_kind(store, organization, environment):
+    """A stopped rollout guarded a conversion (its tolerance in points); the metric became a
+    sum since (allowed: nothing guarded on it). Restoring the rollout would read 1 point as 1
+    of the sum's unit: refused, until the metric is a conversion again."""
+    _metric(store, organization)
+    _guarded(store, environment)
+    store.stop_rollout(environment.id, "f")
+    stop = store.list_audit(organization.id)[0]
+    _metric(store, organization, kind=MetricKind.SUM)
+    with pytest.raises(ConflictError) as changed:
+        store.restore(stop.id)
+    assert (changed.value.code, changed.value.reason) == (
+        ErrorCode.METRIC_KIND_CHANGED, ConflictReason.NOT_RESTORABLE,
+    )  # fmt: skip
+    assert (changed.value.details["was"], changed.value.details["kind"]) == ("conversion", "sum")
+    assert store.get_rollout(environment.id, "f") is None
+    _metric(store, organization, name="Checkouts again")  # a conversion once more
+    store.restore(stop.id)
+    assert store.get_rollout(environment.id, "f").plan.tolerances == {"metric:checkout": 1.0}
+
+
 def test_a_rollout_guards_only_on_metrics_of_its_organization(store, organization, environment):
     with pytest.raises(InvalidError) as unknown:
         _guarded(store, environment, guardrails=("failureRate", "metric:checkout"))

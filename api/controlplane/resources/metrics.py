@@ -75,6 +75,10 @@ class MetricCode(StrEnum):
     METRIC_GONE = "metric_gone"
     """A restore refused (``ConflictReason.NOT_RESTORABLE``): the record's flag followed, or
     its rollout guarded on, ``metric``, which was deleted since."""
+    METRIC_KIND_CHANGED = "metric_kind_changed"
+    """A restore refused (``ConflictReason.NOT_RESTORABLE``): the record's rollout guarded on
+    ``metric`` when it was a ``was`` metric, and it is a ``kind`` one now (the rollout's
+    tolerance for it is in the old kind's unit)."""
     # InvalidError: details["field"] is the store's field at fault
     METRIC_KEY_MALFORMED = "metric_key_malformed"
     METRIC_EVENT_MALFORMED = "metric_event_malformed"
@@ -480,6 +484,27 @@ class MetricSql(SqlSlice):
                 raise ConflictError(
                     MetricCode.METRIC_GONE, ConflictReason.NOT_RESTORABLE, metric=key,
                     audit_id=record.id, action=record.action, target=record.target,
+                )  # fmt: skip
+
+    def _check_metric_kinds_kept(
+        self, conn: Connection, record: AuditRecord, keys: Iterable[str]
+    ) -> None:
+        """Refuse to restore ``record`` (``METRIC_KIND_CHANGED``) when a metric it guards on
+        has changed kind since: its kind then is the one the metric's last audit record
+        before ``record`` left it with (a metric older than the audit log counts as kept)."""
+        for key in keys:
+            current = self._metric_in(conn, record.organization_id, key)
+            then = conn.execute(
+                "SELECT after FROM audit_log WHERE organization_id = ? AND target = ?"
+                " AND seq < (SELECT seq FROM audit_log WHERE id = ?) ORDER BY seq DESC LIMIT 1",
+                (record.organization_id, f"metric:{record.organization_id}/{key}", record.id),
+            ).fetchone()
+            was = msgspec.json.decode(then["after"])["kind"] if then and then["after"] else None
+            if current is not None and was is not None and was != str(current.kind):
+                raise ConflictError(
+                    MetricCode.METRIC_KIND_CHANGED, ConflictReason.NOT_RESTORABLE, metric=key,
+                    was=was, kind=str(current.kind), audit_id=record.id, action=record.action,
+                    target=record.target,
                 )  # fmt: skip
 
     @restores("metric")

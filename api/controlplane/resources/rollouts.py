@@ -370,7 +370,9 @@ class RolloutSql(SqlSlice):
             )
         if record.before is not None:
             split_index(flag)  # what the rollout moves must still be there
-            self._check_metrics_kept(conn, record, guarded_metrics(record.before["guardrails"]))
+            guarded = guarded_metrics(record.before["guardrails"])
+            self._check_metrics_kept(conn, record, guarded)
+            self._check_metric_kinds_kept(conn, record, guarded)
 
         def write(actor: str) -> AuditRecord:
             if record.before is None:

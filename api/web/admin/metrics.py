@@ -200,6 +200,11 @@ _WORDS = {
         f"Audit record '{d['audit_id']}' ({d['action']} of {d['target']}) cannot be restored:"
         f" metric '{d['metric']}' has been deleted since"
     ),
+    MetricCode.METRIC_KIND_CHANGED: lambda d: (
+        f"Audit record '{d['audit_id']}' ({d['action']} of {d['target']}) cannot be restored:"
+        f" metric '{d['metric']}' was a {d['was']} metric then and is a {d['kind']} one now (the"
+        " rollout's tolerance for it is in the old kind's unit); start a new rollout instead"
+    ),
     MetricCode.METRIC_KEY_MALFORMED: lambda d: f"Metric key must match {KEY_SPEC}",
     MetricCode.METRIC_EVENT_MALFORMED: lambda d: f"Field 'event' must match {KEY_SPEC}",
     MetricCode.METRIC_WINDOW_OUT_OF_RANGE: lambda d: (
