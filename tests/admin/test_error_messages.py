@@ -134,6 +134,10 @@ EXAMPLES: list[tuple[ControlPlaneError, int, str]] = [
      "Metric 'checkout' did not exist before that change and does not now"),
     (ConflictError(C.METRIC_GONE, R.NOT_RESTORABLE, metric="checkout", **AUDIT), 409,
      f"{REFUSED}metric 'checkout' has been deleted since"),
+    (ConflictError(C.METRIC_KIND_CHANGED, R.NOT_RESTORABLE, metric="checkout",
+                   was="conversion", kind="sum", **AUDIT), 409,
+     f"{REFUSED}metric 'checkout' was a conversion metric then and is a sum one now (the"
+     " rollout's tolerance for it is in the old kind's unit); start a new rollout instead"),
     (InvalidError(C.METRIC_KEY_MALFORMED, "key", value="a b"), 400,
      f"Metric key must match {KEY}"),
     (InvalidError(C.METRIC_EVENT_MALFORMED, "event", value="a b"), 400,
