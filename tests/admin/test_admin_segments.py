@@ -142,6 +142,20 @@ def test_conditions_and_exclusions_are_kept_and_echoed(admin_api, org) -> None:
     assert listed == [put.body]
 
 
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"attribute": "d", "operator": "BEFORE", "values": ["2024-01-01T00:00:00." + "1" * 5_000 + "Z"]},
+        {"attribute": "v", "operator": "SEMVER_EQUALS", "values": ["1.0.0-" + "7" * 5_000]},
+    ],
+)  # fmt: skip
+def test_values_past_pythons_int_limit_are_taken_as_any(admin_api, org, condition) -> None:
+    """An instant's fraction and a version's numeric identifier may have any number of digits;
+    past Python's 4,300 a PUT of one was a 500."""
+    put = admin_api.put(path(org), {"conditions": [condition]})
+    assert (put.status, put.body["conditions"]) == (200, [condition])
+
+
 def test_an_empty_body_is_an_empty_segment(admin_api, org, env) -> None:
     put = admin_api.put(path(org), {})
     assert (put.status, put.body["size"], put.body["excludedSize"], put.body["conditions"]) == (

@@ -357,6 +357,17 @@ def test_semver_precedence_follows_the_specification(left: str, right: str) -> N
     )
 
 
+def test_numeric_identifiers_past_pythons_int_limit_order_as_numbers() -> None:
+    """Python makes no int of more than 4,300 digits; a pre-release identifier may have more
+    (a condition of one was a 500 at PUT). Numerically: more digits is more, and any numeric
+    identifier is below an alphanumeric one."""
+    long, longer = "1.0.0-" + "9" * 5_000, "1.0.0-1" + "0" * 5_000
+    assert _condition("SEMVER_LESS_THAN", [longer], "v").holds({"v": long}, "u")
+    assert _condition("SEMVER_GREATER_THAN", [long], "v").holds({"v": longer}, "u")
+    assert _condition("SEMVER_LESS_THAN", ["1.0.0-alpha"], "v").holds({"v": longer}, "u")
+    assert _condition("SEMVER_EQUALS", [long], "v").holds({"v": long}, "u")
+
+
 # --- instants -----------------------------------------------------------------------------------
 
 
@@ -522,3 +533,13 @@ def test_a_column_decides_as_each_value_does(
     surrogate that Arrow refuses), the answers are still each value's own."""
     condition = _condition(operator, [operand])
     assert condition.holds_many(values).tolist() == [condition.holds_for(v) for v in values]
+
+
+def test_an_instant_with_thousands_of_fraction_digits_is_that_instant() -> None:
+    """RFC 3339 bounds no fraction; one of 5,000 digits (a 500 at PUT, past Python's int
+    limit) is read to its 64th digit, far beyond a double's precision."""
+    many = "2024-01-01T00:00:00." + "1" * 5_000 + "Z"
+    assert _condition("BEFORE", [many], "t").holds({"t": "2024-01-01T00:00:00.1Z"}, "u")
+    assert _condition("AFTER", [many], "t").holds({"t": "2024-01-01T00:00:00.2Z"}, "u")
+    assert not _condition("BEFORE", [many], "t").holds({"t": many}, "u")
+    assert not _condition("AFTER", [many], "t").holds({"t": 1_704_067_200.1111111}, "u")

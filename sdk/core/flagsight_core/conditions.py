@@ -178,11 +178,17 @@ _RFC3339 = re.compile(
 )
 
 
+_FRACTION_DIGITS = 64
+"""Digits of an instant's fraction read: far beyond a double's precision at any instant."""
+
+
 @lru_cache(maxsize=1024)
 def _instant(text: str) -> float | None:
     """Unix seconds of an RFC 3339 instant with its offset, or None when ``text`` is not one.
 
-    Rounded once to the nearest double (the fraction is exact until then)."""
+    Rounded once to the nearest double (the fraction is exact until then, to its first
+    ``_FRACTION_DIGITS`` digits: RFC 3339 sets no bound, and Python refuses to read an int of
+    more than 4,300 digits, which made a segment's condition of such an instant a 500)."""
     found = _RFC3339.fullmatch(text)
     if found is None:
         return None
@@ -200,7 +206,7 @@ def _instant(text: str) -> float | None:
             return None
         offset = (hours * 60 + minutes) * 60 * (1 if found[8] == "+" else -1)
     whole = days * 86_400 + hour * 3_600 + minute * 60 + second - offset
-    digits = (found[7] or "").rstrip("0")
+    digits = (found[7] or "")[:_FRACTION_DIGITS].rstrip("0")
     if not digits:
         return float(whole)
     return float(whole + Fraction(int(digits), 10 ** len(digits)))
@@ -228,11 +234,13 @@ def _precedence_key(version: semver.Version) -> tuple[Any, ...]:
     numerically when all digits, below any alphanumeric one, which compare in ASCII order,
     more identifiers above fewer when all before are equal; build metadata ignored. Compared
     as tuples it is some twenty times faster than ``Version.compare``, which a condition on an
-    application's version runs for every user evaluated."""
+    application's version runs for every user evaluated. A numeric identifier has no leading
+    zero (item 9), so it orders as its length, then its digits: no int is made of it (Python
+    refuses one of more than 4,300 digits)."""
     if version.prerelease is None:
         release: tuple[Any, ...] = (1,)
     else:
-        release = (0, *((0, int(part)) if part.isdigit() else (1, part)
+        release = (0, *((0, len(part), part) if part.isdigit() else (1, part)
                         for part in version.prerelease.split(".")))  # fmt: skip
     return (version.major, version.minor, version.patch, release)
 
