@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from flagsight_core import evaluate
+from flagsight_core.conditions import conditions_from_json
 
 
 def path(org: dict, key: str = "beta") -> str:
@@ -156,6 +157,23 @@ def test_values_past_pythons_int_limit_are_taken_as_any(admin_api, org, conditio
     assert (put.status, put.body["conditions"]) == (200, [condition])
 
 
+def test_an_expression_within_the_program_bound_is_taken_and_one_stored_before_served(
+    admin_api, org, env
+) -> None:
+    """``^.{0,64}$`` compiles to 578 RE2 instructions: taken. One past the bound that a
+    segment held before the bound existed is still served (only writes are checked)."""
+    bounded = condition(attribute="bio", operator="MATCHES", values=["^.{0,64}$"])
+    assert admin_api.put(path(org), {"conditions": [bounded]}).status == 200
+    large = {"attribute": "bio", "operator": "MATCHES", "values": ["(.{0,100}){0,10}x"]}
+    store = admin_api.services.store
+    store.put_segment(org["id"], "older", [], conditions=conditions_from_json([large]))
+    flag = {"enabled": True, "rules": [{"type": "SEGMENT", "segment": "older"}]}
+    admin_api.put(f"/environments/{env['id']}/flags/banner", flag)
+    admin_api.services.config.refresh()
+    config = admin_api.services.config.environment(env["id"])
+    assert evaluate(config.flags["banner"], "u", config.segments, {"bio": "ax"}).value is True
+
+
 def test_an_empty_body_is_an_empty_segment(admin_api, org, env) -> None:
     put = admin_api.put(path(org), {})
     assert (put.status, put.body["size"], put.body["excludedSize"], put.body["conditions"]) == (
@@ -197,6 +215,9 @@ def condition(**fields: Any) -> dict[str, Any]:
         ([condition(operator="MATCHES", values=["(unclosed"])],
          "Field 'conditions[0].values[0]' must be an RE2 regular expression of at most 256"
          " characters: missing ): (unclosed"),
+        ([PRO, condition(operator="MATCHES", values=["(.{0,100}){0,10}x"])],
+         "Field 'conditions[1].values[0]' must compile to at most 1,000 RE2 instructions (it"
+         " compiles to 9,014; a counted repetition such as {0,100} multiplies what it repeats)"),
         ([condition(operator="SEMVER_LESS_THAN", values=["2.3"])],
          "Field 'conditions[0].values[0]' must be a Semantic Versioning 2.0.0 version (such as"
          " 1.4.0 or 2.0.0-rc.1)"),

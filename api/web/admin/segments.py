@@ -10,8 +10,15 @@ from typing import Annotated, Any
 import falcon
 import falcon.asgi
 import msgspec
-from flagsight_core.conditions import Condition, condition_schema, conditions_from_json
+from flagsight_core.conditions import (
+    Condition,
+    Operator,
+    condition_schema,
+    conditions_from_json,
+    expression_size,
+)
 from flagsight_core.contract import (
+    CONDITION_PROGRAM_MAX,
     CONDITIONS_MAX,
     KEY_SCHEMA_PATTERN,
     MAX_SEGMENT_SIZE,
@@ -91,10 +98,20 @@ def parsed_conditions(conditions: list[Any], label: str) -> tuple[Condition, ...
     """The conditions through the catalogue; 400 naming the field
     (``conditions[2].values[0]``)."""
     try:
-        return conditions_from_json(conditions, label)
+        parsed = conditions_from_json(conditions, label)
     except RuleError as exc:
         field_name, _, problem = str(exc).partition(" ")
         raise BadRequest(f"Field '{field_name}' {problem}") from None
+    for index, condition in enumerate(parsed):
+        if condition.operator is Operator.MATCHES:
+            size = expression_size(str(condition.values[0]))
+            if size > CONDITION_PROGRAM_MAX:
+                raise BadRequest(
+                    f"Field '{label}[{index}].values[0]' must compile to at most"
+                    f" {CONDITION_PROGRAM_MAX:,} RE2 instructions (it compiles to {size:,}; a"
+                    " counted repetition such as {0,100} multiplies what it repeats)"
+                )
+    return parsed
 
 
 class SegmentPut(Body):

@@ -323,6 +323,12 @@ def _compiled(pattern: bytes) -> Any:
     return compiled
 
 
+def expression_size(pattern: str) -> int:
+    """The RE2 instructions ``pattern`` (a valid ``MATCHES`` expression) compiles to: what its
+    matching costs per byte at worst (``contract.CONDITION_PROGRAM_MAX``)."""
+    return int(_compiled(pattern.encode("utf-8")).ProgramSize())
+
+
 class Expression(NamedTuple):
     """A ``MATCHES`` operand: the expression as given, and RE2's compiled form of it."""
 
