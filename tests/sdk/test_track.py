@@ -99,6 +99,25 @@ def test_track_sends_what_the_service_takes_with_the_sdks_time(
     assert not client.track("purchase", "ann")  # closed: nothing is sent any more
 
 
+def test_a_batch_of_the_longest_users_and_names_reaches_the_service_whole(
+    module_server, tenant
+) -> None:
+    """500 events of 1,024-character users of 4-byte characters and 128-character names: over
+    the 2 MiB a body may hold even as UTF-8 (escaped, six bytes a character, it was over with
+    users of 700 accented letters). The service answers 413 and the batch goes again in
+    halves: every event arrives, none is dropped."""
+    client = FlagsightClient(tenant.api_key, module_server.url, interval_s=60)
+    name = "n" * 128
+    users = [f"{n:04d}" + "\N{GRINNING FACE}" * 1_020 for n in range(500)]
+    assert all(client.track(name, user) for user in users)
+    assert client.flush(30)
+    stats = client.track_batcher().stats
+    assert (stats.sent, stats.dropped) == (500, {})
+    rows = tracked(module_server, tenant, 500)
+    assert sorted(row["user_identifier"] for row in rows) == users
+    client.close()
+
+
 def test_the_providers_track_is_a_tracked_event_unless_it_carries_success(
     module_server, tenant, caplog
 ) -> None:

@@ -5,7 +5,8 @@ evaluation reports (``/v1/local/report``, ``ReportBatcher``).
 The application's thread only appends to a bounded queue. One daemon thread sends batches of
 at most 500 when a batch is full or the interval passes, on ``flush``, and at interpreter exit.
 503 (the event log is busy), other 5xx, 429 and network errors are retried with exponential
-backoff (honouring ``Retry-After``); any other refusal is final. Nothing is dropped silently:
+backoff (honouring ``Retry-After``); a batch too large for the service (413) is sent again in
+halves; any other refusal is final. Nothing is dropped silently:
 every drop (queue full, refused, retries exhausted, unsent at exit) is counted in ``stats``,
 logged, and passed to ``on_drop``.
 """
@@ -253,6 +254,11 @@ class Batcher:
                     self._settled(sent=len(batch))
                     return
                 problem = f"HTTP {answer.status}: {answer.body[:300].decode('utf-8', 'replace')}"
+                if answer.status == 413 and len(batch) > 1:  # too large, not refused: halves
+                    half = len(batch) // 2
+                    self._deliver(batch[:half])
+                    self._deliver(batch[half:])
+                    return
                 if answer.status != 429 and answer.status < 500:
                     log.error(
                         "flagsight: %s batch of %d refused (%s)", self.what, len(batch), problem
