@@ -85,17 +85,23 @@ def load_follows(con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFollow]
     insert_rows(con, "metric_follows", FOLLOW_COLUMNS, rows)
 
 
-def compute_metrics(con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFollow]) -> int:
+def compute_metrics(
+    con: duckdb.DuckDBPyConnection, follows: Sequence[MetricFollow], *, rebuild_all: bool = False
+) -> int:
     """Bring ``metric_users`` up to date (only the rows the tracked events loaded since the
     last run, the users whose exposure changed and the follows that changed can move) and
     replace the metrics' rows of ``health_comparisons`` (a metric no longer followed loses its
-    row); returns the number of comparisons. One transaction: a failed run leaves the marks
-    and the watermark for the next one."""
+    row); returns the number of comparisons. ``rebuild_all``: every arm's moments summed
+    afresh from the rows, not only those a kept difference may have spoilt (the SQL's step
+    6). One transaction: a failed run leaves the marks and the watermark for the next one."""
     with transaction(con):
         load_follows(con, follows)
         lo = watermark(con, METRICS_FOLDED)
         hi = max(lo, latest_batch(con, TRACK))
-        params = {"pre_days": PRE_PERIOD_DAYS, "track_lo": lo, "track_hi": hi}
+        params = {
+            "pre_days": PRE_PERIOD_DAYS, "track_lo": lo, "track_hi": hi,
+            "rebuild_all": rebuild_all,
+        }  # fmt: skip
         run_script(con, "metric_users", params)
         set_watermark(con, METRICS_FOLDED, hi)
         rows = _comparison_rows(con)

@@ -5,6 +5,7 @@ pre-period, users never exposed, and the decision read by the metric's ``better`
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import duckdb
@@ -311,3 +312,36 @@ def _afresh(con, path, follows: list[MetricFollow]) -> list[tuple]:
         return _all_rows(fresh)
     finally:
         fresh.close()
+
+
+def test_a_huge_value_taken_out_leaves_the_arms_moments_exact(con) -> None:
+    """A user's 1e17 in a sum, then the metric's event changed: every row of it goes and comes
+    again. Kept by differences, the treatment's sum of squares lost the 4s beside 1e34 and its
+    mean read 0 where it is 2; the groups of a changed follow are summed afresh."""
+    users = [("t0", "treatment", EXPOSED, 50.0), ("t1", "treatment", EXPOSED, 50.0),
+             ("c0", "control", EXPOSED, 50.0)]  # fmt: skip
+    _expose_many(con, users)
+    later = EXPOSED + timedelta(minutes=5)
+    _track_many(con, [("t0", later, 1e17)], event="purchase")
+    _track_many(con, [(user, later, 2.0) for user, *_ in users], event="signup")
+    revenue = _metric("revenue", MetricKind.SUM)
+    compute_metrics(con, _follows(revenue))
+    compute_metrics(con, _follows(replace(revenue, event="signup")))
+    assert _kept_moments(con) == _moments_of_rows(con)
+    [row] = [r for r in health_comparisons(con, ENV, FLAG) if r["comparison"] == "metric:revenue"]
+    assert (row["treatment_mean"], row["control_mean"]) == (2.0, 2.0)
+
+
+def test_a_run_that_rebuilds_all_sums_every_arm_afresh(con) -> None:
+    """A drift no follow change shows: t0's exposure moves two hours earlier, so its 1e17 at
+    the window's last hour falls out and its row is computed again (1e17 out, 0 in). A run
+    that rebuilds every arm's moments leaves them the rows' sums."""
+    _expose_many(con, [("t0", "treatment", EXPOSED, 50.0), ("t1", "treatment", EXPOSED, 50.0)])
+    last_hour = EXPOSED + timedelta(hours=WINDOW_HOURS - 1)
+    _track_many(con, [("t0", last_hour, 1e17), ("t1", last_hour, 2.0)])
+    revenue = _metric("revenue", MetricKind.SUM)
+    compute_metrics(con, _follows(revenue))
+    _fold_exposure(con, "t0", "treatment", EXPOSED - timedelta(hours=2), 50.0)
+    compute_metrics(con, _follows(revenue), rebuild_all=True)
+    assert _rows(con, "revenue")["t0"][1] == 0.0
+    assert _kept_moments(con) == _moments_of_rows(con)

@@ -2,8 +2,8 @@
 -- kept up to date (migrations 0012 and 0013). Input: temp table metric_follows
 -- (organization_id, environment_id, flag_key, metric_key, event_name, kind, window_hours,
 -- better), the control plane's follows (pipelines/metrics.py); parameters
--- $track_lo < load_batch <= $track_hi, the tracked events loaded since the last run, and
--- $pre_days.
+-- $track_lo < load_batch <= $track_hi, the tracked events loaded since the last run,
+-- $pre_days, and $rebuild_all (step 6).
 --
 -- A row is computed again from all its events only when its user's exposure changes
 -- (exposure_dirty, marked by the fold) or its follow is new or its metric changed (against
@@ -191,7 +191,34 @@ ON CONFLICT DO UPDATE SET
 
 DELETE FROM metric_moments WHERE n = 0;
 
--- 6. What the next run compares against.
+-- 6. Groups summed again from their rows: differences of values far apart in size lose the
+--    small ones (a user's 1e17 taken out of a sum of squares leaves nothing of the 4s beside
+--    it), and an infinite square leaves NaN once taken out. So a metric whose follow changed
+--    (all its rows went and came again) has its groups summed afresh, as has any group whose
+--    moments are no longer finite, and every group in a run that asks it ($rebuild_all: one
+--    run in sixteen, pipelines/metrics.py), which bounds how long a drift can last.
+CREATE OR REPLACE TEMP TABLE moments_rebuilt AS
+SELECT DISTINCT metric_key, environment_id, flag_key FROM (
+    SELECT metric_key, environment_id, flag_key FROM follow_changes
+    UNION ALL
+    SELECT metric_key, environment_id, flag_key FROM metric_moments
+    WHERE $rebuild_all OR NOT isfinite(y + d + x + yy + dd + xx + yd + yx + dx)
+);
+
+DELETE FROM metric_moments
+USING moments_rebuilt AS r
+WHERE metric_moments.metric_key = r.metric_key AND metric_moments.environment_id = r.environment_id
+  AND metric_moments.flag_key = r.flag_key;
+
+INSERT INTO metric_moments
+SELECT metric_key, environment_id, flag_key, rollout_percentage, arm, count(*), sum(value),
+       sum(denominator), sum(pre_value), sum(value * value), sum(denominator * denominator),
+       sum(pre_value * pre_value), sum(value * denominator), sum(value * pre_value),
+       sum(denominator * pre_value)
+FROM metric_users SEMI JOIN moments_rebuilt USING (metric_key, environment_id, flag_key)
+GROUP BY ALL;
+
+-- 7. What the next run compares against.
 DELETE FROM exposure_dirty;
 DELETE FROM metric_follows_state;
 INSERT INTO metric_follows_state
