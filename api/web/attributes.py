@@ -31,6 +31,7 @@ from typing import Annotated, Any
 
 import msgspec
 from flagsight_core import Attributes
+from flagsight_core.attribute_rules import TOO_LONG, attributes_problem, finite_number
 from flagsight_core.contract import (
     ATTRIBUTE_ARRAY_MAX,
     ATTRIBUTE_NAME_MAX,
@@ -43,7 +44,6 @@ from flagsight_core.contract import (
 )
 
 from api.web.errors import BadRequest
-from api.web.jsonio import finite_number
 
 # --- the strict reading's types (``/v1``) ---------------------------------------------------
 
@@ -63,12 +63,6 @@ _USER = Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX
 ATTRIBUTES_BY_USER = Annotated[dict[_USER, ATTRIBUTES], msgspec.Meta(max_length=BULK_MAX_USERS)]
 """A bulk request's attributes by user identifier (each one of its ``userIdentifiers``:
 ``check_users``)."""
-
-NAME_IN_WORDS = f"1 to {ATTRIBUTE_NAME_MAX} letters, digits, '.', '_' or '-'"
-VALUE_IN_WORDS = (
-    f"a string of at most {ATTRIBUTE_STRING_MAX} characters, a finite number, a boolean"
-    f" or an array of at most {ATTRIBUTE_ARRAY_MAX} such strings"
-)
 
 NAMES_REMEMBERED = 4_096
 """Valid names ``valid_names`` keeps (applications send a few dozen); past this many, a new
@@ -106,28 +100,11 @@ def valid_names_by_user(attributes: Mapping[str, Mapping[str, object]]) -> bool:
 
 def check_attributes(raw: object, where: str = "attributes") -> None:
     """Raise the 400 naming the first wrong field of one user's decoded ``attributes``
-    (None: the request sent none)."""
-    if raw is None:
-        return
-    if not isinstance(raw, dict):
-        raise BadRequest(f"Field '{where}' must be a JSON object of attributes by name")
-    if len(raw) > ATTRIBUTES_MAX:
-        raise BadRequest(
-            f"Field '{where}' has {len(raw)} attributes; at most {ATTRIBUTES_MAX} are allowed"
-        )
-    for name, value in raw.items():
-        if name == USER_IDENTIFIER_ATTRIBUTE:
-            raise BadRequest(
-                f"Field '{where}.{name}' is not allowed: the name is reserved for the user's"
-                " identifier, which conditions read by that name"
-            )
-        if not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
-            raise BadRequest(
-                f"Field '{where}' has an attribute named {_shown(name)}; a name is {NAME_IN_WORDS}"
-            )
-        problem = _value_problem(value)
-        if problem is not None:
-            raise BadRequest(f"Field '{where}.{name}{problem[0]}' {problem[1]}")
+    (None: the request sent none): ``flagsight_core.attribute_rules``' words, which the SDK's
+    local mode answers with too."""
+    problem = attributes_problem(raw, where)
+    if problem is not None:
+        raise BadRequest(problem)
 
 
 def check_attributes_by_user(raw: object, users: Container[str]) -> None:
@@ -157,35 +134,6 @@ def check_users(attributes: Mapping[str, object], users: Container[str]) -> None
             raise BadRequest(
                 f"Field 'attributes['{user}']' names a user that is not in 'userIdentifiers'"
             )
-
-
-def _value_problem(value: object) -> tuple[str, str] | None:
-    """What is wrong with an attribute's value: where inside it (an array's item) and what;
-    None when it is one contract 12 takes."""
-    if isinstance(value, str):
-        return None if len(value) <= ATTRIBUTE_STRING_MAX else ("", _TOO_LONG)
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return None if finite_number(value) else ("", "must be a finite number")
-    if isinstance(value, list):
-        if len(value) > ATTRIBUTE_ARRAY_MAX:
-            return "", f"has {len(value)} items; at most {ATTRIBUTE_ARRAY_MAX} are allowed"
-        for index, item in enumerate(value):
-            if not isinstance(item, str):
-                return f"[{index}]", "must be a string: an array attribute holds strings only"
-            if len(item) > ATTRIBUTE_STRING_MAX:
-                return f"[{index}]", _TOO_LONG
-        return None
-    return "", f"must be {VALUE_IN_WORDS}"
-
-
-_TOO_LONG = f"must be at most {ATTRIBUTE_STRING_MAX} characters long"
-
-
-def _shown(name: str) -> str:
-    """A name that is not an attribute's, quoted for a message (cut if long)."""
-    return repr(name if len(name) <= ATTRIBUTE_NAME_MAX else name[:ATTRIBUTE_NAME_MAX] + "…")
 
 
 # --- the lenient reading (OFREP) ------------------------------------------------------------
@@ -229,7 +177,7 @@ def _lenient_value(value: object, where: str, name: str) -> Any:
     a string or an array over the limits."""
     if isinstance(value, str):
         if len(value) > ATTRIBUTE_STRING_MAX:
-            raise OverLimit(f"Field '{_field(where, name)}' {_TOO_LONG}")
+            raise OverLimit(f"Field '{_field(where, name)}' {TOO_LONG}")
         return value
     if isinstance(value, bool):
         return value
@@ -243,7 +191,7 @@ def _lenient_value(value: object, where: str, name: str) -> Any:
             )
         for index, item in enumerate(value):
             if len(item) > ATTRIBUTE_STRING_MAX:
-                raise OverLimit(f"Field '{_field(where, name)}[{index}]' {_TOO_LONG}")
+                raise OverLimit(f"Field '{_field(where, name)}[{index}]' {TOO_LONG}")
         return tuple(value)
     return None
 

@@ -7,7 +7,6 @@ fields it needs with the helpers below, so every 400 names the field that is wro
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -194,17 +193,6 @@ def optional_str(obj: dict[str, Any], name: str, *, max_len: int, where: str = "
     if len(value) > max_len:
         raise BadRequest(f"Field '{where}{name}' must be at most {max_len} characters long")
     return value
-
-
-def finite_number(value: Any) -> bool:
-    """Whether a decoded JSON value is a finite number (JSON integers have no size limit, so a
-    400-digit one is a Python ``int`` that no float can hold)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def require_bool(obj: dict[str, Any], name: str, *, where: str = "") -> bool:

@@ -12,6 +12,7 @@ import falcon.testing
 import pytest
 from flagsight_core import RESULTS
 from flagsight_sdk import FlagsightClient
+from flagsight_sdk.model import FAILURE_REFUSED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,6 +131,48 @@ def test_local_answers_equal_the_services_for_random_contexts(
     if remote_sdk is not None:
         through = remote_sdk.evaluate(flag, user, attributes)
         assert (through.value, through.matched_rule_type) == (local.value, local.matched_rule_type)
+
+
+REFUSED_ATTRIBUTES = [
+    {"plan": "pro", "userIdentifier": "x"},  # the reserved name
+    {"bio": "x" * 2_000},
+    {f"a{n}": n for n in range(51)},
+    {"bad name": 1},
+    {"plan": None},
+    {"plan": {"tier": "pro"}},
+    {"seats": float("nan")},  # the remote client's JSON has NaN: "Malformed JSON body"
+    {"tags": ["a"] * 101},
+    {"tags": ["a", 1]},
+]
+"""What ``/v1/evaluate`` refuses with 400 (contract 12): the local client refuses it too."""
+
+
+@pytest.mark.parametrize("given", REFUSED_ATTRIBUTES)
+def test_local_mode_refuses_the_attributes_the_service_refuses_in_its_words(
+    targeting, given: dict
+) -> None:
+    sdk, remote_sdk, _tenant = targeting
+    assert remote_sdk is not None
+    reports = sdk.local.reports.stats.submitted
+    local, remote = (
+        sdk.evaluate("segment", "alice", given),
+        remote_sdk.evaluate("segment", "alice", given),
+    )
+    assert (
+        (local.value, local.failure) == (False, FAILURE_REFUSED) == (remote.value, remote.failure)
+    )
+    words = "nan" not in repr(given)  # else both refused, the remote one for its JSON
+    assert local.error_message
+    if words:
+        assert local.error_message in remote.error_message
+    bulk = {"alice": {"plan": "pro"}, "bob": given}
+    local_bulk = sdk.evaluate_bulk("segment", ["alice", "bob"], bulk)
+    remote_bulk = remote_sdk.evaluate_bulk("segment", ["alice", "bob"], bulk)
+    for user in ("alice", "bob"):  # the whole request is refused, for both users
+        assert local_bulk[user].failure == FAILURE_REFUSED == remote_bulk[user].failure
+        if words:
+            assert local_bulk[user].error_message in remote_bulk[user].error_message
+    assert sdk.local.reports.stats.submitted == reports  # nothing decided, nothing reported
 
 
 class _Reports:

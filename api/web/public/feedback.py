@@ -12,6 +12,7 @@ from typing import Any
 
 import falcon
 import falcon.asgi
+from flagsight_core.attribute_rules import finite_number
 from flagsight_core.contract import BULK_MAX_FEEDBACKS, ERROR_TYPE_MAX
 from flagsight_core.ids import EvaluationIdIssuer, InvalidEvaluationId
 
@@ -21,7 +22,7 @@ from api.eventlog.schema import FeedbackEvent
 from api.serving.services import Services
 from api.web.auth import authenticate_api_key
 from api.web.errors import INSIGHTS_DISABLED_MESSAGE, BadRequest, Forbidden, ServiceUnavailable
-from api.web.jsonio import finite_number, read_json, require_list, require_object
+from api.web.jsonio import read_json, require_list, require_object
 from api.web.public.evaluate import key_environment
 
 log = logging.getLogger("flagsight.feedback")

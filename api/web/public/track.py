@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import falcon
 import falcon.asgi
 import msgspec
+from flagsight_core.attribute_rules import finite_number
 from flagsight_core.contract import (
     KEY_IN_WORDS,
     KEY_PATTERN,
@@ -48,7 +49,6 @@ from api.web.errors import INSIGHTS_DISABLED_MESSAGE, BadRequest, Forbidden, Ser
 from api.web.jsonio import (
     MALFORMED,
     decode_json_overflowing,
-    finite_number,
     malformed,
     read_body,
     require_list,

@@ -163,17 +163,27 @@ class FlagsightClient:
         if attributes is not None and not isinstance(attributes, Mapping):
             log.warning("flagsight: attributes for flag %r are not a mapping by user", flag)
             return {}
-        if self._local is not None:
-            if not attributes:
-                return {user: self._evaluate_locally(flag, user) for user in distinct}
-            return {
-                user: self._evaluate_locally(flag, user, attributes.get(user)) for user in distinct
-            }
         answers: dict[str, Evaluation] = {}
         for start in range(0, len(distinct), BULK_MAX_USERS):
             chunk = distinct[start : start + BULK_MAX_USERS]
-            answers.update(self._evaluate_chunk(flag, chunk, attributes))
+            if self._local is not None:
+                answers.update(self._evaluate_chunk_locally(flag, chunk, attributes))
+            else:
+                answers.update(self._evaluate_chunk(flag, chunk, attributes))
         return answers
+
+    def _evaluate_chunk_locally(
+        self, flag: str, users: list[str], attributes: Mapping[str, Attributes] | None
+    ) -> dict[str, Evaluation]:
+        """A request's users decided here, as the service would answer them: all refused when
+        one user's attributes are (the service refuses the whole request)."""
+        if not attributes:
+            return {user: self._evaluate_locally(flag, user) for user in users}
+        refused = self._local.bulk_problem(users, attributes)  # type: ignore[union-attr]
+        if refused is not None:
+            self._failures.failed(FAILURE_REFUSED, flag, refused, len(users))
+            return {user: Evaluation.failed(flag, user, FAILURE_REFUSED, refused) for user in users}
+        return {user: self._evaluate_locally(flag, user, attributes.get(user)) for user in users}
 
     def _evaluate_chunk(
         self, flag: str, users: list[str], attributes: Mapping[str, Attributes] | None

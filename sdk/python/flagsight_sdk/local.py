@@ -29,10 +29,11 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import requests
 from flagsight_core import ERROR_MESSAGES, RESULTS, ErrorType, decide_one
+from flagsight_core.attribute_rules import attributes_problem
 from flagsight_core.context import context_of
 from flagsight_core.contract import FLAG_KEY_MAX, LOCAL_GRANT_MAX, USER_IDENTIFIER_MAX
 from flagsight_core.engine import arm as arm_in
@@ -412,6 +413,18 @@ class LocalEvaluator:
         ruleset = self._follower.ruleset
         return None if ruleset is None else ruleset.version
 
+    @staticmethod
+    def bulk_problem(users: list[str], attributes: Mapping[str, Attributes]) -> str | None:
+        """Why the service would refuse a bulk request of ``users`` with these attributes by
+        user (the first user's wrong field), or None: it refuses the whole request."""
+        for user in users:
+            given = attributes.get(user)
+            if given:
+                problem = attributes_problem(for_core(given), f"attributes['{user}']")
+                if problem is not None:
+                    return problem
+        return None
+
     def evaluate(
         self, flag_key: str, user: str, attributes: Attributes | None = None
     ) -> Evaluation:
@@ -426,6 +439,10 @@ class LocalEvaluator:
             problem = _request_problem(flag_key, user) or "not a string"
             return Evaluation.failed(str(flag_key), str(user), FAILURE_REFUSED, problem)
         given = for_core(attributes) if attributes else None  # before any quota is spent
+        if given:  # what the service refuses is refused here too, in its words
+            problem = attributes_problem(given)
+            if problem is not None:
+                return Evaluation.failed(flag_key, user, FAILURE_REFUSED, problem)
         follower = self._follower
         ruleset = follower.ruleset
         if ruleset is None and not follower.refused:
