@@ -26,12 +26,16 @@ and a log may too, never hold what the user's attributes are (contract 12's priv
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Container, Mapping
 from typing import Annotated, Any
 
 import msgspec
 from flagsight_core import Attributes
-from flagsight_core.attribute_rules import TOO_LONG, attributes_problem, finite_number
+from flagsight_core.attribute_rules import (
+    TOO_LONG,
+    attributes_problem,
+    finite_number,
+)
 from flagsight_core.contract import (
     ATTRIBUTE_ARRAY_MAX,
     ATTRIBUTE_NAME_MAX,
@@ -63,37 +67,6 @@ _USER = Annotated[str, msgspec.Meta(min_length=1, max_length=USER_IDENTIFIER_MAX
 ATTRIBUTES_BY_USER = Annotated[dict[_USER, ATTRIBUTES], msgspec.Meta(max_length=BULK_MAX_USERS)]
 """A bulk request's attributes by user identifier (each one of its ``userIdentifiers``:
 ``check_users``)."""
-
-NAMES_REMEMBERED = 4_096
-"""Valid names ``valid_names`` keeps (applications send a few dozen); past this many, a new
-name is checked each time it comes, so what clients send cannot grow a worker."""
-
-_valid_names: set[str] = set()
-known_names = _valid_names.issuperset
-"""Whether every one of some names was found valid before: one C call, what a decoder asks
-first (``valid_names`` when it says no)."""
-
-
-def valid_names(names: Iterable[str]) -> bool:
-    """Whether each of ``names`` (decoded by ``ATTRIBUTES``) is an attribute's name: 1 to 64
-    of its letters, and not ``userIdentifier``. One C call for names seen before
-    (``NAMES_REMEMBERED``); a refused one is never remembered."""
-    if _valid_names.issuperset(names):
-        return True
-    for name in names:
-        if name not in _valid_names:
-            if name == USER_IDENTIFIER_ATTRIBUTE or not ATTRIBUTE_NAME_PATTERN.fullmatch(name):
-                return False
-            if len(_valid_names) < NAMES_REMEMBERED:
-                _valid_names.add(name)
-    return True
-
-
-def valid_names_by_user(attributes: Mapping[str, Mapping[str, object]]) -> bool:
-    """``valid_names`` for every user's attributes at once: the distinct names of all of
-    them, gathered in C (a bulk request's users share their names)."""
-    return valid_names(set().union(*attributes.values()))
-
 
 # --- the strict reading's words -------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Attribute names are checked after the typed decoding (``api.web.attributes.valid_names``),
+"""Attribute names are checked after the typed decoding (``attribute_rules.valid_names``),
 against the names already seen: a name refused once is refused every time, a name past the
 memo's size is still checked, and what the decoders refuse is what ``check_attributes`` names."""
 
@@ -8,16 +8,16 @@ from collections.abc import Iterator
 
 import msgspec
 import pytest
+from flagsight_core import attribute_rules
+from flagsight_core.attribute_rules import NAMES_REMEMBERED, valid_names, valid_names_by_user
 
-from api.web import attributes
-from api.web.attributes import NAMES_REMEMBERED, valid_names, valid_names_by_user
 from api.web.public.evaluate import decode_bulk, decode_evaluate
 
 
 @pytest.fixture
 def fresh_memo(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
     memo: set[str] = set()
-    monkeypatch.setattr(attributes, "_valid_names", memo)
+    monkeypatch.setattr(attribute_rules, "_valid_names", memo)
     yield memo
 
 

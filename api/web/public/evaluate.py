@@ -8,6 +8,7 @@ from typing import Annotated
 import falcon
 import falcon.asgi
 import msgspec
+from flagsight_core.attribute_rules import known_names, valid_names, valid_names_by_user
 from flagsight_core.contract import BULK_MAX_USERS, FLAG_KEY_MAX, SDK_MAX, USER_IDENTIFIER_MAX
 
 from api.controlplane.cache import Caller, EnvironmentConfig
@@ -22,9 +23,6 @@ from api.web.attributes import (
     check_attributes,
     check_attributes_by_user,
     check_users,
-    known_names,
-    valid_names,
-    valid_names_by_user,
 )
 from api.web.auth import authenticate_api_key, authenticate_caller
 from api.web.errors import FRONT_FAILURE, BadRequest, Unauthorized
