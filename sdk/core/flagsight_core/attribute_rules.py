@@ -72,6 +72,11 @@ def attributes_problem(raw: object, where: str = "attributes") -> str | None:
     their values (``_taken``); the words are found only for a refusal."""
     if raw is None or (type(raw) is dict and _taken(raw)):
         return None
+    return _first_problem(raw, where)
+
+
+def _first_problem(raw: object, where: str) -> str | None:
+    """The full check: the words for the first wrong field, or None."""
     if not isinstance(raw, dict):
         return f"Field '{where}' must be a JSON object of attributes by name"
     if len(raw) > ATTRIBUTES_MAX:
@@ -92,10 +97,15 @@ def attributes_problem(raw: object, where: str = "attributes") -> str | None:
     return None
 
 
+_INT_PAST_DOUBLE = 2**1024 - 2**970
+"""The least int Python's conversion to a double overflows at (``finite_number`` refuses it)."""
+
+
 def _taken(raw: dict) -> bool:
-    """Whether contract 12 takes these attributes, checked as fast as Python allows: names
-    against those seen valid, then each value by its exact type."""
-    if len(raw) > ATTRIBUTES_MAX or not valid_names(raw):
+    """Whether contract 12 takes these attributes, checked as fast as Python allows (a local
+    evaluate pays it on every call): the names against those seen valid in one C call, then
+    each value by its exact type, inline; anything unusual goes to the full check."""
+    if len(raw) > ATTRIBUTES_MAX or not (_valid_names.issuperset(raw) or valid_names(raw)):
         return False
     for value in raw.values():
         kind = type(value)
@@ -103,8 +113,17 @@ def _taken(raw: dict) -> bool:
             if len(value) > ATTRIBUTE_STRING_MAX:
                 return False
         elif kind is float:
-            if not math.isfinite(value):
+            if value - value != 0:  # NaN and the infinities
                 return False
+        elif kind is int:
+            if not -_INT_PAST_DOUBLE < value < _INT_PAST_DOUBLE:  # no double holds it
+                return False
+        elif kind is tuple or kind is list:
+            if len(value) > ATTRIBUTE_ARRAY_MAX:
+                return False
+            for item in value:
+                if type(item) is not str or len(item) > ATTRIBUTE_STRING_MAX:
+                    return False
         elif kind is not bool and _value_problem(value) is not None:
             return False
     return True
