@@ -106,7 +106,7 @@ def decode_json_overflowing(raw: bytes) -> Any:
     except MALFORMED as exc:
         raise malformed(exc) from None
     try:
-        decoded = json.loads(raw, parse_constant=_no_constant)
+        decoded = json.loads(raw, parse_constant=_no_constant, parse_int=_int_or_infinite)
         encode(decoded)  # a lone surrogate (``"\\ud800"``), which msgspec refuses, raises here
     except UnicodeError:
         raise BadRequest("Malformed JSON body: a string is not valid UTF-8") from None
@@ -115,6 +115,15 @@ def decode_json_overflowing(raw: bytes) -> Any:
     except ValueError as exc:
         raise BadRequest(f"Malformed JSON body: {exc}") from None
     return decoded
+
+
+def _int_or_infinite(text: str) -> int | float:
+    """A JSON integer; one past Python's 4,300 digits (far past a double) read as the infinity
+    of its sign, as a number out of a double's range is, not as a malformed body."""
+    try:
+        return int(text)
+    except ValueError:
+        return float("-inf") if text.startswith("-") else float("inf")
 
 
 def _no_constant(name: str) -> Any:

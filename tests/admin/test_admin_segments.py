@@ -174,6 +174,19 @@ def test_an_expression_within_the_program_bound_is_taken_and_one_stored_before_s
     assert evaluate(config.flags["banner"], "u", config.segments, {"bio": "ax"}).value is True
 
 
+@pytest.mark.parametrize("number", [b"1e400", b"-" + b"9" * 5_000])
+def test_a_number_no_double_holds_is_named_not_malformed(admin_api, org, number) -> None:
+    """Valid JSON past a double's range (past Python's 4,300-digit int too): the 400 names
+    the value, as for any other number a condition does not take."""
+    body = b'{"conditions":[{"attribute":"seats","operator":"LESS_THAN","values":[' + number
+    answer = admin_api.put(
+        path(org), body=body + b"]}]}", headers={"Content-Type": "application/json"}
+    )
+    assert (answer.status, answer.body["message"]) == (
+        400, "Field 'conditions[0].values[0]' must be a finite number",
+    )  # fmt: skip
+
+
 def test_an_empty_body_is_an_empty_segment(admin_api, org, env) -> None:
     put = admin_api.put(path(org), {})
     assert (put.status, put.body["size"], put.body["excludedSize"], put.body["conditions"]) == (

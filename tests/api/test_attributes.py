@@ -243,6 +243,13 @@ def test_an_overflowing_number_is_named_too(
     many = b'{"flagKey":"pro","userIdentifiers":["b"],"attributes":{"b":{"n":1E400}}}'
     answer = client.simulate_post("/v1/evaluate/bulk", body=many, headers=headers)
     refused(answer, "Field 'attributes['b'].n' must be a finite number")
+    digits = b"9" * 5_000  # past Python's 4,300-digit int, and far past a double
+    long = b'{"flagKey":"pro","userIdentifier":"u","attributes":{"n":-' + digits + b"}}"
+    answer = client.simulate_post("/v1/evaluate", body=long, headers=headers)
+    refused(answer, "Field 'attributes.n' must be a finite number")
+    ofrep = b'{"context":{"targetingKey":"u","plan":"pro","n":' + digits + b"}}"
+    answer = client.simulate_post("/ofrep/v1/evaluate/flags/pro", body=ofrep, headers=headers)
+    assert answer.status_code == 200, answer.text  # a shape no attribute has: ignored
     tokens = b'{"flagKey":"pro","userIdentifier":"u","attributes":{"n":NaN}}'
     answer = client.simulate_post("/v1/evaluate", body=tokens, headers=headers)
     assert answer.status_code == 400  # not JSON at all

@@ -35,7 +35,7 @@ from flagsight_core.contract import KEY_MAX, KEY_SCHEMA_PATTERN, MAX_NAME_LENGTH
 from msgspec import Meta
 
 from api.web.errors import BadRequest
-from api.web.jsonio import decode_json
+from api.web.jsonio import decode_json_overflowing
 
 B = TypeVar("B", bound="Body")
 _ABSENT = object()
@@ -133,8 +133,9 @@ Timestamp = Annotated[str, Meta(extra_json_schema={"format": "date-time"})]
 def decode(body_type: type[B], raw: bytes, context: Mapping[str, Any] | None = None) -> B:
     """The body in ``raw`` (JSON bytes) as ``body_type``; 400 for JSON that is malformed (all
     of it: invalid UTF-8 in a field the type does not have too) or not an object, or for a
-    field that is wrong, naming it."""
-    return convert(body_type, decode_json(raw), context)
+    field that is wrong, naming it (a number past a double's range too: read as infinite,
+    it is the field's value that is wrong, not the JSON)."""
+    return convert(body_type, decode_json_overflowing(raw), context)
 
 
 def convert(body_type: type[B], plain: Any, context: Mapping[str, Any] | None = None) -> B:
