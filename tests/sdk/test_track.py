@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -115,6 +116,37 @@ def test_a_batch_of_the_longest_users_and_names_reaches_the_service_whole(
     assert (stats.sent, stats.dropped) == (500, {})
     rows = tracked(module_server, tenant, 500)
     assert sorted(row["user_identifier"] for row in rows) == users
+    client.close()
+
+
+@pytest.mark.parametrize(("ahead_s", "said", "first_at_service_time"), [
+    (360.0, "ahead of", True),  # past the 5 minutes the service takes: refused, sent again
+    (-3_600.0, "behind", False),  # within the 24 hours it takes: the first batch kept as sent
+])  # fmt: skip
+def test_a_clock_far_from_the_services_is_corrected_from_its_date(
+    module_server, tenant, monkeypatch, caplog, ahead_s, said, first_at_service_time
+) -> None:
+    """This process's clock 6 minutes ahead of the service's, or an hour behind: the service's
+    ``Date`` says by how much, and events go at the service's time from then on; a batch
+    refused for its times goes again, moved. No event is lost."""
+    from flagsight_sdk import tracking
+
+    monkeypatch.setattr(tracking, "wall_clock", lambda: time.time() + ahead_s)
+    client = FlagsightClient(tenant.api_key, module_server.url, interval_s=60)
+    with caplog.at_level(logging.WARNING, logger="flagsight_sdk"):
+        assert client.track("purchase", "ann", 1.0) and client.track("purchase", "bob", 2.0)
+        assert client.flush(10)
+        assert client.track("purchase", "cid", 3.0)
+        assert client.flush(10)
+    stats = client.track_batcher().stats
+    assert (stats.sent, stats.dropped) == (3, {})
+    assert f"s {said} the service's; tracked events are sent at the service's time" in caplog.text
+    now = datetime.now(UTC)
+    off = {row["user_identifier"]: (row["occurred_at"] - now).total_seconds()
+           for row in tracked(module_server, tenant, 3)}  # fmt: skip
+    assert abs(off["cid"]) < 30  # the service's time, within the Date header's whole seconds
+    for user in ("ann", "bob"):
+        assert (abs(off[user]) < 30) is first_at_service_time, off
     client.close()
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 import requests
 
-from flagsight_sdk.transport import post_json
+from flagsight_sdk.tracking import CLOCK_TOLERANCE_S, clock_skew, shifted
+from flagsight_sdk.transport import HttpAnswer, post_json
 
 log = logging.getLogger("flagsight_sdk")
 
@@ -234,15 +235,25 @@ class Batcher:
             count = min(self._max_batch, len(self._queue))
             return [self._queue.popleft() for _ in range(count)]
 
+    def _sent_as(self, batch: list[dict[str, object]]) -> list[dict[str, object]]:
+        """The batch's items as a request sends them now (``TrackBatcher`` moves their times)."""
+        return batch
+
+    def _heard(self, answer: HttpAnswer) -> bool:
+        """Note what an answer says beyond its status; True when a batch refused by it would
+        now be sent otherwise (and is worth sending once more)."""
+        return False
+
     def _deliver(self, batch: list[dict[str, object]]) -> None:
         if not batch:
             return
+        sent_again = False
         for attempt in range(self._max_attempts):
             try:
                 answer = post_json(
                     self._session,
                     self._url,
-                    {**self._extra_body, self.body_key: batch},
+                    {**self._extra_body, self.body_key: self._sent_as(batch)},
                     self._headers,
                     self._request_timeout_s,
                 )
@@ -250,6 +261,9 @@ class Batcher:
                 # the thread must outlive it, or nothing queued would ever be sent or counted
                 problem, retry_after = f"{type(exc).__name__}: {exc}", None
             else:
+                if self._heard(answer) and 400 <= answer.status < 500 and not sent_again:
+                    sent_again = True  # refused as it was sent; not as it would be now
+                    continue
                 if 200 <= answer.status < 300:
                     self._settled(sent=len(batch))
                     return
@@ -324,11 +338,34 @@ class FeedbackBatcher(Batcher):
 
 class TrackBatcher(Batcher):
     """Tracked events, 500 per ``/v1/track`` request, delivered as feedback is (same options,
-    retries and drop accounting)."""
+    retries and drop accounting), each ``at`` moved to the service's clock while the two
+    differ by ``CLOCK_TOLERANCE_S`` or more (``flagsight_sdk.tracking``)."""
 
     body_key = "events"
     what = "tracked event"
     thread_name = "flagsight-track"
+    _skew_s = 0.0
+    """The difference applied to the events' times (0 while the clocks agree)."""
+
+    def _sent_as(self, batch: list[dict[str, object]]) -> list[dict[str, object]]:
+        skew = self._skew_s
+        return [shifted(item, skew) for item in batch] if skew else batch
+
+    def _heard(self, answer: HttpAnswer) -> bool:
+        measured = clock_skew(answer.headers)
+        if measured is None:
+            return False
+        skew = measured if abs(measured) >= CLOCK_TOLERANCE_S else 0.0
+        changed = abs(skew - self._skew_s) >= CLOCK_TOLERANCE_S / 2
+        if changed and skew:
+            log.warning(
+                "flagsight: this process's clock is %.0f s %s the service's; tracked events"
+                " are sent at the service's time", abs(skew),
+                "behind" if skew > 0 else "ahead of",
+            )  # fmt: skip
+        if changed:
+            self._skew_s = skew
+        return changed
 
 
 class ReportBatcher(Batcher):

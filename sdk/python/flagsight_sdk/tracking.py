@@ -3,7 +3,11 @@ health compares between a flag's arms.
 
 ``FlagsightClient.track`` queues them and a ``TrackBatcher`` sends them, 500 a request, as
 feedback is sent. Each event carries the SDK's clock as its ``at``, so an event delayed by
-batching or retries keeps the time it happened. An event the service would refuse would refuse
+batching or retries keeps the time it happened. The service refuses an ``at`` more than five
+minutes ahead of its own clock, with the whole batch: so the batcher reads the service's clock
+from each answer's ``Date`` and, while the two differ by a minute or more, sends each ``at``
+moved by the difference (``clock_skew``, ``shifted``); a batch refused before the difference
+was known is sent once more, moved. An event the service would refuse would refuse
 its whole batch, so ``track_item`` checks it here first: a bad name or user is logged and not
 queued; a value that is not a finite number is logged and sent as none.
 """
@@ -13,7 +17,10 @@ from __future__ import annotations
 import logging
 import math
 import re
-from datetime import UTC, datetime
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 
 log = logging.getLogger("flagsight_sdk")
 
@@ -48,11 +55,42 @@ def track_item(name: object, user: object, value: object) -> dict[str, object] |
             "flagsight: track(%r): value %r is not a finite number; sent as none", name, value
         )
         value = None
-    at = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    at = _iso(datetime.fromtimestamp(wall_clock(), UTC))
     item: dict[str, object] = {"name": name, "userIdentifier": user, "at": at}
     if value is not None:
         item["value"] = float(value)  # type: ignore[arg-type]
     return item
+
+
+wall_clock = time.time
+"""This process's clock, in Unix seconds: an event's ``at``, and what ``clock_skew`` compares
+the service's with (one function, so a test can move both)."""
+
+CLOCK_TOLERANCE_S = 60.0
+"""A difference between the two clocks below this is left alone: ``Date`` has whole seconds,
+and the service takes an ``at`` up to five minutes ahead."""
+
+
+def clock_skew(headers: Mapping[str, str]) -> float | None:
+    """The service's clock minus this process's, in seconds, from an answer's ``Date``; None
+    without one (or one that is not a date)."""
+    date = next((value for key, value in headers.items() if key.lower() == "date"), None)
+    if date is None:
+        return None
+    try:
+        return parsedate_to_datetime(date).timestamp() - wall_clock()
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def shifted(item: dict[str, object], skew_s: float) -> dict[str, object]:
+    """The event with its ``at`` moved by ``skew_s`` seconds (to the service's clock)."""
+    at = datetime.fromisoformat(str(item["at"]).replace("Z", "+00:00"))
+    return {**item, "at": _iso(at + timedelta(seconds=skew_s))}
+
+
+def _iso(at: datetime) -> str:
+    return at.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _finite(value: object) -> bool:
