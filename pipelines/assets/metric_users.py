@@ -27,8 +27,8 @@ def metric_users(
     always-valid interval of their difference, the decision read by the metric's ``better``,
     and how much the pre-exposure data narrowed it). Follows come from the control plane,
     a running rollout's metric guardrails included (docs/warehouse.md). The arms' moments
-    are kept by differences; the runs that inspect every table for compaction (one in
-    sixteen) also sum every arm's moments afresh (metadata `moments_rebuilt`)."""
+    are kept by differences; the runs that inspect every table for compaction (about one in
+    sixteen, by their id) also sum every arm's moments afresh (metadata `moments_rebuilt`)."""
     follows = control_plane.metric_follows()
     rebuild = is_full_inspection(context.run_id)
     with warehouse.connect() as con:

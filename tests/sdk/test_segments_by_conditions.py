@@ -175,6 +175,16 @@ def test_local_mode_refuses_the_attributes_the_service_refuses_in_its_words(
     assert sdk.local.reports.stats.submitted == reports  # nothing decided, nothing reported
 
 
+def test_attributes_that_are_no_mapping_are_refused_never_raised(targeting) -> None:
+    """The fail-safe rule: whatever the application passes, an answer, never an exception."""
+    sdk, _remote, _tenant = targeting
+    one = sdk.evaluate("segment", "alice", "pro")  # type: ignore[arg-type]
+    bulk = sdk.evaluate_bulk("segment", ["alice"], {"alice": "pro"})  # type: ignore[dict-item]
+    for answer in (one, bulk["alice"]):
+        assert (answer.value, answer.failure) == (False, FAILURE_REFUSED)
+        assert "must be a JSON object of attributes by name" in answer.error_message
+
+
 class _Reports:
     """The event log, keeping the local reports appended."""
 

@@ -196,7 +196,8 @@ DELETE FROM metric_moments WHERE n = 0;
 --    it), and an infinite square leaves NaN once taken out. So a metric whose follow changed
 --    (all its rows went and came again) has its groups summed afresh, as has any group whose
 --    moments are no longer finite, and every group in a run that asks it ($rebuild_all: one
---    run in sixteen, pipelines/metrics.py), which bounds how long a drift can last.
+--    run in sixteen on average, chosen by its id: pipelines/assets/metric_users.py), so a drift
+--    lasts some sixteen runs on average.
 CREATE OR REPLACE TEMP TABLE moments_rebuilt AS
 SELECT DISTINCT metric_key, environment_id, flag_key FROM (
     SELECT metric_key, environment_id, flag_key FROM follow_changes

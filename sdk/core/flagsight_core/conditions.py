@@ -87,6 +87,7 @@ import re2
 import semver
 from re2 import _re2
 
+from flagsight_core.attribute_rules import finite_number
 from flagsight_core.contract import (
     ATTRIBUTE_NAME_PATTERN,
     ATTRIBUTE_NAME_SPEC,
@@ -138,14 +139,6 @@ class Operator(StrEnum):
 # --- reading attributes -----------------------------------------------------------------------
 
 
-def _finite(number: int | float) -> bool:
-    """Whether a number is one a double holds finitely (an int too large for one is not)."""
-    try:
-        return math.isfinite(number)
-    except OverflowError:
-        return False
-
-
 _DOUBLE_MAX = sys.float_info.max
 
 
@@ -165,7 +158,7 @@ def _items(value: object) -> tuple[Scalar, ...] | None:
     if isinstance(value, str | bool):
         return (value,)
     if isinstance(value, int | float):
-        return (value,) if _finite(value) else None
+        return (value,) if finite_number(value) else None
     if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
         return tuple(value)
     return None
@@ -280,13 +273,13 @@ def _string(raw: object) -> str:
 
 
 def _scalar(raw: object) -> ConditionValue:
-    if isinstance(raw, str | bool) or (_is_number(raw) and _finite(raw)):  # type: ignore[arg-type]
+    if isinstance(raw, str | bool) or finite_number(raw):
         return raw  # type: ignore[return-value]
     raise _Invalid
 
 
 def _number(raw: object) -> float:
-    if not _is_number(raw) or not _finite(raw):  # type: ignore[arg-type]
+    if not finite_number(raw):
         raise _Invalid
     return float(raw)  # type: ignore[arg-type]
 
@@ -300,7 +293,7 @@ def _semver(raw: object) -> semver.Version:
 
 def _when(raw: object) -> float:
     found = _instant(raw) if isinstance(raw, str) else None
-    if found is None and _is_number(raw) and _finite(raw):  # type: ignore[arg-type]
+    if found is None and finite_number(raw):
         found = float(raw)  # type: ignore[arg-type]
     if found is None:
         raise _Invalid

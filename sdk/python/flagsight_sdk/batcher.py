@@ -247,23 +247,16 @@ class Batcher:
     def _deliver(self, batch: list[dict[str, object]]) -> None:
         if not batch:
             return
-        sent_again = False
         for attempt in range(self._max_attempts):
             try:
-                answer = post_json(
-                    self._session,
-                    self._url,
-                    {**self._extra_body, self.body_key: self._sent_as(batch)},
-                    self._headers,
-                    self._request_timeout_s,
-                )
+                answer = self._post(batch)
+                if self._heard(answer) and _refusal(answer.status):
+                    answer = self._post(batch)  # refused as it was sent, not as it would be now
+                    self._heard(answer)
             except Exception as exc:  # noqa: BLE001 - any failure of one attempt is retried:
                 # the thread must outlive it, or nothing queued would ever be sent or counted
                 problem, retry_after = f"{type(exc).__name__}: {exc}", None
             else:
-                if self._heard(answer) and 400 <= answer.status < 500 and not sent_again:
-                    sent_again = True  # refused as it was sent; not as it would be now
-                    continue
                 if 200 <= answer.status < 300:
                     self._settled(sent=len(batch))
                     return
@@ -273,7 +266,7 @@ class Batcher:
                     self._deliver(batch[:half])
                     self._deliver(batch[half:])
                     return
-                if answer.status != 429 and answer.status < 500:
+                if answer.status != 429 and answer.status < 500:  # final, a lone 413's too
                     log.error(
                         "flagsight: %s batch of %d refused (%s)", self.what, len(batch), problem
                     )
@@ -291,6 +284,16 @@ class Batcher:
         reason = DROP_UNSENT_AT_EXIT if self._closing else DROP_RETRIES_EXHAUSTED
         log.error("flagsight: %s batch of %d not delivered (%s)", self.what, len(batch), problem)
         self._settled(dropped=(reason, len(batch)))
+
+    def _post(self, batch: list[dict[str, object]]) -> HttpAnswer:
+        """One request of the batch, as it is sent now."""
+        return post_json(
+            self._session,
+            self._url,
+            {**self._extra_body, self.body_key: self._sent_as(batch)},
+            self._headers,
+            self._request_timeout_s,
+        )
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> bool:
         """Back off (exponential, jittered); False when no attempt or time is left."""
@@ -378,6 +381,12 @@ class ReportBatcher(Batcher):
     batch_limit = 10_000
     what = "local evaluation"
     thread_name = "flagsight-reports"
+
+
+def _refusal(status: int) -> bool:
+    """A refusal of what the batch holds: 4xx but 429 (later) and 413 (sent in halves), the
+    answers a batch moved to the service's clock may not get again."""
+    return 400 <= status < 500 and status not in (413, 429)
 
 
 def _seconds(value: str | None) -> float | None:

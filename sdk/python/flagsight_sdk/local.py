@@ -352,6 +352,19 @@ def _request_problem(flag_key: object, user: object) -> str | None:
     return None
 
 
+def _for_core(
+    attributes: object, where: str = "attributes"
+) -> tuple[dict[str, object] | None, str | None]:
+    """The attributes as the core takes them, and why the service would refuse them (in its
+    words), or None; never raises (the SDK fails safe, whatever the application passes)."""
+    if not attributes:
+        return None, None
+    if not isinstance(attributes, Mapping):
+        return None, attributes_problem(attributes, where)
+    given = for_core(attributes)
+    return given, attributes_problem(given, where)
+
+
 def _version(data: bytes) -> int | None:
     import json
 
@@ -418,11 +431,9 @@ class LocalEvaluator:
         """Why the service would refuse a bulk request of ``users`` with these attributes by
         user (the first user's wrong field), or None: it refuses the whole request."""
         for user in users:
-            given = attributes.get(user)
-            if given:
-                problem = attributes_problem(for_core(given), f"attributes['{user}']")
-                if problem is not None:
-                    return problem
+            problem = _for_core(attributes.get(user), f"attributes['{user}']")[1]
+            if problem is not None:
+                return problem
         return None
 
     def evaluate(
@@ -438,11 +449,9 @@ class LocalEvaluator:
         ):  # what the service would refuse with 400 (the common case costs no call)
             problem = _request_problem(flag_key, user) or "not a string"
             return Evaluation.failed(str(flag_key), str(user), FAILURE_REFUSED, problem)
-        given = for_core(attributes) if attributes else None  # before any quota is spent
-        if given:  # what the service refuses is refused here too, in its words
-            problem = attributes_problem(given)
-            if problem is not None:
-                return Evaluation.failed(flag_key, user, FAILURE_REFUSED, problem)
+        given, problem = _for_core(attributes)  # before any quota is spent
+        if problem is not None:  # what the service refuses is refused here too, in its words
+            return Evaluation.failed(flag_key, user, FAILURE_REFUSED, problem)
         follower = self._follower
         ruleset = follower.ruleset
         if ruleset is None and not follower.refused:
