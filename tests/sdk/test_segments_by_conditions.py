@@ -180,9 +180,9 @@ def test_attributes_that_are_no_mapping_are_refused_never_raised(targeting) -> N
     sdk, _remote, _tenant = targeting
     one = sdk.evaluate("segment", "alice", "pro")  # type: ignore[arg-type]
     bulk = sdk.evaluate_bulk("segment", ["alice"], {"alice": "pro"})  # type: ignore[dict-item]
-    for answer in (one, bulk["alice"]):
-        assert (answer.value, answer.failure) == (False, FAILURE_REFUSED)
-        assert "must be a JSON object of attributes by name" in answer.error_message
+    for got in (one, bulk["alice"]):
+        assert (got.value, got.failure) == (False, FAILURE_REFUSED)
+        assert "must be a JSON object of attributes by name" in got.error_message
 
 
 class _Reports:
