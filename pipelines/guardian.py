@@ -6,6 +6,9 @@ The evidence is one one-sided sequence per guardrail over the whole rollout
 (``warehouse.statistics.guard``): it is kept across the steps, so a later step starts with all
 the earlier ones showed. The rules, in order (docs/rollouts.md):
 
+0. The guardian moves the flag's split only from where the rollout set it: a flag whose
+   percentage rule a person took away holds the rollout, and one whose split a person moved
+   makes it wait (recorded), deciding nothing, until the split is the rollout's again.
 1. At the plan's last step (100 %) there is nothing left to compare: completed.
 2. A step is judged only once release health has been computed at its own percentage (the
    pipeline has seen its split); until then the rollout waits.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any
 
 from flagsight_core.words import counted
@@ -30,6 +34,7 @@ from flagsight_core.words import counted
 from api.controlplane.catalogue import Measure, measures
 from api.controlplane.changes import JsonDocument, Rollout, RolloutAction
 from api.controlplane.health_document import health_answer
+from api.controlplane.resources.rollouts import NO_SPLIT_TO_MOVE
 from warehouse.statistics.guard import SAFETY_ALPHA, GuardBound, Status, rollback_alpha
 
 MAX_WAIT_SECONDS = 28 * 24 * 3600.0
@@ -58,14 +63,27 @@ def judge(
     evidence: Evidence,
     now: float,
     catalogue: Mapping[str, Measure] | None = None,
+    split: float | None | EllipsisType = ...,
 ) -> Judgement:
     """What the guardian does with ``rollout`` given its flag's ``flag_health`` row (the
     current split's health, with its comparisons) and the guard's ``evidence``; ``catalogue``
     names each guardrail's label and unit in the reasons (the built-in ones' when not
-    given)."""
+    given); ``split`` is where the flag's percentage rule is now (None without one; left out,
+    where the rollout set it)."""
     entries = catalogue or measures()
     last = len(rollout.plan.steps) - 1
     guard = guard_document(rollout, evidence)
+    if split is None:
+        return Judgement(RolloutAction.HELD, NO_SPLIT_TO_MOVE, guard=guard)
+    if split is not ... and split != rollout.percentage:
+        return Judgement(
+            RolloutAction.WAIT,
+            f"a person moved the flag's split to {split:g} %, where the rollout set"
+            f" {rollout.percentage:g} %: nothing is decided until it is back (or the rollout"
+            " stops)",
+            waiting=True,
+            guard=guard,
+        )
     if rollout.step >= last:
         return Judgement(RolloutAction.COMPLETED, "at the last step, 100 %", guard=guard)
     percentage = rollout.percentage

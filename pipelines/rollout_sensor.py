@@ -1,10 +1,13 @@
 """Start the insights job when a rollout step's time has passed, even when no new event has
 been sealed (the new-events sensor would not start one): a quiet flag still advances on time.
 
-Its cursor lists the ``environment/flag@step`` it already asked a run for, so each step is
-requested once; a tick is skipped while a run is in progress (that run judges every rollout).
+Its cursor lists the ``environment/flag@step:start`` it already asked a run for, so each step is
+requested once; the step's start is in the key, so a rollout started again (or resumed) at the
+same step index is a new step to ask for. A tick is skipped while a run is in progress (that run
+judges every rollout).
 """
 
+import hashlib
 import time
 
 import dagster as dg
@@ -16,11 +19,13 @@ from pipelines.schedules import run_in_progress
 
 
 def due_steps(control_plane: ControlPlaneResource, now: float) -> list[str]:
-    """``environment/flag@step`` of every running rollout whose step time has passed."""
+    """``environment/flag@step:start`` of every running rollout whose step time has passed."""
     with control_plane.store() as store:
         rollouts = store.running_rollouts() if store is not None else []
     return sorted(
-        f"{r.environment_id}/{r.flag_key}@{r.step}" for r in rollouts if r.step_due_at <= now
+        f"{r.environment_id}/{r.flag_key}@{r.step}:{r.step_started_at:.3f}"
+        for r in rollouts
+        if r.step_due_at <= now
     )
 
 
@@ -47,4 +52,5 @@ def rollout_step_sensor(
     if running:
         return dg.SkipReason(f"run {running} is in progress; it judges every rollout")
     context.update_cursor(msgspec.json.encode(due).decode())
-    return dg.RunRequest(run_key="rollout-" + ",".join(new)[:200])
+    # Dagster skips a run key it has seen: the key is that of these steps, whole.
+    return dg.RunRequest(run_key="rollout-" + hashlib.sha256(",".join(new).encode()).hexdigest())

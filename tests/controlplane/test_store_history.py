@@ -28,6 +28,7 @@ from api.controlplane.errors import (
     RecordedError,
     Resource,
 )
+from api.controlplane.resources.rollouts import NO_SPLIT_TO_MOVE
 from api.controlplane.sql_store import sha256_hex
 from api.controlplane.store import ErrorCode
 
@@ -329,6 +330,11 @@ def test_what_cannot_be_restored_says_why(
     assert store.config_version() == version
 
 
+def _but_its_start(rollout) -> dict:
+    """The rollout as GET shows it, but when its step started."""
+    return {k: v for k, v in documents.rollout(rollout).items() if k != "stepStartedAt"}
+
+
 def test_restoring_a_hold_runs_the_rollout_again_and_a_stop_brings_it_back(
     store, organization, environment
 ) -> None:
@@ -340,8 +346,11 @@ def test_restoring_a_hold_runs_the_rollout_again_and_a_stop_brings_it_back(
     flag_then = store.get_flag(environment.id, "f")
 
     _, restore = _restore_newest(store, organization, "rollout.held")
-    # What GET shows is what it showed before the hold: its step, its one decision.
-    assert documents.rollout(store.get_rollout(environment.id, "f")) == documents.rollout(running)
+    # What GET shows is what it showed before the hold: its step, its one decision; the step
+    # starts again from the restore (else a step held for its wait would be held at once).
+    resumed = store.get_rollout(environment.id, "f")
+    assert _but_its_start(resumed) == _but_its_start(running)
+    assert resumed.step_started_at > running.step_started_at
     assert (restore.before["state"], restore.after["state"]) == ("held", "running")
     assert store.get_flag(environment.id, "f") == flag_then  # the flag is the flag's records'
 
@@ -349,7 +358,7 @@ def test_restoring_a_hold_runs_the_rollout_again_and_a_stop_brings_it_back(
     assert store.get_rollout(environment.id, "f") is None
     _, restore = _restore_newest(store, organization, "rollout.stopped")
     back = store.get_rollout(environment.id, "f")
-    assert documents.rollout(back) == documents.rollout(running)
+    assert _but_its_start(back) == _but_its_start(running)
     assert (back.state, back.step) == (RolloutState.RUNNING, 1)
     assert (restore.before, restore.after["decisions"][0]["reason"]) == (None, "fine")
     assert store.running_rollouts() == [back]
@@ -365,6 +374,46 @@ def test_restoring_a_hold_runs_the_rollout_again_and_a_stop_brings_it_back(
         _restore_newest(store, organization, "rollout.stopped")
     assert refused.value.reason is ConflictReason.NO_PERCENTAGE_RULE
     assert store.get_rollout(environment.id, "f") is None
+
+
+def test_a_decision_goes_only_to_the_rollout_read_and_from_the_split_it_set(
+    store, environment
+) -> None:
+    """Read at step 0, then stopped and started again: the old read's decision is stale. A
+    person moving the split: no decision moves it back. A person taking the percentage rule
+    away: a decision to move holds the rollout instead (nothing to move), never raises."""
+    store.put_flag(environment.id, "f", True, False, [PercentageRule(0.0)])
+    plan = RolloutPlan((10.0, 50.0, 100.0), 10, ("failureRate",))
+    read = store.start_rollout(environment.id, "f", plan)
+    store.stop_rollout(environment.id, "f")
+    again = store.start_rollout(environment.id, "f", RolloutPlan((1.0, 100.0), 60, ()))
+    assert again.step_started_at != read.step_started_at
+    stale = store.decide_rollout(
+        environment.id, "f", 0, RolloutAction.ADVANCED, "old evidence", None,
+        step_started_at=read.step_started_at,
+    )  # fmt: skip
+    assert stale is None
+    assert store.get_flag(environment.id, "f").rules == (PercentageRule(1.0),)
+    assert not store.note_rollout(
+        environment.id, "f", 0, None, "old", step_started_at=read.step_started_at
+    )
+
+    store.put_flag(environment.id, "f", True, False, [PercentageRule(0.0)])  # a kill switch
+    moved = store.decide_rollout(
+        environment.id, "f", 0, RolloutAction.COMPLETED, "shown safe", None,
+        step_started_at=again.step_started_at,
+    )  # fmt: skip
+    assert moved is None
+    assert store.get_flag(environment.id, "f").rules == (PercentageRule(0.0),)
+
+    store.put_flag(environment.id, "f", True, False, [StaticRule()])  # the rule taken away
+    held = store.decide_rollout(
+        environment.id, "f", 0, RolloutAction.COMPLETED, "shown safe", None,
+        step_started_at=again.step_started_at,
+    )  # fmt: skip
+    assert held is not None and held.state is RolloutState.HELD
+    assert held.decisions[-1].reason == NO_SPLIT_TO_MOVE
+    assert store.get_flag(environment.id, "f").rules == (StaticRule(),)
 
 
 def test_rollout_steps_and_a_stale_decision(store, environment) -> None:

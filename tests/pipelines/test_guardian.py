@@ -19,6 +19,7 @@ from api.controlplane.changes import (
     RolloutPlan,
     RolloutState,
 )
+from api.controlplane.resources.rollouts import NO_SPLIT_TO_MOVE
 from pipelines.guard_evidence import evidence_of
 from pipelines.guardian import MAX_WAIT_SECONDS, judge
 from pipelines.health import ArmFigures, health_row
@@ -131,6 +132,22 @@ def test_a_step_shown_safe_advances_once_its_time_has_passed() -> None:
     judgement, _ = _judge(_rollout(), steps, now=3_600.0)
     assert judgement.action is RolloutAction.ADVANCED
     assert judgement.reason.endswith("1 % -> 5 %")
+
+
+def test_the_guardian_moves_the_split_only_from_where_the_rollout_set_it() -> None:
+    """Shown safe and due, but a person moved the split to 0 % (a kill switch): the rollout
+    waits, recorded, and says why. The percentage rule taken away: it is held."""
+    rollout, steps = _rollout(), [(6_000, 60, 600_000, 6_000)]
+    evidence = evidence_of(_arms(steps, rollout), rollout)
+    health = _health(rollout, 6_000, 600_000)
+    assert judge(rollout, health, evidence, 3_600.0, split=1.0).action is RolloutAction.ADVANCED
+    moved = judge(rollout, health, evidence, 3_600.0, split=0.0)
+    assert (moved.action, moved.waiting) == (RolloutAction.WAIT, True)
+    assert moved.reason.startswith(
+        "a person moved the flag's split to 0 %, where the rollout set 1 %"
+    )
+    gone = judge(rollout, health, evidence, 3_600.0, split=None)
+    assert (gone.action, gone.reason) == (RolloutAction.HELD, NO_SPLIT_TO_MOVE)
 
 
 def test_evidence_is_kept_across_steps() -> None:

@@ -68,6 +68,32 @@ def with_split_at(flag: FlagRecord, percentage: float, updated_at: str) -> FlagR
     return replace(flag, rules=tuple(rules), updated_at=updated_at)
 
 
+NO_SPLIT_TO_MOVE = (
+    "the flag has no percentage rule any more (a person changed its rules): nothing to move;"
+    " a person must look"
+)
+"""Why a decision to move the split holds the rollout instead."""
+
+
+def split_percentage(flag: FlagRecord) -> float | None:
+    """Where the flag's first percentage rule is at, the split a rollout moves; None without
+    one."""
+    index = first_split(flag.rules)
+    return None if index < 0 else flag.rules[index].percentage  # type: ignore[attr-defined]
+
+
+def _still(current: Rollout | None, step: int, step_started_at: float | None) -> bool:
+    """Whether ``current`` is the running rollout at the step that was read: the same step
+    index, and (when given) the same start of it, which a stop and a new start, a restore or
+    a resume all change."""
+    return (
+        current is not None
+        and current.state is RolloutState.RUNNING
+        and current.step == step
+        and (step_started_at is None or current.step_started_at == step_started_at)
+    )
+
+
 def split_index(flag: FlagRecord) -> int:
     """Where the flag's first percentage rule is, the one a rollout moves (ConflictError
     without one)."""
@@ -123,11 +149,13 @@ class RolloutStore(Protocol):
         step: int,
         guard: JsonDocument | None,
         waiting_reason: str | None,
+        *,
+        step_started_at: float | None = None,
     ) -> bool:
         """Record the guardian's latest evidence on ``step`` (``guard``) and, when the step's
         time has passed without a decision, that it waits and why (the first wait's time is
-        kept); False when the rollout is no longer running at that step. Not audited: nothing
-        in the control plane changes."""
+        kept); False when the rollout is no longer running at that step (started at
+        ``step_started_at``, when given). Not audited: nothing in the control plane changes."""
         ...
 
     def decide_rollout(
@@ -140,10 +168,12 @@ class RolloutStore(Protocol):
         statistics: JsonDocument | None,
         *,
         guard: JsonDocument | None = None,
+        step_started_at: float | None = None,
     ) -> Rollout | None:
         """Apply the guardian's decision on ``step``, keeping ``guard`` (its evidence) as the
         rollout's latest; None (nothing changed) when the rollout is no longer running at that
-        step."""
+        step (started at ``step_started_at``, when given) or a person moved its split. A move
+        of a split a person took away holds the rollout instead."""
         ...
 
 
@@ -246,13 +276,21 @@ class RolloutSql(SqlSlice):
         statistics: JsonDocument | None,
         *,
         guard: JsonDocument | None = None,
+        step_started_at: float | None = None,
     ) -> Rollout | None:
         if action is RolloutAction.WAIT:
             raise ValueError("a wait changes nothing and is not recorded")
         with self._transaction(write=True) as conn:
             current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
-            if current is None or current.state is not RolloutState.RUNNING or current.step != step:
-                return None  # stale: the rollout moved or stopped since it was read
+            if not _still(current, step, step_started_at):
+                return None  # stale: the rollout moved, stopped or started again since read
+            flag = self._flag_in(conn, environment_id, flag_key)
+            split = None if flag is None else split_percentage(flag)
+            if action is not RolloutAction.HELD and flag is not None:
+                if split is None:  # a person took the percentage rule away: nothing to move
+                    action, reason = RolloutAction.HELD, NO_SPLIT_TO_MOVE
+                elif split != current.percentage:
+                    return None  # a person moved the split: the guardian waits (guardian.py)
             last = len(current.plan.steps) - 1
             moves = action in (RolloutAction.ADVANCED, RolloutAction.COMPLETED)
             next_step = min(step + 1, last) if moves else step
@@ -278,11 +316,9 @@ class RolloutSql(SqlSlice):
                     f"rollout:{environment_id}/{flag_key}", documents.rollout(current),
                     documents.rollout(self._rollout_in(conn, environment_id, flag_key)),
                 )  # fmt: skip
-            else:
-                flag = self._flag_in(conn, environment_id, flag_key)
-                if flag is not None:
-                    moved = with_split_at(flag, percentage, self._now())
-                    self._write_flag(conn, moved, actor=Actor.ROLLOUT, action=f"rollout.{action}")
+            elif flag is not None:
+                moved = with_split_at(flag, percentage, self._now())
+                self._write_flag(conn, moved, actor=Actor.ROLLOUT, action=f"rollout.{action}")
             self._emit(
                 conn, environment.organization_id, ROLLOUT_EVENTS[action],
                 {"environmentId": environment_id, "environmentKey": environment.key,
@@ -298,8 +334,13 @@ class RolloutSql(SqlSlice):
         step: int,
         guard: JsonDocument | None,
         waiting_reason: str | None,
+        *,
+        step_started_at: float | None = None,
     ) -> bool:
         with self._transaction(write=True) as conn:
+            current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
+            if not _still(current, step, step_started_at):
+                return False  # stale, as for a decision
             if waiting_reason is None:
                 changed = conn.execute(
                     "UPDATE rollouts SET guard = ? WHERE environment_id = ? AND flag_key = ?"
@@ -380,9 +421,11 @@ class RolloutSql(SqlSlice):
                 restored = None
             else:
                 made = current.created_at if current is not None else self._now()
-                self._put_rollout(
-                    conn, documents.rollout_record(environment_id, flag_key, record.before, made)
-                )
+                back = documents.rollout_record(environment_id, flag_key, record.before, made)
+                if back.state is RolloutState.RUNNING:  # its step starts again, from now: a
+                    # resumed hold would otherwise be past its wait at once, and held again
+                    back = replace(back, step_started_at=self._clock(), waiting=None)
+                self._put_rollout(conn, back)
                 restored = documents.rollout(self._rollout_in(conn, environment_id, flag_key))
             return self._audit(
                 conn, environment.organization_id, actor, "restore", record.target,
