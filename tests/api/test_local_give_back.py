@@ -18,6 +18,7 @@ from api.server.wiring import build_services
 from api.serving.services import Services
 from api.settings import Settings
 from api.web.app import create_asgi_app
+from api.web.usage_answer import UNKNOWN_WHILE_CUT_OFF
 from devtools.engines.postgres import PostgresCluster
 from tests.conftest import ADMIN_TOKEN
 from tests.support.admin import Admin, Tenant
@@ -152,6 +153,17 @@ def test_a_give_back_the_meter_cannot_record_is_refused_and_made_on_retry(
         own_cluster.stop()
         refused = post(client, tenant, "/v1/local/quota/return", back)
         assert refused.status_code == 503 and refused.headers.get("Retry-After")
+        # The usage reads say they cannot know (the control plane up: only the meter is down).
+        public = client.simulate_get(
+            "/v1/usage", headers={"Authorization": f"ApiKey {tenant.api_key}"}
+        )
+        operator = client.simulate_get(
+            f"/admin/v1/organizations/{tenant.organization_id}/usage",
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        for read in (public, operator):
+            assert read.status_code == 503 and read.headers.get("Retry-After")
+            assert read.json["message"] == UNKNOWN_WHILE_CUT_OFF
         own_cluster.start()
         deadline = time.monotonic() + 60  # the meter reconnects within its retry interval
         answer = post(client, tenant, "/v1/local/quota/return", back)
