@@ -15,6 +15,7 @@ from api.controlplane.cache import ConfigCache
 from api.controlplane.changes import (
     Actor,
     FlagBody,
+    Rollout,
     RolloutAction,
     RolloutPlan,
     RolloutState,
@@ -388,29 +389,25 @@ def test_a_decision_goes_only_to_the_rollout_read_and_from_the_split_it_set(
     store.stop_rollout(environment.id, "f")
     again = store.start_rollout(environment.id, "f", RolloutPlan((1.0, 100.0), 60, ()))
     assert again.step_started_at != read.step_started_at
-    stale = store.decide_rollout(
-        environment.id, "f", 0, RolloutAction.ADVANCED, "old evidence", None,
-        step_started_at=read.step_started_at,
-    )  # fmt: skip
-    assert stale is None
+
+    def decide(started: float) -> Rollout | None:
+        return store.decide_rollout(
+            environment.id, "f", 0, RolloutAction.COMPLETED, "shown safe", None,
+            step_started_at=started,
+        )  # fmt: skip
+
+    assert decide(read.step_started_at) is None
     assert store.get_flag(environment.id, "f").rules == (PercentageRule(1.0),)
     assert not store.note_rollout(
         environment.id, "f", 0, None, "old", step_started_at=read.step_started_at
     )
 
     store.put_flag(environment.id, "f", True, False, [PercentageRule(0.0)])  # a kill switch
-    moved = store.decide_rollout(
-        environment.id, "f", 0, RolloutAction.COMPLETED, "shown safe", None,
-        step_started_at=again.step_started_at,
-    )  # fmt: skip
-    assert moved is None
+    assert decide(again.step_started_at) is None
     assert store.get_flag(environment.id, "f").rules == (PercentageRule(0.0),)
 
     store.put_flag(environment.id, "f", True, False, [StaticRule()])  # the rule taken away
-    held = store.decide_rollout(
-        environment.id, "f", 0, RolloutAction.COMPLETED, "shown safe", None,
-        step_started_at=again.step_started_at,
-    )  # fmt: skip
+    held = decide(again.step_started_at)
     assert held is not None and held.state is RolloutState.HELD
     assert held.decisions[-1].reason == NO_SPLIT_TO_MOVE
     assert store.get_flag(environment.id, "f").rules == (StaticRule(),)
