@@ -34,7 +34,7 @@ from flagsight_core.words import counted
 from api.controlplane.catalogue import Measure, measures
 from api.controlplane.changes import JsonDocument, Rollout, RolloutAction
 from api.controlplane.health_document import health_answer
-from api.controlplane.resources.rollouts import NO_SPLIT_TO_MOVE
+from api.controlplane.resources.rollouts import NO_SPLIT_TO_MOVE, same_split
 from warehouse.statistics.guard import SAFETY_ALPHA, GuardBound, Status, rollback_alpha
 
 MAX_WAIT_SECONDS = 28 * 24 * 3600.0
@@ -52,9 +52,14 @@ class Judgement:
     reason: str
     statistics: JsonDocument | None = None
     waiting: bool = False
-    """A wait past the step's time, for want of evidence: recorded and shown."""
+    """A wait past the step's time, for want of evidence, or while a person holds the split:
+    recorded and shown."""
     guard: JsonDocument | None = None
     """The evidence as ``GET .../rollout`` shows it (``guard_document``)."""
+    paused: bool = False
+    """The step is on hold for a person (its split moved): its time starts again from now,
+    so the step is judged as any other once the split is back, and four weeks of a person's
+    kill switch do not count as four weeks of waiting for evidence."""
 
 
 def judge(
@@ -75,14 +80,15 @@ def judge(
     guard = guard_document(rollout, evidence)
     if split is None:
         return Judgement(RolloutAction.HELD, NO_SPLIT_TO_MOVE, guard=guard)
-    if split is not ... and split != rollout.percentage:
+    if split is not ... and not same_split(split, rollout.percentage):
         return Judgement(
             RolloutAction.WAIT,
             f"a person moved the flag's split to {split:g} %, where the rollout set"
             f" {rollout.percentage:g} %: nothing is decided until it is back (or the rollout"
-            " stops)",
+            " stops), and the step starts again then",
             waiting=True,
             guard=guard,
+            paused=True,
         )
     if rollout.step >= last:
         return Judgement(RolloutAction.COMPLETED, "at the last step, 100 %", guard=guard)

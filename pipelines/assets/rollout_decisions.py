@@ -35,9 +35,10 @@ def rollout_decisions(
     decision is written through the control-plane store (audited, announced to webhooks, served
     by every worker within a second) with the statistics behind it. A decision is written only
     to the rollout that was read (the same step, started at the same time) and only moves the
-    split from where the rollout set it. One rollout that fails is logged and the others are
-    still judged; the run then fails, naming it. This materialization's metadata lists every
-    rollout judged and why (docs/rollouts.md)."""
+    split from where the rollout set it. One rollout that cannot be judged is logged as an
+    error and listed (metadata `not_judged`); the others are still judged, and what depends on
+    this asset (the lifecycle, the published warehouse) still runs. This materialization's
+    metadata lists every rollout judged and why (docs/rollouts.md)."""
     decisions, failed = [], []
     with control_plane.store() as store:
         rollouts = store.running_rollouts() if store is not None else []
@@ -63,11 +64,10 @@ def rollout_decisions(
                     f"{rollout.flag_key} in {rollout.environment_id} at {rollout.percentage:g} %:"
                     f" {judgement.action} ({judgement.reason})"
                 )
-    if failed:
-        raise RuntimeError(f"{len(failed)} rollout(s) not judged: " + "; ".join(failed))
     return dg.MaterializeResult(
         metadata={
             "running_rollouts": len(rollouts),
+            "not_judged": dg.MetadataValue.json(failed),
             "decisions": dg.MetadataValue.json(decisions),
             "summary": dg.MetadataValue.md(_table(decisions)),
             **{
@@ -95,7 +95,7 @@ def _judge_one(
         store.note_rollout(
             rollout.environment_id, rollout.flag_key, rollout.step, judgement.guard,
             judgement.reason if judgement.waiting else None,
-            step_started_at=rollout.step_started_at,
+            step_started_at=rollout.step_started_at, restart_step=judgement.paused,
         )  # fmt: skip
         return judgement, None
     applied = store.decide_rollout(

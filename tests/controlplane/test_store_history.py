@@ -405,6 +405,17 @@ def test_a_decision_goes_only_to_the_rollout_read_and_from_the_split_it_set(
     store.put_flag(environment.id, "f", True, False, [PercentageRule(0.0)])  # a kill switch
     assert decide(again.step_started_at) is None
     assert store.get_flag(environment.id, "f").rules == (PercentageRule(0.0),)
+    # The guardian's wait while a person holds the split: shown, and the step's time restarts;
+    # once the split is back, a wait with no reason ends it.
+    assert store.note_rollout(
+        environment.id, "f", 0, None, "a person moved the flag's split",
+        step_started_at=again.step_started_at, restart_step=True,
+    )  # fmt: skip
+    paused = store.get_rollout(environment.id, "f")
+    assert paused.waiting is not None and paused.step_started_at > again.step_started_at
+    assert store.note_rollout(environment.id, "f", 0, None, None)
+    assert store.get_rollout(environment.id, "f").waiting is None
+    again = paused
 
     store.put_flag(environment.id, "f", True, False, [StaticRule()])  # the rule taken away
     held = decide(again.step_started_at)

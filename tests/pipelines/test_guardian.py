@@ -142,10 +142,12 @@ def test_the_guardian_moves_the_split_only_from_where_the_rollout_set_it() -> No
     health = _health(rollout, 6_000, 600_000)
     assert judge(rollout, health, evidence, 3_600.0, split=1.0).action is RolloutAction.ADVANCED
     moved = judge(rollout, health, evidence, 3_600.0, split=0.0)
-    assert (moved.action, moved.waiting) == (RolloutAction.WAIT, True)
+    assert (moved.action, moved.waiting, moved.paused) == (RolloutAction.WAIT, True, True)
     assert moved.reason.startswith(
         "a person moved the flag's split to 0 %, where the rollout set 1 %"
     )
+    alike = judge(rollout, health, evidence, 3_600.0, split=1.000000001)  # served as 1 %
+    assert alike.action is RolloutAction.ADVANCED
     gone = judge(rollout, health, evidence, 3_600.0, split=None)
     assert (gone.action, gone.reason) == (RolloutAction.HELD, NO_SPLIT_TO_MOVE)
 

@@ -82,6 +82,12 @@ def split_percentage(flag: FlagRecord) -> float | None:
     return None if index < 0 else flag.rules[index].percentage  # type: ignore[attr-defined]
 
 
+def same_split(percentage: float, other: float) -> bool:
+    """Whether two splits serve alike: the rules' parser takes a percentage within a
+    millionth of a point of another as that one."""
+    return abs(percentage - other) <= 1e-6
+
+
 def _still(current: Rollout | None, step: int, step_started_at: float | None) -> bool:
     """Whether ``current`` is the running rollout at the step that was read: the same step
     index, and (when given) the same start of it, which a stop and a new start, a restore or
@@ -151,10 +157,12 @@ class RolloutStore(Protocol):
         waiting_reason: str | None,
         *,
         step_started_at: float | None = None,
+        restart_step: bool = False,
     ) -> bool:
-        """Record the guardian's latest evidence on ``step`` (``guard``) and, when the step's
-        time has passed without a decision, that it waits and why (the first wait's time is
-        kept); False when the rollout is no longer running at that step (started at
+        """Record the guardian's latest evidence on ``step`` (``guard``) and, when it waits
+        and says why, that it waits (the first wait's time is kept; no reason ends a wait);
+        ``restart_step``: the step's time starts again from now (a person holds its split).
+        False when the rollout is no longer running at that step (started at
         ``step_started_at``, when given). Not audited: nothing in the control plane changes."""
         ...
 
@@ -289,7 +297,7 @@ class RolloutSql(SqlSlice):
             if action is not RolloutAction.HELD and flag is not None:
                 if split is None:  # a person took the percentage rule away: nothing to move
                     action, reason = RolloutAction.HELD, NO_SPLIT_TO_MOVE
-                elif split != current.percentage:
+                elif not same_split(split, current.percentage):
                     return None  # a person moved the split: the guardian waits (guardian.py)
             last = len(current.plan.steps) - 1
             moves = action in (RolloutAction.ADVANCED, RolloutAction.COMPLETED)
@@ -336,25 +344,28 @@ class RolloutSql(SqlSlice):
         waiting_reason: str | None,
         *,
         step_started_at: float | None = None,
+        restart_step: bool = False,
     ) -> bool:
         with self._transaction(write=True) as conn:
             current = self._rollout_in(conn, environment_id, flag_key, missing_ok=True)
             if not _still(current, step, step_started_at):
                 return False  # stale, as for a decision
-            if waiting_reason is None:
+            started = self._clock() if restart_step else current.step_started_at
+            if waiting_reason is None:  # no wait (any earlier one is over)
                 changed = conn.execute(
-                    "UPDATE rollouts SET guard = ? WHERE environment_id = ? AND flag_key = ?"
+                    "UPDATE rollouts SET guard = ?, step_started_at = ?, waiting_since = NULL,"
+                    " waiting_reason = NULL WHERE environment_id = ? AND flag_key = ?"
                     " AND state = ? AND step = ?",
-                    (_json_or_null(guard), environment_id, flag_key, str(RolloutState.RUNNING),
-                     step),
+                    (_json_or_null(guard), started, environment_id, flag_key,
+                     str(RolloutState.RUNNING), step),
                 )  # fmt: skip
             else:
                 changed = conn.execute(
-                    "UPDATE rollouts SET guard = ?, waiting_since = COALESCE(waiting_since, ?),"
-                    " waiting_reason = ? WHERE environment_id = ? AND flag_key = ? AND state = ?"
-                    " AND step = ?",
-                    (_json_or_null(guard), self._clock(), waiting_reason, environment_id,
-                     flag_key, str(RolloutState.RUNNING), step),
+                    "UPDATE rollouts SET guard = ?, step_started_at = ?,"
+                    " waiting_since = COALESCE(waiting_since, ?), waiting_reason = ?"
+                    " WHERE environment_id = ? AND flag_key = ? AND state = ? AND step = ?",
+                    (_json_or_null(guard), started, self._clock(), waiting_reason,
+                     environment_id, flag_key, str(RolloutState.RUNNING), step),
                 )  # fmt: skip
             return changed.rowcount > 0
 
