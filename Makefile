@@ -5,7 +5,7 @@ SHELL := /bin/bash
 export FLAGSIGHT_DATA_DIR ?= $(CURDIR)/var
 VENV := .venv
 BIN := $(VENV)/bin
-DEBIAN_PACKAGES := chromium wrk postgresql gcc libc6-dev iproute2
+DEBIAN_PACKAGES := chromium wrk postgresql gcc g++ libc6-dev libre2-dev iproute2
 
 .PHONY: install system-deps node-deps run cluster test simulations lint format bench bench-compare soak clean
 

@@ -25,12 +25,22 @@ A segment of conditions (contract 12) is decided in C by its lists and the reque
 attributes (``serve_one``'s last argument), each condition by the core's own test of the
 attribute's value (``DefinedSegment.native_plan``, ``conditions.hold_plan``): the walk is C, the
 operators' meaning stays written once, in the core.
+
+``search_column`` is a bulk request's ``MATCHES`` column searched by RE2 in one call
+(``column_search.cc``, linked to Debian's ``libre2``): 10,000 e-mail addresses in well under a
+millisecond, where the core's loop through google-re2 takes about 7 ms. The server plugs it in
+as the core's column search (``flagsight_core.conditions.use_column_search``). It replaced
+Arrow's RE2 kernel, which did the same at the price of pyarrow in every worker (34 MB of
+resident memory each); the core's loop serves where the module is not built.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from types import ModuleType
+
+import numpy as np
 
 
 def _load() -> ModuleType | None:
@@ -50,3 +60,29 @@ def _load() -> ModuleType | None:
 
 fastpath: ModuleType | None = _load()
 """``api.native._fastpath`` when built and not switched off, else None."""
+
+
+def _load_column_search() -> ModuleType | None:
+    if os.environ.get("FLAGSIGHT_NATIVE", "1") == "0":
+        return None
+    try:
+        from api.native import _column_search
+    except ImportError:  # not built: no C++ compiler or no libre2-dev at install time
+        return None
+    return _column_search
+
+
+_column_search = _load_column_search()
+
+
+def search_column(items: Sequence[str], expression: str) -> np.ndarray | None:
+    """Whether RE2 finds ``expression`` in each string, as the core's own search decides it;
+    None where it cannot say (a string that is not valid Unicode, such as a lone surrogate,
+    which JSON allows and the core matches as bytes; an expression this RE2 does not take)."""
+    column = items if type(items) is list else list(items)
+    found = _column_search.search(column, expression)  # type: ignore[union-attr]
+    return None if found is None else np.frombuffer(found, np.bool_)
+
+
+column_search = search_column if _column_search is not None else None
+"""``search_column`` when the module is built and not switched off, else None."""

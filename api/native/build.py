@@ -1,5 +1,5 @@
-"""Compile ``fastpath.c`` and the vendored BLAKE2b (``blake2/``) into ``api/native`` (``make
-install`` runs this).
+"""Compile ``fastpath.c`` and the vendored BLAKE2b (``blake2/``), and ``column_search.cc``
+against Debian's RE2 (``libre2-dev``), into ``api/native`` (``make install`` runs this).
 
 The commands are the ones setuptools would run for an extension, from the interpreter's own
 configuration (``sysconfig``): ``CC CFLAGS CCSHARED`` to compile, ``LDSHARED`` to link. A plain
@@ -12,7 +12,10 @@ another library's in the process). The module is linked to a temporary name and 
 place, so a process that has the old one loaded keeps a whole file.
 
 Without a C compiler it says so and the service runs on the pure-Python path
-(``api.native.fastpath`` is None).
+(``api.native.fastpath`` is None). The column search is a module of its own, C++ linked to
+``libre2``: without a C++ compiler or RE2's headers it says so, and a bulk request's
+``MATCHES`` columns are searched by the core's own RE2 loop (``api.native.column_search`` is
+None), slower and alike.
 """
 
 from __future__ import annotations
@@ -38,8 +41,14 @@ INPUTS = (
 OUR_FLAGS = ("-DNDEBUG", "-std=c11", "-fvisibility=hidden", "-Wall", "-Werror")
 
 
-def target() -> Path:
-    return HERE / f"_fastpath{sysconfig.get_config_var('EXT_SUFFIX')}"
+COLUMN_SEARCH_SOURCE = HERE / "column_search.cc"
+COLUMN_SEARCH_INPUTS = (COLUMN_SEARCH_SOURCE, HERE / "build.py")
+OUR_CXX_FLAGS = ("-DNDEBUG", "-std=c++17", "-fvisibility=hidden", "-Wall", "-Werror")
+RE2_HEADER = Path("/usr/include/re2/re2.h")
+
+
+def target(name: str = "_fastpath") -> Path:
+    return HERE / f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 
 def _config(name: str) -> list[str]:
@@ -58,11 +67,23 @@ def commands(compiler: str) -> tuple[list[str], list[str]]:
     return compile_, ldshared
 
 
+def _fresh(out: Path, inputs: tuple[Path, ...]) -> bool:
+    return out.exists() and out.stat().st_mtime >= max(path.stat().st_mtime for path in inputs)
+
+
+def _link(link: list[str], objects: list[str], out: Path, libraries: tuple[str, ...] = ()) -> None:
+    """Link to a temporary name and rename into place (a process that has the old module
+    loaded keeps a whole file)."""
+    partial = out.with_name(f".{out.name}.tmp")
+    subprocess.run([*link, *objects, "-o", str(partial), *libraries], check=True)
+    os.replace(partial, out)
+
+
 def build(force: bool = False) -> Path | None:
-    """The built module's path, or None when there is no compiler."""
+    """The fast path's path, or None when there is no compiler; the column search too."""
+    build_column_search(force)
     out = target()
-    newest = max(path.stat().st_mtime for path in INPUTS)
-    if not force and out.exists() and out.stat().st_mtime >= newest:
+    if not force and _fresh(out, INPUTS):
         return out
     cc = _config("CC")
     compiler = (shutil.which(cc[0]) if cc else None) or shutil.which("cc")
@@ -75,9 +96,38 @@ def build(force: bool = False) -> Path | None:
         objects = [str(Path(tmp) / f"{source.stem}.o") for source in SOURCES]
         for source, obj in zip(SOURCES, objects, strict=True):
             subprocess.run([*compile_, "-c", str(source), "-o", obj], check=True)
-        partial = out.with_name(f".{out.name}.tmp")
-        subprocess.run([*link, *objects, "-o", str(partial)], check=True)
-        os.replace(partial, out)
+        _link(link, objects, out)
+    return out
+
+
+def cxx_commands(compiler: str) -> tuple[list[str], list[str]]:
+    """``commands`` for the C++ module: the interpreter's C flags (they hold for C++), C++17,
+    linked by the C++ compiler so that its runtime comes along."""
+    compile_, _link_c = commands(compiler)
+    flags = [flag for flag in compile_[1:] if flag not in OUR_FLAGS]
+    link = [compiler, *_config("LDCXXSHARED")[1:]]
+    return [compiler, *flags, *OUR_CXX_FLAGS], link
+
+
+def build_column_search(force: bool = False) -> Path | None:
+    """``_column_search``'s path, or None when there is no C++ compiler or no RE2 to build
+    it with (``libre2-dev``; the core's own RE2 loop then searches)."""
+    out = target("_column_search")
+    if not force and _fresh(out, COLUMN_SEARCH_INPUTS):
+        return out
+    cxx = _config("CXX")
+    compiler = (shutil.which(cxx[0]) if cxx else None) or shutil.which("c++")
+    if compiler is None or not RE2_HEADER.exists():
+        missing = "a C++ compiler" if compiler is None else "RE2's headers (libre2-dev)"
+        print(f"api.native: no {missing}; MATCHES columns are searched by the core's RE2 loop",
+              file=sys.stderr)  # fmt: skip
+        return None
+    compile_, link = cxx_commands(compiler)
+    print(f"Building the column search ({out.name}) with {compiler} ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        obj = str(Path(tmp) / "column_search.o")
+        subprocess.run([*compile_, "-c", str(COLUMN_SEARCH_SOURCE), "-o", obj], check=True)
+        _link(link, [obj], out, ("-lre2",))
     return out
 
 

@@ -15,7 +15,7 @@ from api.backends import open_meter, open_store, sink_factory
 from api.controlplane.cache import ConfigCache
 from api.eventlog.sealer_lock import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
-from api.infra.column_search import arrow_search
+from api.native import column_search
 from api.observability.metrics import Metrics
 from api.serving.services import Services
 from api.settings import Settings
@@ -36,7 +36,7 @@ def prepare_data_dir(settings: Settings) -> None:
 def build_services(settings: Settings, metrics: Metrics | None = None, clock=time.time) -> Services:
     """Everything one worker needs; background threads start later, in ``start_services``."""
     prepare_data_dir(settings)
-    use_column_search(arrow_search)  # a bulk request's MATCHES columns through Arrow's RE2
+    use_column_search(column_search)  # a bulk request's MATCHES columns in one RE2 call
     metrics = metrics or Metrics()
     store = open_store(settings)
     return Services(

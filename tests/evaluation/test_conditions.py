@@ -478,15 +478,17 @@ def test_a_segment_decides_many_users_as_it_decides_each(people: list[dict[str, 
     assert many.tolist() == one_by_one
 
 
-@pytest.fixture(params=["the core's RE2", "the service's Arrow"])
+@pytest.fixture(params=["the core's RE2", "the service's native RE2"])
 def column_search(request):
     """Each test of a long column runs with the core's own search and with the one the
-    service plugs in (``api.infra.column_search``), and leaves none set."""
+    service plugs in (``api.native.column_search``), and leaves none set."""
     from flagsight_core.conditions import use_column_search
 
-    from api.infra.column_search import arrow_search
+    from api.native import column_search
 
-    use_column_search(arrow_search if request.param == "the service's Arrow" else None)
+    if request.param == "the service's native RE2":
+        assert column_search is not None, "run make install (api.native.build, libre2-dev)"
+    use_column_search(column_search if request.param == "the service's native RE2" else None)
     yield request.param
     use_column_search(None)
 
@@ -530,7 +532,7 @@ def test_a_column_decides_as_each_value_does(
     values: list[Any], operator: str, operand, column_search
 ) -> None:
     """Where a column's fast path cannot say (an int beyond every double, a string with a lone
-    surrogate that Arrow refuses), the answers are still each value's own."""
+    surrogate that the native search refuses), the answers are still each value's own."""
     condition = _condition(operator, [operand])
     assert condition.holds_many(values).tolist() == [condition.holds_for(v) for v in values]
 

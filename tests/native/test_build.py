@@ -36,3 +36,11 @@ def test_fastpath_c_refuses_to_compile_without_ndebug(tmp_path: Path) -> None:
 def test_the_built_module_is_newer_than_its_inputs() -> None:
     newest = max(path.stat().st_mtime for path in build.INPUTS)
     assert build.target().stat().st_mtime >= newest, "run make install (api.native.build)"
+
+
+def test_the_column_search_is_built_and_newer_than_its_inputs() -> None:
+    """``make test`` installs ``libre2-dev`` and a C++ compiler, so the server's column search
+    is native there (without them the core's slower RE2 loop serves)."""
+    newest = max(path.stat().st_mtime for path in build.COLUMN_SEARCH_INPUTS)
+    out = build.target("_column_search")
+    assert out.exists() and out.stat().st_mtime >= newest, "run make install (libre2-dev)"
