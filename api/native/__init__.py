@@ -26,6 +26,15 @@ attributes (``serve_one``'s last argument), each condition by the core's own tes
 attribute's value (``DefinedSegment.native_plan``, ``conditions.hold_plan``): the walk is C, the
 operators' meaning stays written once, in the core.
 
+``fastpath.attribute_columns`` reads a bulk request's attributes (``attribute_columns.c``)
+straight into a list per attribute name, a row per user (``flagsight_core.AttributeColumns``),
+which the conditions read as their columns: no dict per user, every limit and name checked as
+it reads. 10,000 users of seven attributes take 2.8 ms against msgspec's 5.3 ms into dicts,
+and building the conditions' columns from those dicts is gone. It takes only the common shape
+and hands anything else on (None) to msgspec, which decodes and words the body as before;
+``tests/native/test_attribute_columns.py`` holds it to msgspec's reading over random and
+damaged bodies and at every limit.
+
 ``search_column`` is a bulk request's ``MATCHES`` column searched by RE2 in one call
 (``column_search.cc``, linked to Debian's ``libre2``): 10,000 e-mail addresses in well under a
 millisecond, where the core's loop through google-re2 takes about 7 ms. The server plugs it in

@@ -1,4 +1,4 @@
-"""Compile ``fastpath.c`` and the vendored BLAKE2b (``blake2/``), and ``column_search.cc``
+"""Compile ``fastpath.c``, ``attribute_columns.c`` and the vendored BLAKE2b (``blake2/``), and ``column_search.cc``
 against Debian's RE2 (``libre2-dev``), into ``api/native`` (``make install`` runs this).
 
 The commands are the ones setuptools would run for an extension, from the interpreter's own
@@ -30,9 +30,10 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCES = (HERE / "fastpath.c", HERE / "blake2" / "blake2b-ref.c")
+SOURCES = (HERE / "fastpath.c", HERE / "attribute_columns.c", HERE / "blake2" / "blake2b-ref.c")
 INPUTS = (
     *SOURCES,
+    HERE / "attribute_columns.h",
     HERE / "blake2" / "blake2.h",
     HERE / "blake2" / "blake2-impl.h",
     HERE / "build.py",

@@ -154,3 +154,66 @@ def test_users_outside_the_splits_segment_are_in_neither_arm(
         assert rows[(user, source)] == (rule, arm, 40.0 if arm else None, None), user
     arms = [rows[(u, source)][1] for u in WITHIN_USERS]
     assert arms.count(None) == 4 and {"treatment", "control"} <= set(arms)
+
+
+STAFF_BY_TEAM = {
+    "userIdentifiers": ["user-1", "user-2"],
+    "excludedUserIdentifiers": ["in-3", "in-4"],
+    "conditions": [{"attribute": "team", "operator": "EQUALS", "values": ["staff"]}],
+}
+
+
+def _team(user: str) -> str | None:
+    return "staff" if user.startswith("in-") else "ops" if user == "user-3" else None
+
+
+class _Spy:
+    """``api.native.fastpath`` as the bulk decoder sees it, counting what it read natively."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.read = 0
+
+    def attribute_columns(self, *args):
+        columns = self._inner.attribute_columns(*args)
+        self.read += columns is not None
+        return columns
+
+
+@pytest.mark.parametrize("read", ["natively", "by msgspec"])
+def test_in_bulk_the_splits_segment_reads_each_users_attributes(
+    client, admin, tenant, services, monkeypatch, read
+) -> None:
+    """The same users and attributes, read into columns by the native decoder or a dict per
+    user by msgspec (an escaped name, which the native decoder hands on): the same answers and
+    arms, the split applying to the staff by their attributes only."""
+    import json
+
+    from api.native import fastpath
+    from api.web.public import evaluate
+
+    if fastpath is None:
+        pytest.skip("the native path is switched off")
+    spy = _Spy(fastpath)
+    monkeypatch.setattr(evaluate, "fastpath", spy)
+    admin.segment(tenant.organization_id, "vip", ["vip-0"])
+    admin.request(
+        "PUT", f"/organizations/{tenant.organization_id}/segments/staff", STAFF_BY_TEAM, expect=200
+    )
+    admin.flag(tenant.environment_id, "checkout", WITHIN)
+    attributes = {u: {"team": _team(u), "seats": 3} for u in WITHIN_USERS if _team(u)}
+    text = json.dumps({"flagKey": "checkout", "userIdentifiers": WITHIN_USERS,
+                       "attributes": attributes})  # fmt: skip
+    if read == "by msgspec":
+        text = text.replace('"team"', '"\\u0074eam"', 1)
+    answer = client.simulate_post(
+        "/v1/evaluate/bulk", body=text,
+        headers={**auth(tenant), "Content-Type": "application/json"},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    assert spy.read == (read == "natively")
+    rows = logged(services)
+    for user in WITHIN_USERS:
+        rule, arm = expected_within(user)
+        assert answer.json[user]["value"] is (rule != 2), user
+        assert rows[(user, "v1-bulk")] == (rule, arm, 40.0 if arm else None, None), user

@@ -88,6 +88,7 @@ import semver
 from re2 import _re2
 
 from flagsight_core.attribute_rules import finite_number
+from flagsight_core.context import MISSING, ColumnReader, _Missing
 from flagsight_core.contract import (
     ATTRIBUTE_NAME_PATTERN,
     ATTRIBUTE_NAME_SPEC,
@@ -685,13 +686,7 @@ OPERATORS: dict[Operator, Comparison] = {
 # --- conditions ---------------------------------------------------------------------------------
 
 
-class _Missing:
-    """The type of ``_MISSING``: a column's kinds (``Condition.holds_many``) tell it apart."""
-
-    __slots__ = ()
-
-
-_MISSING = _Missing()
+_MISSING = MISSING
 """What ``Condition.value_of`` reads for a missing attribute: never holds."""
 _STRINGS = frozenset({str})
 _FLOATS = frozenset({float})
@@ -1019,29 +1014,40 @@ def all_hold_many(
     conditions: tuple[Condition, ...], attributes: Sequence[Attributes], users: Sequence[str]
 ) -> np.ndarray:
     """``all_hold`` for many users (``attributes[i]`` is ``users[i]``'s), as a boolean array:
-    a condition at a time over a column of its attribute's values (``Condition.holds_many``),
-    each asked only of the users every earlier one held for."""
+    ``all_hold_columns`` over columns made from each user's attributes."""
+
+    def read(name: str, chosen: list[int] | None) -> list[object]:
+        if chosen is None:
+            return [each.get(name, _MISSING) for each in attributes]
+        return [attributes[i].get(name, _MISSING) for i in chosen]
+
+    return all_hold_columns(conditions, read, users)
+
+
+def all_hold_columns(
+    conditions: tuple[Condition, ...], read: ColumnReader, users: Sequence[str]
+) -> np.ndarray:
+    """``all_hold`` for many users, as a boolean array: a condition at a time over a column of
+    its attribute's values (``read``; ``Condition.holds_many``), each asked only of the users
+    every earlier one held for."""
     found = np.ones(len(users), dtype=bool)
     pending: np.ndarray | None = None  # the users still in, by index; None: every one
+    chosen: list[int] | None = None
     for condition in conditions:
-        if not users:
+        if not users or (chosen is not None and not chosen):
             break
         if condition.attribute == USER_IDENTIFIER_ATTRIBUTE:
-            values: Sequence[object] = users
+            values: Sequence[object] = users if chosen is None else [users[i] for i in chosen]
         else:
-            name = condition.attribute
-            values = [each.get(name, _MISSING) for each in attributes]
+            values = read(condition.attribute, chosen)
         hits = condition.holds_many(values)
         if hits.all():
             continue
-        kept = np.flatnonzero(hits)
         if pending is None:
             found[~hits] = False
-            pending = kept
+            pending = np.flatnonzero(hits)
         else:
             found[pending[~hits]] = False
-            pending = pending[kept]
-        chosen = kept.tolist()
-        attributes = [attributes[i] for i in chosen]
-        users = [users[i] for i in chosen]
+            pending = pending[hits]
+        chosen = pending.tolist()
     return found

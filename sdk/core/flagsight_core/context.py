@@ -13,11 +13,16 @@ Many users of one flag (a bulk request) are one ``EvaluationContexts``: the iden
 caller holds them, and the attributes by identifier for the users that have any. Rules that
 need only the identifiers work on ``users`` directly (one array operation, no object per
 user); iterating it makes each user's ``EvaluationContext`` on demand.
+
+Those attributes may come as ``AttributeColumns``: a column per attribute name, a row per
+user, which the service's native decoder reads a bulk request's body into. Conditions read a
+column as it is (``DefinedSegment.includes_many``); every other reader sees a mapping by
+identifier like any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
@@ -34,6 +39,91 @@ NO_ATTRIBUTES: Attributes = MappingProxyType({})
 
 NO_USER_ATTRIBUTES: Mapping[str, Attributes] = MappingProxyType({})
 """The attributes by user of a batch whose users have none."""
+
+
+class _Missing:
+    """The type of ``MISSING``: a column's kinds (``Condition.holds_many``) tell it apart."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()
+"""What a condition reads for an attribute a user does not have, and what an attribute's column
+holds in that user's row: never holds."""
+
+ColumnReader = Callable[[str, "list[int] | None"], Sequence[object]]
+"""``read(name, rows)``: the values of attribute ``name`` of some users in order (all of them
+for ``rows`` None, else those at these indices), ``MISSING`` for a user without it."""
+
+
+class AttributeColumns(Mapping[str, Attributes]):
+    """Many users' attributes as a column per attribute name, a row per user: what the
+    service's native decoder reads a bulk request's attributes into (``api.native``), so that
+    a condition reads its attribute's column as it stands rather than a dict per user.
+
+    As a mapping it is the attributes by identifier of the users that have any, as every
+    other reader expects; a user's dict is made when asked (a rule that reads one user at a
+    time, a small batch). Immutable by convention: the columns are the decoder's lists.
+    """
+
+    __slots__ = ("_count", "columns", "order", "rows")
+
+    def __init__(
+        self, order: Sequence[str], rows: Mapping[str, int], columns: Mapping[str, list[object]]
+    ) -> None:
+        self.order = order
+        """The users in row order (the request's distinct identifiers)."""
+        self.rows = rows
+        """Each user's row."""
+        self.columns = columns
+        """By attribute name, its value for each row (``MISSING`` where a user has none). A
+        column exists only where some user has the attribute."""
+        self._count: int | None = None
+
+    def __getitem__(self, user: str) -> Attributes:
+        row = self.rows[user]
+        found = {name: column[row] for name, column in self.columns.items()}
+        found = {name: value for name, value in found.items() if value is not MISSING}
+        if not found:
+            raise KeyError(user)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        columns = list(self.columns.values())
+        for user, row in self.rows.items():
+            if any(column[row] is not MISSING for column in columns):
+                yield user
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self._count = sum(1 for _ in self)
+        return self._count
+
+    def __bool__(self) -> bool:
+        return bool(self.columns)  # a column exists only where some user has the attribute
+
+    def reader(self, users: Sequence[str]) -> ColumnReader:
+        """``users``' columns (a ``ColumnReader``): the rows as they stand when ``users`` is
+        the decoder's own order, else each user's row looked up."""
+        if users is self.order:
+            rows: list[int] | range = range(len(users))
+        else:
+            get = self.rows.get
+            rows = [get(user, -1) for user in users]
+
+        def read(name: str, chosen: list[int] | None) -> Sequence[object]:
+            column = self.columns.get(name)
+            at = rows if chosen is None else [rows[i] for i in chosen]
+            if column is None:
+                return [MISSING] * len(at)
+            if at is rows and isinstance(rows, range):
+                return column
+            return [column[row] if row >= 0 else MISSING for row in at]
+
+        return read
 
 
 class EvaluationContext(NamedTuple):

@@ -46,8 +46,19 @@ from collections.abc import Container, Iterable, Sequence
 import mmh3
 import numpy as np
 
-from flagsight_core.conditions import Condition, all_hold, all_hold_many, hold_plan
-from flagsight_core.context import NO_ATTRIBUTES, EvaluationContext, EvaluationContexts
+from flagsight_core.conditions import (
+    Condition,
+    all_hold,
+    all_hold_columns,
+    all_hold_many,
+    hold_plan,
+)
+from flagsight_core.context import (
+    NO_ATTRIBUTES,
+    AttributeColumns,
+    EvaluationContext,
+    EvaluationContexts,
+)
 
 _EMPTY = 0
 _MIN_CAPACITY = 8
@@ -307,12 +318,15 @@ class DefinedSegment(SegmentMembership):
         the listed members of the others, each identifier hashed once for both tables."""
         users = contexts.users
         given = contexts.attributes
-        if given:
-            get = given.get
-            attributes = [get(user) or NO_ATTRIBUTES for user in users]
+        if isinstance(given, AttributeColumns):  # the service's decoder: a column per name
+            found = all_hold_columns(self.conditions, given.reader(users), users)
         else:
-            attributes = [NO_ATTRIBUTES] * len(users)
-        found = all_hold_many(self.conditions, attributes, users)
+            if given:
+                get = given.get
+                attributes = [get(user) or NO_ATTRIBUTES for user in users]
+            else:
+                attributes = [NO_ATTRIBUTES] * len(users)
+            found = all_hold_many(self.conditions, attributes, users)
         keys = _hashes(users) if self._hashed_alike and len(users) else None
         if len(self.excluded):
             taken = np.flatnonzero(found)

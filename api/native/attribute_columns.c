@@ -1,0 +1,489 @@
+/* A bulk request's attributes (contract 12) read straight into a column per attribute name:
+ * what the conditions of a segment read, without a dict per user. See api/native/__init__.py
+ * for why, and tests/native/test_attribute_columns.py for the checks that whatever it takes it
+ * takes as the Python path does (msgspec's typed decoding, then the names' check), with equal
+ * values, and that it hands on everything else.
+ *
+ * It never refuses a body: where anything is unusual (a syntax error, a name with an escape, a
+ * value of another kind, a limit passed, a user named twice or not in the request, more
+ * distinct names than the caller allows) it answers None, and the Python path decodes the body
+ * and words the 400 when there is one. So it needs to accept only the common shape, exactly.
+ *
+ * JSON is read by RFC 8259's grammar: insignificant whitespace, strings of UTF-8 with the
+ * escapes \" \\ \/ \b \f \n \r \t and \uXXXX (a surrogate pair for one character; a lone
+ * surrogate is handed on), numbers by the grammar's own form. A number is read as msgspec reads
+ * one into a float: an integer's exact value rounded to a double (so "-0" is 0.0), any other by
+ * PyOS_string_to_double, correctly rounded as Python's float() is; one no double holds is
+ * handed on (the service refuses it).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attribute_columns.h"
+
+#define NAME_MAX_LEN 64
+#define STRING_MAX_CHARS 1024
+#define ARRAY_MAX_ITEMS 100
+#define ATTRIBUTES_MAX 50
+#define NUMBER_MAX_LEN 64
+#define USER_IDENTIFIER_NAME "userIdentifier"
+
+typedef struct {
+    const unsigned char *at;
+    const unsigned char *end;
+    char *scratch; /* a string's decoded bytes, where it had escapes or non-ASCII */
+    Py_ssize_t scratch_size;
+    const char *text; /* the last string read: in the input itself, or in scratch */
+} Reader;
+
+typedef struct {
+    const unsigned char *name;
+    Py_ssize_t length;
+    PyObject *column; /* a list, one item a row */
+    PyObject *last;   /* the value last put in it (borrowed: the list holds it), or NULL */
+} Column;
+
+static void skip_space(Reader *r) {
+    while (r->at < r->end && (*r->at == ' ' || *r->at == '\t' || *r->at == '\n' || *r->at == '\r')) {
+        r->at++;
+    }
+}
+
+/* Whether the next byte (after whitespace) is `c`; consumes it when it is. */
+static int take(Reader *r, unsigned char c) {
+    skip_space(r);
+    if (r->at < r->end && *r->at == c) {
+        r->at++;
+        return 1;
+    }
+    return 0;
+}
+
+static int hex_digit(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int read_hex4(Reader *r, unsigned *out) {
+    if (r->end - r->at < 4) return 0;
+    unsigned value = 0;
+    for (int i = 0; i < 4; i++) {
+        int digit = hex_digit(r->at[i]);
+        if (digit < 0) return 0;
+        value = value * 16 + (unsigned)digit;
+    }
+    r->at += 4;
+    *out = value;
+    return 1;
+}
+
+static char *put_utf8(char *out, unsigned code) {
+    if (code < 0x80) {
+        *out++ = (char)code;
+    } else if (code < 0x800) {
+        *out++ = (char)(0xC0 | (code >> 6));
+        *out++ = (char)(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+        *out++ = (char)(0xE0 | (code >> 12));
+        *out++ = (char)(0x80 | ((code >> 6) & 0x3F));
+        *out++ = (char)(0x80 | (code & 0x3F));
+    } else {
+        *out++ = (char)(0xF0 | (code >> 18));
+        *out++ = (char)(0x80 | ((code >> 12) & 0x3F));
+        *out++ = (char)(0x80 | ((code >> 6) & 0x3F));
+        *out++ = (char)(0x80 | (code & 0x3F));
+    }
+    return out;
+}
+
+/* The length of the well-formed UTF-8 sequence at `s` (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), or 0. */
+static int utf8_sequence(const unsigned char *s, const unsigned char *end) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        return (end - s >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (end - s < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* a surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (end - s < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 ||
+            (s[3] & 0xC0) != 0x80) {
+            return 0;
+        }
+        if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+        if (c == 0xF4 && s[1] >= 0x90) return 0; /* past U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* The string at the reader (its opening quote consumed) decoded into r->scratch: its length in
+ * bytes through *length and in characters through *chars; 0 where it is not a string this
+ * takes (bad syntax or encoding, a lone surrogate, more than max_chars characters). */
+static int read_string(Reader *r, Py_ssize_t *length, Py_ssize_t *chars, Py_ssize_t max_chars,
+                       int *ascii) {
+    /* Most strings are printable ASCII with no escape: read in place, a byte a step. */
+    const unsigned char *start = r->at, *p = r->at;
+    while (p < r->end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+    Py_ssize_t plain = p - start;
+    if (plain > max_chars) return 0;
+    if (p < r->end && *p == '"') {
+        r->at = p + 1;
+        r->text = (const char *)start;
+        *length = *chars = plain;
+        *ascii = 1;
+        return 1;
+    }
+    /* Otherwise decoded into scratch, from where the plain part ends. */
+    memcpy(r->scratch, start, (size_t)plain);
+    r->at = p;
+    r->text = r->scratch;
+    char *out = r->scratch + plain;
+    /* A character takes at most 4 bytes decoded, never more than its form in JSON. */
+    char *limit = r->scratch + r->scratch_size - 4;
+    Py_ssize_t count = plain;
+    int only_ascii = 1;
+    while (r->at < r->end) {
+        unsigned char c = *r->at;
+        if (c == '"') {
+            r->at++;
+            *length = out - r->scratch;
+            *chars = count;
+            *ascii = only_ascii;
+            return 1;
+        }
+        if (count >= max_chars || out >= limit) return 0;
+        if (c < 0x20) return 0; /* a control character must be escaped */
+        if (c == '\\') {
+            r->at++;
+            if (r->at >= r->end) return 0;
+            unsigned char e = *r->at++;
+            switch (e) {
+                case '"': *out++ = '"'; break;
+                case '\\': *out++ = '\\'; break;
+                case '/': *out++ = '/'; break;
+                case 'b': *out++ = '\b'; break;
+                case 'f': *out++ = '\f'; break;
+                case 'n': *out++ = '\n'; break;
+                case 'r': *out++ = '\r'; break;
+                case 't': *out++ = '\t'; break;
+                case 'u': {
+                    unsigned code;
+                    if (!read_hex4(r, &code)) return 0;
+                    if (code >= 0xDC00 && code <= 0xDFFF) return 0; /* a lone low surrogate */
+                    if (code >= 0xD800 && code <= 0xDBFF) {
+                        unsigned low;
+                        if (r->end - r->at < 6 || r->at[0] != '\\' || r->at[1] != 'u') return 0;
+                        r->at += 2;
+                        if (!read_hex4(r, &low) || low < 0xDC00 || low > 0xDFFF) return 0;
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                    }
+                    if (code >= 0x80) only_ascii = 0;
+                    out = put_utf8(out, code);
+                    break;
+                }
+                default: return 0;
+            }
+            count++;
+            continue;
+        }
+        int size = utf8_sequence(r->at, r->end);
+        if (size == 0) return 0;
+        if (size > 1) only_ascii = 0;
+        memcpy(out, r->at, (size_t)size);
+        out += size;
+        r->at += size;
+        count++;
+    }
+    return 0;
+}
+
+static PyObject *string_object(Reader *r, Py_ssize_t length, Py_ssize_t chars, int ascii) {
+    if (ascii) {
+        PyObject *text = PyUnicode_New(length, 127);
+        if (text != NULL) memcpy(PyUnicode_DATA(text), r->text, (size_t)length);
+        return text;
+    }
+    (void)chars;
+    return PyUnicode_DecodeUTF8(r->text, length, "strict");
+}
+
+/* A JSON number at the reader, as msgspec reads one into a float; NULL with no exception where
+ * this does not take it. */
+static PyObject *read_number(Reader *r) {
+    const unsigned char *start = r->at;
+    const unsigned char *p = r->at;
+    int integral = 1;
+    if (p < r->end && *p == '-') p++;
+    if (p >= r->end) return NULL;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < r->end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return NULL;
+    }
+    if (p < r->end && *p == '.') {
+        integral = 0;
+        p++;
+        if (p >= r->end || *p < '0' || *p > '9') return NULL;
+        while (p < r->end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < r->end && (*p == 'e' || *p == 'E')) {
+        integral = 0;
+        p++;
+        if (p < r->end && (*p == '+' || *p == '-')) p++;
+        if (p >= r->end || *p < '0' || *p > '9') return NULL;
+        while (p < r->end && *p >= '0' && *p <= '9') p++;
+    }
+    Py_ssize_t length = p - start;
+    const unsigned char *digit = start + (*start == '-');
+    if (integral && p - digit <= 18) {
+        /* Exact in an int64, whose conversion to a double rounds correctly: the integer's
+         * value rounded, as msgspec reads it (and "-0" is 0.0). */
+        int64_t whole = 0;
+        for (; digit < p; digit++) whole = whole * 10 + (*digit - '0');
+        r->at = p;
+        return PyFloat_FromDouble((double)(*start == '-' ? -whole : whole));
+    }
+    if (length > NUMBER_MAX_LEN) return NULL;
+    char text[NUMBER_MAX_LEN + 1];
+    memcpy(text, start, (size_t)length);
+    text[length] = '\0';
+    char *stop = NULL;
+    double value = PyOS_string_to_double(text, &stop, NULL);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (stop != text + length || !isfinite(value)) return NULL;
+    if (integral && value == 0.0) value = 0.0; /* an integer has no sign of zero: "-0" is 0 */
+    r->at = p;
+    return PyFloat_FromDouble(value);
+}
+
+static int take_word(Reader *r, const char *word, size_t length) {
+    if ((size_t)(r->end - r->at) >= length && memcmp(r->at, word, length) == 0) {
+        r->at += length;
+        return 1;
+    }
+    return 0;
+}
+
+/* One attribute's value; NULL with no exception where this does not take it, NULL with one
+ * where Python failed. A string equal to `last` (the column's value before) is `last` again:
+ * many users share a country or a plan, and a string is immutable. */
+static PyObject *read_value(Reader *r, PyObject *last) {
+    skip_space(r);
+    if (r->at >= r->end) return NULL;
+    unsigned char c = *r->at;
+    Py_ssize_t length, chars;
+    int ascii;
+    if (c == '"') {
+        r->at++;
+        if (!read_string(r, &length, &chars, STRING_MAX_CHARS, &ascii)) return NULL;
+        if (ascii && last != NULL && PyUnicode_CheckExact(last) && PyUnicode_IS_COMPACT_ASCII(last) &&
+            PyUnicode_GET_LENGTH(last) == length &&
+            memcmp(PyUnicode_DATA(last), r->text, (size_t)length) == 0) {
+            Py_INCREF(last);
+            return last;
+        }
+        return string_object(r, length, chars, ascii);
+    }
+    if (c == 't') {
+        if (!take_word(r, "true", 4)) return NULL;
+        Py_RETURN_TRUE;
+    }
+    if (c == 'f') {
+        if (!take_word(r, "false", 5)) return NULL;
+        Py_RETURN_FALSE;
+    }
+    if (c == '[') {
+        r->at++;
+        PyObject *items[ARRAY_MAX_ITEMS];
+        Py_ssize_t count = 0;
+        PyObject *result = NULL;
+        if (!take(r, ']')) {
+            do {
+                if (count == ARRAY_MAX_ITEMS || !take(r, '"')) goto done;
+                if (!read_string(r, &length, &chars, STRING_MAX_CHARS, &ascii)) goto done;
+                PyObject *item = string_object(r, length, chars, ascii);
+                if (item == NULL) goto done;
+                items[count++] = item;
+            } while (take(r, ','));
+            if (!take(r, ']')) goto done;
+        }
+        result = PyTuple_New(count);
+        if (result != NULL) {
+            for (Py_ssize_t i = 0; i < count; i++) PyTuple_SET_ITEM(result, i, items[i]);
+            return result;
+        }
+    done:
+        for (Py_ssize_t i = 0; i < count; i++) Py_DECREF(items[i]);
+        return NULL;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return read_number(r);
+    return NULL; /* null, an object: not an attribute's value */
+}
+
+static int name_char(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+}
+
+/* The attribute name at the reader (its opening quote consumed), as it stands in the body:
+ * 1 to 64 of [A-Za-z0-9._-] and not userIdentifier; 0 for any other (an escape included). */
+static int read_name(Reader *r, const unsigned char **name, Py_ssize_t *length) {
+    const unsigned char *start = r->at;
+    while (r->at < r->end && name_char(*r->at)) r->at++;
+    if (r->at >= r->end || *r->at != '"') return 0;
+    *length = r->at - start;
+    *name = start;
+    r->at++;
+    if (*length < 1 || *length > NAME_MAX_LEN) return 0;
+    if ((size_t)*length == sizeof(USER_IDENTIFIER_NAME) - 1 &&
+        memcmp(start, USER_IDENTIFIER_NAME, (size_t)*length) == 0) {
+        return 0;
+    }
+    return 1;
+}
+
+/* The column of the name, made on its first appearance (filled with `missing`); NULL with no
+ * exception when there would be more than max_columns, NULL with one where Python failed. */
+static Column *column_of(Column *columns, Py_ssize_t *count, Py_ssize_t max_columns,
+                         const unsigned char *name, Py_ssize_t length, Py_ssize_t rows,
+                         PyObject *missing, Py_ssize_t guess) {
+    if (guess < *count && columns[guess].length == length &&
+        memcmp(columns[guess].name, name, (size_t)length) == 0) {
+        return &columns[guess];
+    }
+    for (Py_ssize_t i = 0; i < *count; i++) {
+        if (columns[i].length == length && memcmp(columns[i].name, name, (size_t)length) == 0) {
+            return &columns[i];
+        }
+    }
+    if (*count >= max_columns) return NULL;
+    PyObject *column = PyList_New(rows);
+    if (column == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        Py_INCREF(missing);
+        PyList_SET_ITEM(column, i, missing);
+    }
+    Column *made = &columns[(*count)++];
+    made->name = name;
+    made->length = length;
+    made->column = column;
+    made->last = NULL;
+    return made;
+}
+
+/* Read every user's object into the columns; 1 when the whole input was taken, 0 when it is
+ * handed on, -1 with an exception. */
+static int read_users(Reader *r, PyObject *rows, PyObject *missing, Column *columns,
+                      Py_ssize_t *count, Py_ssize_t max_columns, char *seen) {
+    Py_ssize_t row_count = PyDict_GET_SIZE(rows);
+    Py_ssize_t guesses[ATTRIBUTES_MAX] = {0};
+    if (!take(r, '{')) return 0;
+    if (take(r, '}')) goto end;
+    do {
+        Py_ssize_t length, chars;
+        int ascii;
+        if (!take(r, '"')) return 0;
+        if (!read_string(r, &length, &chars, PY_SSIZE_T_MAX, &ascii)) return 0;
+        PyObject *user = string_object(r, length, chars, ascii);
+        if (user == NULL) return -1;
+        PyObject *found = PyDict_GetItemWithError(rows, user);
+        Py_DECREF(user);
+        if (found == NULL) return PyErr_Occurred() ? -1 : 0; /* not a user of the request */
+        Py_ssize_t row = PyLong_AsSsize_t(found);
+        if (row < 0 || row >= row_count) return PyErr_Occurred() ? -1 : 0;
+        if (seen[row]) return 0; /* a user named twice */
+        seen[row] = 1;
+        if (!take(r, ':') || !take(r, '{')) return 0;
+        if (take(r, '}')) continue;
+        int attributes = 0;
+        do {
+            const unsigned char *name;
+            Py_ssize_t name_length;
+            if (++attributes > ATTRIBUTES_MAX || !take(r, '"')) return 0;
+            if (!read_name(r, &name, &name_length) || !take(r, ':')) return 0;
+            /* Users of one request tend to send their names in one order: the k-th name is
+             * first looked for in the column the k-th name of the user before went to. */
+            Column *column = column_of(columns, count, max_columns, name, name_length, row_count,
+                                       missing, guesses[attributes - 1]);
+            if (column == NULL) return PyErr_Occurred() ? -1 : 0;
+            if (PyList_GET_ITEM(column->column, row) != missing) return 0; /* a name twice */
+            guesses[attributes - 1] = column - columns;
+            PyObject *value = read_value(r, column->last);
+            if (value == NULL) return PyErr_Occurred() ? -1 : 0;
+            PyList_SET_ITEM(column->column, row, value);
+            column->last = value;
+            Py_DECREF(missing);
+        } while (take(r, ','));
+        if (!take(r, '}')) return 0;
+    } while (take(r, ','));
+    if (!take(r, '}')) return 0;
+end:
+    skip_space(r);
+    return r->at == r->end;
+}
+
+PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4 || !PyDict_CheckExact(args[1]) || !PyLong_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "attribute_columns(raw, rows: dict[str, int], missing, max_columns: int)");
+        return NULL;
+    }
+    Py_ssize_t max_columns = PyLong_AsSsize_t(args[3]);
+    if (max_columns < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "max_columns must be >= 0");
+        return NULL;
+    }
+    Py_buffer raw;
+    if (PyObject_GetBuffer(args[0], &raw, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *rows = args[1], *missing = args[2], *result = NULL;
+    Py_ssize_t row_count = PyDict_GET_SIZE(rows), count = 0;
+    Reader r = {(const unsigned char *)raw.buf, (const unsigned char *)raw.buf + raw.len, NULL,
+                raw.len + 8};
+    Column *columns = PyMem_Calloc((size_t)max_columns + 1, sizeof(Column));
+    char *seen = PyMem_Calloc((size_t)row_count + 1, 1);
+    r.scratch = PyMem_Malloc((size_t)r.scratch_size);
+    if (columns == NULL || seen == NULL || r.scratch == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    int taken = read_users(&r, rows, missing, columns, &count, max_columns, seen);
+    if (taken < 0) goto out;
+    if (taken == 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto out;
+    }
+    result = PyDict_New();
+    for (Py_ssize_t i = 0; result != NULL && i < count; i++) {
+        PyObject *name = PyUnicode_FromStringAndSize((const char *)columns[i].name,
+                                                     columns[i].length);
+        if (name == NULL || PyDict_SetItem(result, name, columns[i].column) < 0) {
+            Py_CLEAR(result);
+        }
+        Py_XDECREF(name);
+    }
+out:
+    for (Py_ssize_t i = 0; columns != NULL && i < count; i++) Py_DECREF(columns[i].column);
+    PyMem_Free(columns);
+    PyMem_Free(seen);
+    PyMem_Free(r.scratch);
+    PyBuffer_Release(&raw);
+    return result;
+}

@@ -1,0 +1,252 @@
+"""The native decoder of a bulk request's attributes (``attribute_columns.c``) against the Python
+path it stands in for: msgspec's typed decoding (``ATTRIBUTES_BY_USER``), the names' check and
+the users' check (``api.web.public.evaluate.decode_bulk``).
+
+Whatever the native decoder takes, the Python path takes too, with equal values (each value's
+type and, for a number, its bits); whatever the Python path refuses, the native decoder hands
+on (None). It may hand on more than that (an escaped name, a surrogate pair in a name, more
+distinct names than ``COLUMNS_MAX``), but never the common shape: a body of plain names and
+values is read natively, or the speed it exists for is gone."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any
+
+import msgspec
+import pytest
+from flagsight_core.attribute_rules import valid_names_by_user
+from flagsight_core.context import MISSING, AttributeColumns
+from flagsight_core.contract import (
+    ATTRIBUTE_ARRAY_MAX,
+    ATTRIBUTE_NAME_MAX,
+    ATTRIBUTE_STRING_MAX,
+    ATTRIBUTES_MAX,
+    USER_IDENTIFIER_ATTRIBUTE,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.native import fastpath
+from api.web.attributes import ATTRIBUTES_BY_USER
+from api.web.public.evaluate import COLUMNS_MAX
+
+pytestmark = pytest.mark.skipif(fastpath is None, reason="the native path is switched off")
+
+USERS = [f"user-{i}" for i in range(6)] + ["ünï", "😀-user"]
+ROWS = {user: row for row, user in enumerate(USERS)}
+_TYPED = msgspec.json.Decoder(ATTRIBUTES_BY_USER)
+
+
+def _python(text: bytes) -> dict[str, dict[str, Any]] | None:
+    """What the Python path makes of the attributes, or None where it refuses them."""
+    try:
+        decoded = _TYPED.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    if decoded and not valid_names_by_user(decoded):
+        return None
+    if any(user not in ROWS for user in decoded):
+        return None
+    return {user: attributes for user, attributes in decoded.items() if attributes}
+
+
+def _native(text: bytes) -> dict[str, dict[str, Any]] | None:
+    columns = fastpath.attribute_columns(text, ROWS, MISSING, COLUMNS_MAX)
+    if columns is None:
+        return None
+    return dict(AttributeColumns(USERS, ROWS, columns))
+
+
+def _exactly(attributes: dict[str, dict[str, Any]]) -> dict:
+    """Values compared with their types and a number's bits (-0.0 is not 0.0)."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, float):
+            return ("float", struct.pack("<d", value))
+        return (type(value).__name__, value)
+
+    return {u: {n: one(v) for n, v in a.items()} for u, a in attributes.items()}
+
+
+def _agree(text: bytes) -> dict | None:
+    native, python = _native(text), _python(text)
+    if native is not None:
+        assert python is not None, f"native took what Python refuses: {text[:300]!r}"
+        assert _exactly(native) == _exactly(python), text[:300]
+    return native
+
+
+# --- random bodies --------------------------------------------------------------------------
+
+NAMES = st.one_of(
+    st.sampled_from(["plan", "country", "a", "x.y_z-1", "A" * ATTRIBUTE_NAME_MAX]),
+    st.text(alphabet="abcXYZ09._-", min_size=1, max_size=ATTRIBUTE_NAME_MAX + 2),
+    st.sampled_from(["", " bad", "ü", "a/b", USER_IDENTIFIER_ATTRIBUTE, "B" * 65]),
+)
+STRINGS = st.one_of(
+    st.text(max_size=12),
+    st.text(alphabet='aé😀"\\\n\t\x00\x7f/', max_size=12),
+    st.sampled_from(
+        ["a" * ATTRIBUTE_STRING_MAX, "é" * ATTRIBUTE_STRING_MAX, "😀" * 1025, "b" * 1025]
+    ),
+)
+NUMBERS = st.one_of(
+    st.integers(min_value=-(10**25), max_value=10**25),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0, -0.0, 2**53 + 1, 10**18 - 1, 10**19 + 7, -(2**63), 2**64]),
+)
+VALUES = st.one_of(
+    STRINGS,
+    NUMBERS,
+    st.booleans(),
+    st.none(),
+    st.lists(STRINGS, max_size=4),
+    st.lists(st.one_of(STRINGS, NUMBERS), min_size=1, max_size=3),
+    st.sampled_from([["x"] * ATTRIBUTE_ARRAY_MAX, ["x"] * (ATTRIBUTE_ARRAY_MAX + 1), {"a": 1}]),
+)
+USERS_NAMED = st.one_of(st.sampled_from(USERS), st.sampled_from(["stranger", ""]))
+BODIES = st.dictionaries(USERS_NAMED, st.dictionaries(NAMES, VALUES, max_size=6), max_size=5)
+
+
+def _write(body: Any, ensure_ascii: bool, spaced: bool) -> bytes:
+    separators = (", ", ": ") if spaced else (",", ":")
+    return json.dumps(body, ensure_ascii=ensure_ascii, separators=separators).encode()
+
+
+@settings(max_examples=600)
+@given(BODIES, st.booleans(), st.booleans())
+def test_random_attributes_are_read_as_the_python_path_reads_them(
+    body: dict, ensure_ascii: bool, spaced: bool
+) -> None:
+    _agree(_write(body, ensure_ascii, spaced))
+
+
+@settings(max_examples=300)
+@given(BODIES, st.integers(min_value=0, max_value=400), st.binary(min_size=1, max_size=3))
+def test_damaged_bodies_are_never_taken_wrongly(body: dict, at: int, junk: bytes) -> None:
+    """Bytes cut, inserted or replaced anywhere: taken only where both agree."""
+    text = _write(body, False, False)
+    at = min(at, len(text))
+    for damaged in (text[:at], text[:at] + junk + text[at:], text[:at] + junk + text[at + 1 :]):
+        _agree(damaged)
+
+
+@settings(max_examples=300)
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(10**40), 10**40))
+def test_numbers_are_read_to_the_same_double(number: float | int) -> None:
+    for text in (json.dumps(number), f"{number!r}".replace("inf", "1e999")):
+        body = b'{"user-0":{"n":' + text.encode() + b"}}"
+        _agree(body)
+
+
+@pytest.mark.parametrize(
+    "literal", ["-0", "0", "-0.0", "1e-400", "-1e-400", "1E+2", "0.1e1", "123456789012345678",
+                "1234567890123456789", "-9223372036854775808", "18446744073709551617",
+                "9007199254740993", "1" * 40, "2.5e308", "1e999"],
+)  # fmt: skip
+def test_number_literals(literal: str) -> None:
+    _agree(b'{"user-0":{"n":' + literal.encode() + b"}}")
+
+
+# --- the common shape is read natively ------------------------------------------------------
+
+
+def test_the_common_shape_is_read_natively() -> None:
+    body = {
+        user: {"country": "DE", "plan": ("pro", "free")[i % 2], "seats": i, "share": i / 3,
+               "beta": i % 2 == 0, "tags": ["a", "b"], "email": f"{user}@example.com"}
+        for i, user in enumerate(USERS)
+    }  # fmt: skip
+    for ensure_ascii in (True, False):
+        for spaced in (True, False):
+            assert _agree(_write(body, ensure_ascii, spaced)) is not None
+
+
+def test_users_without_attributes_and_empty_objects() -> None:
+    assert _agree(b"{}") == {}
+    assert _agree(b'{"user-1":{}}') == {}
+    columns = fastpath.attribute_columns(b'{"user-1":{},"user-2":{"a":"x"}}', ROWS, MISSING, 64)
+    held = AttributeColumns(USERS, ROWS, columns)
+    assert bool(held) and len(held) == 1 and dict(held) == {"user-2": {"a": "x"}}
+    assert held.get("user-1") is None and "user-1" not in held and "user-2" in held
+    assert held.reader(USERS)("a", None)[2] == "x" and held.reader(USERS)("a", None)[1] is MISSING
+    assert held.reader(["user-2", "nobody"])("a", None) == ["x", MISSING]
+    assert held.reader(USERS)("absent", [1, 2]) == [MISSING, MISSING]
+
+
+# --- each limit, at it and past it (the contract's numbers, not the C file's) ---------------
+
+
+def _one(attributes: dict[str, Any]) -> bytes:
+    return _write({"user-0": attributes}, False, False)
+
+
+@pytest.mark.parametrize(
+    ("at_limit", "past_limit"),
+    [
+        (
+            {f"a{i}": 1 for i in range(ATTRIBUTES_MAX)},
+            {f"a{i}": 1 for i in range(ATTRIBUTES_MAX + 1)},
+        ),
+        ({"n" * ATTRIBUTE_NAME_MAX: 1}, {"n" * (ATTRIBUTE_NAME_MAX + 1): 1}),
+        ({"s": "é" * ATTRIBUTE_STRING_MAX}, {"s": "é" * (ATTRIBUTE_STRING_MAX + 1)}),
+        ({"s": "😀" * ATTRIBUTE_STRING_MAX}, {"s": "😀" * (ATTRIBUTE_STRING_MAX + 1)}),
+        ({"t": ["x"] * ATTRIBUTE_ARRAY_MAX}, {"t": ["x"] * (ATTRIBUTE_ARRAY_MAX + 1)}),
+        ({"t": ["y" * ATTRIBUTE_STRING_MAX]}, {"t": ["y" * (ATTRIBUTE_STRING_MAX + 1)]}),
+    ],
+    ids=["attributes", "name", "string", "astral string", "array", "array string"],
+)
+def test_a_limit_is_taken_at_it_and_handed_on_past_it(at_limit: dict, past_limit: dict) -> None:
+    assert _agree(_one(at_limit)) is not None
+    assert _native(_one(past_limit)) is None and _python(_one(past_limit)) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"user-0":{"a":1},"user-0":{"b":2}}',  # a user twice
+        b'{"user-0":{"a":1,"a":2}}',  # a name twice
+        b'{"stranger":{"a":1}}',  # not a user of the request
+        b'{"user-0":{"userIdentifier":"x"}}',
+        b'{"user-0":{"\\u0061":1}}',  # an escaped name (the Python path takes it)
+        b'{"user-0":{"a":"\\ud800"}}',  # a lone surrogate
+        b'{"user-0":{"a":null}}',
+        b'{"user-0":{"a":{"b":1}}}',
+        b'{"user-0":{"a":[1]}}',
+        b'{"user-0":{"a":1e999}}',
+        b'{"user-0":{"a":01}}',
+        b'{"user-0":{"a":"\x01"}}',
+        b'{"user-0":{"a":"\xff"}}',
+        b'{"user-0":{"a":1}} x',
+        b'{"user-0":[]}',
+        b"[]",
+    ],
+)
+def test_what_it_hands_on(text: bytes) -> None:
+    assert _native(text) is None
+
+
+def test_more_names_than_columns_are_handed_on() -> None:
+    many = {user: {f"{user}-n{i}": 1 for i in range(20)} for user in USERS[:4]}
+    assert _python(_write(many, False, False)) is not None
+    assert fastpath.attribute_columns(_write(many, False, False), ROWS, MISSING, 64) is None
+    assert fastpath.attribute_columns(_write(many, False, False), ROWS, MISSING, 80) is not None
+
+
+def test_a_shared_string_is_one_object() -> None:
+    """Users sharing a value share its object (a string is immutable): fewer to make and free."""
+    text = _write({u: {"country": "DE"} for u in USERS}, False, False)
+    column = fastpath.attribute_columns(text, ROWS, MISSING, 64)["country"]
+    assert len({id(value) for value in column}) == 1 and column[0] == "DE"
+
+
+def test_a_float_reads_as_python_reads_it() -> None:
+    for value in (0.1, 1 / 3, 5e-324, 1.7976931348623157e308, -2.5):
+        found = _native(_one({"x": value}))
+        assert found is not None and math.copysign(1, found["user-0"]["x"]) == math.copysign(
+            1, value
+        )
+        assert found["user-0"]["x"] == value
