@@ -16,6 +16,7 @@
  * PyOS_string_to_double, correctly rounded as Python's float() is; one no double holds is
  * handed on (the service refuses it).
  */
+#define _GNU_SOURCE /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -438,21 +439,62 @@ end:
     return r->at == r->end;
 }
 
+static Py_ssize_t occurrences(const char *at, Py_ssize_t length, const char *word, size_t size) {
+    Py_ssize_t count = 0;
+    const char *end = at + length;
+    while (at < end) {
+        const char *found = memmem(at, (size_t)(end - at), word, size);
+        if (found == NULL) break;
+        count++;
+        at = found + 1;
+    }
+    return count;
+}
+
+/* Whether `body` (the request) holds `raw` (its attributes' text, msgspec's Raw, a view of the
+ * body) as the only value of an "attributes" key: JSON allows a key twice, and msgspec keeps
+ * the last one's text without checking the others, which the Python path refuses when they are
+ * wrong. Outside `raw`, where every top-level key is, the word appears once (the key before
+ * it) and no \u escape (which could spell a key) appears at all. */
+static int only_attributes(const Py_buffer *body, const Py_buffer *raw) {
+    const char *start = (const char *)body->buf, *end = start + body->len;
+    const char *inner = (const char *)raw->buf, *after = inner + raw->len;
+    if (inner < start || after > end) return 0;
+    static const char word[] = "attributes";
+    Py_ssize_t before = inner - start, rest = end - after;
+    if (occurrences(start, before, word, sizeof(word) - 1) +
+            occurrences(after, rest, word, sizeof(word) - 1) != 1) {
+        return 0;
+    }
+    return occurrences(start, before, "\\u", 2) + occurrences(after, rest, "\\u", 2) == 0;
+}
+
 PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4 || !PyDict_CheckExact(args[1]) || !PyLong_Check(args[3])) {
+    if (nargs != 5 || !PyDict_CheckExact(args[2]) || !PyLong_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "attribute_columns(raw, rows: dict[str, int], missing, max_columns: int)");
+                        "attribute_columns(body, raw, rows: dict[str, int], missing, "
+                        "max_columns: int)");
         return NULL;
     }
-    Py_ssize_t max_columns = PyLong_AsSsize_t(args[3]);
+    Py_ssize_t max_columns = PyLong_AsSsize_t(args[4]);
     if (max_columns < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "max_columns must be >= 0");
         return NULL;
     }
-    Py_buffer raw;
-    if (PyObject_GetBuffer(args[0], &raw, PyBUF_SIMPLE) < 0) return NULL;
-    PyObject *rows = args[1], *missing = args[2], *result = NULL;
+    Py_buffer body, raw;
+    if (PyObject_GetBuffer(args[0], &body, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &raw, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&body);
+        return NULL;
+    }
+    int alone = only_attributes(&body, &raw);
+    PyBuffer_Release(&body);
+    if (!alone) {
+        PyBuffer_Release(&raw);
+        Py_RETURN_NONE;
+    }
+    PyObject *rows = args[2], *missing = args[3], *result = NULL;
     Py_ssize_t row_count = PyDict_GET_SIZE(rows), count = 0;
     Reader r = {(const unsigned char *)raw.buf, (const unsigned char *)raw.buf + raw.len, NULL,
                 raw.len + 8};

@@ -5,7 +5,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* attribute_columns(raw, rows: dict[str, int], missing, max_columns: int)
+/* attribute_columns(body, raw, rows: dict[str, int], missing, max_columns: int)
  *     -> dict[str, list] | None */
 PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

@@ -245,7 +245,7 @@ def decode_bulk(raw: bytes) -> BulkRequest:
         return BulkRequest(fields.flagKey, users, fields.sdk, None)
     if fastpath is not None:
         rows = {user: row for row, user in enumerate(users)}
-        columns = fastpath.attribute_columns(text, rows, MISSING, COLUMNS_MAX)
+        columns = fastpath.attribute_columns(raw, text, rows, MISSING, COLUMNS_MAX)
         if columns is not None:
             attributes = AttributeColumns(users, rows, columns) if columns else None
             return BulkRequest(fields.flagKey, users, fields.sdk, attributes)
