@@ -1,4 +1,4 @@
-"""Compile ``fastpath.c``, ``attribute_columns.c`` and the vendored BLAKE2b (``blake2/``), and ``column_search.cc``
+"""Compile ``fastpath.c``, ``attribute_columns.c`` and the vendored BLAKE2b (``blake2/``), and ``expressions.cc``
 against Debian's RE2 (``libre2-dev``), into ``api/native`` (``make install`` runs this).
 
 The commands are the ones setuptools would run for an extension, from the interpreter's own
@@ -12,10 +12,9 @@ another library's in the process). The module is linked to a temporary name and 
 place, so a process that has the old one loaded keeps a whole file.
 
 Without a C compiler it says so and the service runs on the pure-Python path
-(``api.native.fastpath`` is None). The column search is a module of its own, C++ linked to
-``libre2``: without a C++ compiler or RE2's headers it says so, and a bulk request's
-``MATCHES`` columns are searched by the core's own RE2 loop (``api.native.column_search`` is
-None), slower and alike.
+(``api.native.fastpath`` is None). The expressions are a module of their own, C++ linked to
+``libre2``: without a C++ compiler or RE2's headers it says so, and ``MATCHES`` is decided by
+the core's own RE2 (``api.native.expressions`` is None), slower and alike.
 """
 
 from __future__ import annotations
@@ -42,8 +41,8 @@ INPUTS = (
 OUR_FLAGS = ("-DNDEBUG", "-std=c11", "-fvisibility=hidden", "-Wall", "-Werror")
 
 
-COLUMN_SEARCH_SOURCE = HERE / "column_search.cc"
-COLUMN_SEARCH_INPUTS = (COLUMN_SEARCH_SOURCE, HERE / "build.py")
+EXPRESSIONS_SOURCE = HERE / "expressions.cc"
+EXPRESSIONS_INPUTS = (EXPRESSIONS_SOURCE, HERE / "build.py")
 OUR_CXX_FLAGS = ("-DNDEBUG", "-std=c++17", "-fvisibility=hidden", "-Wall", "-Werror")
 RE2_HEADER = Path("/usr/include/re2/re2.h")
 
@@ -81,8 +80,8 @@ def _link(link: list[str], objects: list[str], out: Path, libraries: tuple[str, 
 
 
 def build(force: bool = False) -> Path | None:
-    """The fast path's path, or None when there is no compiler; the column search too."""
-    build_column_search(force)
+    """The fast path's path, or None when there is no compiler; the expressions too."""
+    build_expressions(force)
     out = target()
     if not force and _fresh(out, INPUTS):
         return out
@@ -110,24 +109,24 @@ def cxx_commands(compiler: str) -> tuple[list[str], list[str]]:
     return [compiler, *flags, *OUR_CXX_FLAGS], link
 
 
-def build_column_search(force: bool = False) -> Path | None:
-    """``_column_search``'s path, or None when there is no C++ compiler or no RE2 to build
-    it with (``libre2-dev``; the core's own RE2 loop then searches)."""
-    out = target("_column_search")
-    if not force and _fresh(out, COLUMN_SEARCH_INPUTS):
+def build_expressions(force: bool = False) -> Path | None:
+    """``_expressions``' path, or None when there is no C++ compiler or no RE2 to build it
+    with (``libre2-dev``; the core's own RE2 then searches)."""
+    out = target("_expressions")
+    if not force and _fresh(out, EXPRESSIONS_INPUTS):
         return out
     cxx = _config("CXX")
     compiler = (shutil.which(cxx[0]) if cxx else None) or shutil.which("c++")
     if compiler is None or not RE2_HEADER.exists():
         missing = "a C++ compiler" if compiler is None else "RE2's headers (libre2-dev)"
-        print(f"api.native: no {missing}; MATCHES columns are searched by the core's RE2 loop",
+        print(f"api.native: no {missing}; MATCHES is decided by the core's own RE2",
               file=sys.stderr)  # fmt: skip
         return None
     compile_, link = cxx_commands(compiler)
-    print(f"Building the column search ({out.name}) with {compiler} ...", file=sys.stderr)
+    print(f"Building the native expressions ({out.name}) with {compiler} ...", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
-        obj = str(Path(tmp) / "column_search.o")
-        subprocess.run([*compile_, "-c", str(COLUMN_SEARCH_SOURCE), "-o", obj], check=True)
+        obj = str(Path(tmp) / "expressions.o")
+        subprocess.run([*compile_, "-c", str(EXPRESSIONS_SOURCE), "-o", obj], check=True)
         _link(link, [obj], out, ("-lre2",))
     return out
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 
-from flagsight_core.conditions import use_column_search
+from flagsight_core.conditions import use_expressions
 from flagsight_core.ids import EvaluationIdIssuer
 
 from api.backends import open_meter, open_store, sink_factory
 from api.controlplane.cache import ConfigCache
 from api.eventlog.sealer_lock import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
-from api.native import column_search
+from api.native import expressions
 from api.observability.metrics import Metrics
 from api.serving.services import Services
 from api.settings import Settings
@@ -36,7 +36,7 @@ def prepare_data_dir(settings: Settings) -> None:
 def build_services(settings: Settings, metrics: Metrics | None = None, clock=time.time) -> Services:
     """Everything one worker needs; background threads start later, in ``start_services``."""
     prepare_data_dir(settings)
-    use_column_search(column_search)  # a bulk request's MATCHES columns in one RE2 call
+    use_expressions(expressions)  # MATCHES through RE2 natively (None: the core's own)
     metrics = metrics or Metrics()
     store = open_store(settings)
     return Services(

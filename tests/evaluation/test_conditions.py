@@ -41,7 +41,7 @@ HOLDS = CASES["cases"] + CASES["oddAttributes"]
 
 
 @pytest.mark.parametrize("case", HOLDS, ids=[c["name"] for c in HOLDS])
-def test_golden_case(case: dict) -> None:
+def test_golden_case(case: dict, engine) -> None:
     condition = condition_from_json(case["condition"])
     assert condition.holds(case["attributes"], case["userIdentifier"]) is case["holds"]
 
@@ -479,26 +479,27 @@ def test_a_segment_decides_many_users_as_it_decides_each(people: list[dict[str, 
 
 
 @pytest.fixture(params=["the core's RE2", "the service's native RE2"])
-def column_search(request):
-    """Each test of a long column runs with the core's own search and with the one the
-    service plugs in (``api.native.column_search``), and leaves none set."""
-    from flagsight_core.conditions import use_column_search
+def engine(request):
+    """Each test of a long column runs with the core's own RE2 and with the one the service
+    plugs in (``api.native.expressions``), and leaves none set."""
+    from flagsight_core.conditions import use_expressions
 
-    from api.native import column_search
+    from api.native import expressions
 
     if request.param == "the service's native RE2":
-        assert column_search is not None, "run make install (api.native.build, libre2-dev)"
-    use_column_search(column_search if request.param == "the service's native RE2" else None)
+        assert expressions is not None, "run make install (api.native.build, libre2-dev)"
+        use_expressions(expressions)
     yield request.param
-    use_column_search(None)
+    use_expressions(None)
 
 
-def test_every_case_decides_alike_in_a_long_column(column_search) -> None:
+def test_every_case_decides_alike_in_a_long_column(engine) -> None:
     """A bulk request's column of a condition's attribute takes other paths than one value:
     ints compared as one array of doubles, a long column of strings through the host's column
-    search for ``MATCHES`` (``LONG_COLUMN``). Each golden case's value, among enough others of
-    the same kind to take them, is decided as the case says."""
-    from flagsight_core.conditions import LONG_COLUMN, condition_from_json
+    search for ``MATCHES`` (its ``strings``, for a column of mostly distinct strings). Each
+    golden case's value, among enough others of the same kind to take them, is decided as the
+    case says."""
+    from flagsight_core.conditions import condition_from_json
 
     from tests.support.condition_cases import HOLDS
 
@@ -511,8 +512,10 @@ def test_every_case_decides_alike_in_a_long_column(column_search) -> None:
         assert bool(condition.holds_many(column)[-1]) is case["holds"], case["name"]
 
 
+LONG_COLUMN = 256
+"""Values of a column long enough to take every column path."""
 LONG_COLUMN_HALF = 200
-"""Pairs of strings in a column long enough for the column search (``LONG_COLUMN``)."""
+"""Pairs of strings in a column long enough for the column search."""
 
 
 @pytest.mark.parametrize(
@@ -529,10 +532,10 @@ LONG_COLUMN_HALF = 200
     ],
 )
 def test_a_column_decides_as_each_value_does(
-    values: list[Any], operator: str, operand, column_search
+    values: list[Any], operator: str, operand, engine
 ) -> None:
-    """Where a column's fast path cannot say (an int beyond every double, a string with a lone
-    surrogate that the native search refuses), the answers are still each value's own."""
+    """Where a column's fast path is not the value's own (an int beyond every double, a string
+    with a lone surrogate, which has no UTF-8 form), the answers are still each value's own."""
     condition = _condition(operator, [operand])
     assert condition.holds_many(values).tolist() == [condition.holds_for(v) for v in values]
 

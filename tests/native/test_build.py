@@ -38,9 +38,9 @@ def test_the_built_module_is_newer_than_its_inputs() -> None:
     assert build.target().stat().st_mtime >= newest, "run make install (api.native.build)"
 
 
-def test_the_column_search_is_built_and_newer_than_its_inputs() -> None:
-    """``make test`` installs ``libre2-dev`` and a C++ compiler, so the server's column search
-    is native there (without them the core's slower RE2 loop serves)."""
-    newest = max(path.stat().st_mtime for path in build.COLUMN_SEARCH_INPUTS)
-    out = build.target("_column_search")
+def test_the_expressions_are_built_and_newer_than_their_inputs() -> None:
+    """``make test`` installs ``libre2-dev`` and a C++ compiler, so the server's RE2 is native
+    there (without them the core's slower RE2 serves)."""
+    newest = max(path.stat().st_mtime for path in build.EXPRESSIONS_INPUTS)
+    out = build.target("_expressions")
     assert out.exists() and out.stat().st_mtime >= newest, "run make install (libre2-dev)"
