@@ -57,5 +57,5 @@ def test_make_install_says_what_it_installs_a_line_per_step(tmp_path: Path) -> N
     assert "Installed " in said, said  # uv's own summary: how many packages
     assert "native fast path" in said, said
     assert not [line for line in first if line.lstrip().startswith(("+ ", "- ", "~ "))], said
-    assert len(first) <= 12, said
+    assert len(first) <= 13, said  # ours: one before uv and one a native module; uv's: ten
     assert again == []  # everything there: nothing to say
