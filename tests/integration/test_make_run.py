@@ -72,11 +72,21 @@ class MakeRun:
         raise AssertionError(self.log.read_text())
 
     def wait_for_dagster(self, timeout_s: float = 120) -> None:
-        """Until Dagster's webserver listens (some seconds after the banner)."""
+        """Until Dagster's webserver listens (some seconds after the banner); past the time,
+        the failure shows what ``make run`` and each of its logs said (a loaded CI run once
+        waited 120 s for it with nothing else to tell why)."""
         deadline = time.monotonic() + timeout_s
         while not listening(self.dagster_port):
-            assert time.monotonic() < deadline, self.log.read_text()
+            assert time.monotonic() < deadline, self.said()
             time.sleep(0.5)
+
+    def said(self) -> str:
+        """``make run``'s output, then the last lines of each log it keeps."""
+        parts = [self.log.read_text()]
+        for path in sorted((self.data / "logs").glob("*.log")):
+            lines = path.read_text(errors="replace").splitlines()[-30:]
+            parts.append(f"--- {path.name} (last lines) ---\n" + "\n".join(lines))
+        return "\n".join(parts)
 
     def ctrl_c(self) -> None:
         """What a terminal does on Ctrl-C: SIGINT to the whole foreground process group."""
