@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
 import shutil
 import statistics
@@ -64,6 +65,14 @@ def checkout(revision: str, into: Path) -> Path:
     if (into / "api" / "native" / "build.py").exists():  # revisions older than it have none
         subprocess.run([sys.executable, "-m", "api.native.build"], cwd=into, check=True)
     return into
+
+
+def own_packages(source: Path) -> dict[str, str]:
+    """``PYTHONPATH`` for a server of ``source``: its own evaluation core and SDK first, not
+    the ones this environment installed from the working tree (a revision's ``api`` may ask its
+    core for what the working tree's no longer has)."""
+    paths = [source / "sdk" / "core", source / "sdk" / "python"]
+    return {"PYTHONPATH": os.pathsep.join(str(path) for path in paths if path.is_dir())}
 
 
 def label(revision: str) -> str:
@@ -159,8 +168,8 @@ def main(argv: list[str] | None = None, echo=print) -> list[str]:  # noqa: ANN00
             source = checkout(revision, work / f"tree{index}")
             checkouts.append(source)
             server = FlagsightServer(
-                work / f"data{index}", WORKERS, work / f"flagsight{index}.log", cluster_env,
-                name=revision, source=source,
+                work / f"data{index}", WORKERS, work / f"flagsight{index}.log",
+                {**(cluster_env or {}), **own_packages(source)}, name=revision, source=source,
             )  # fmt: skip
             servers.append((label(revision) + (CLUSTER_SUFFIX if args.cluster else ""), server))
         contenders = [Contender(name, server, start(server)) for name, server in servers]
