@@ -209,13 +209,12 @@ static int read_string(Reader *r, Py_ssize_t *length, Py_ssize_t *chars, Py_ssiz
     return 0;
 }
 
-static PyObject *string_object(Reader *r, Py_ssize_t length, Py_ssize_t chars, int ascii) {
+static PyObject *string_object(Reader *r, Py_ssize_t length, int ascii) {
     if (ascii) {
         PyObject *text = PyUnicode_New(length, 127);
         if (text != NULL) memcpy(PyUnicode_DATA(text), r->text, (size_t)length);
         return text;
     }
-    (void)chars;
     return PyUnicode_DecodeUTF8(r->text, length, "strict");
 }
 
@@ -299,7 +298,7 @@ static PyObject *read_value(Reader *r, PyObject *last) {
             Py_INCREF(last);
             return last;
         }
-        return string_object(r, length, chars, ascii);
+        return string_object(r, length, ascii);
     }
     if (c == 't') {
         if (!take_word(r, "true", 4)) return NULL;
@@ -318,7 +317,7 @@ static PyObject *read_value(Reader *r, PyObject *last) {
             do {
                 if (count == ARRAY_MAX_ITEMS || !take(r, '"')) goto done;
                 if (!read_string(r, &length, &chars, STRING_MAX_CHARS, &ascii)) goto done;
-                PyObject *item = string_object(r, length, chars, ascii);
+                PyObject *item = string_object(r, length, ascii);
                 if (item == NULL) goto done;
                 items[count++] = item;
             } while (take(r, ','));
@@ -401,7 +400,7 @@ static int read_users(Reader *r, PyObject *rows, PyObject *missing, Column *colu
         int ascii;
         if (!take(r, '"')) return 0;
         if (!read_string(r, &length, &chars, PY_SSIZE_T_MAX, &ascii)) return 0;
-        PyObject *user = string_object(r, length, chars, ascii);
+        PyObject *user = string_object(r, length, ascii);
         if (user == NULL) return -1;
         PyObject *found = PyDict_GetItemWithError(rows, user);
         Py_DECREF(user);

@@ -85,8 +85,11 @@ class AttributeColumns(Mapping[str, Attributes]):
 
     def __getitem__(self, user: str) -> Attributes:
         row = self.rows[user]
-        found = {name: column[row] for name, column in self.columns.items()}
-        found = {name: value for name, value in found.items() if value is not MISSING}
+        found = {
+            name: value
+            for name, column in self.columns.items()
+            if (value := column[row]) is not MISSING
+        }
         if not found:
             raise KeyError(user)
         return found
