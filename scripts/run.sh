@@ -87,6 +87,14 @@ trap 'stop; echo "flagsight stopped."; exit 0' INT TERM HUP
 
 job api.log $BIN/flagsight serve --port "$API_PORT"
 api_pid=$!
+# Dagster's storage made once, before its two processes start: on a new home both would create
+# the SQLite tables at once, and the loser dies ("table alembic_version already exists", seen
+# in a loaded CI run). The API starts meanwhile.
+if ! $BIN/dagster instance migrate >"$DATA/logs/dagster-instance.log" 2>&1; then
+  echo "Dagster's storage could not be prepared; its log ($DATA/logs/dagster-instance.log) ends with:" >&2
+  tail -n 20 "$DATA/logs/dagster-instance.log" >&2
+  exit 1
+fi
 job dagster-webserver.log $BIN/dagster-webserver -w workspace.yaml -h 127.0.0.1 -p "$DAGSTER_PORT"
 webserver_pid=$!
 job dagster-daemon.log $BIN/dagster-daemon run -w workspace.yaml

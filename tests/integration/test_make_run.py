@@ -186,6 +186,8 @@ def assert_stopped_cleanly(run: MakeRun) -> None:
     for log in [run.log, *(run.data / "logs").iterdir()]:  # the terminal's and each part's
         text = log.read_text(errors="replace")
         assert "superseded" not in text, (log.name, text[-2000:])  # `dagster dev`'s warning
+        # Dagster's webserver and daemon once both created its SQLite storage, and one died.
+        assert "OperationalError" not in text, (log.name, text[-2000:])
     # DuckDB's "nanobind: leaked instances" report, once about 86 lines of the API's log at
     # every stop. (Dagster's code servers still print it now and then: not asserted here.)
     for log in (run.log, run.data / "logs" / "api.log"):
