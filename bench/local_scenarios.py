@@ -2,7 +2,9 @@
 
 * local ``evaluate`` against the same SDK's remote ``evaluate`` over loopback, and local p99;
 * local ``evaluate`` with 1 KB attributes against a flag whose segment has five conditions
-  (issue 41), its p99 beside plain local ``evaluate``'s, measured in alternating blocks;
+  (issue 41), its p99 beside plain local ``evaluate``'s, measured in alternating blocks,
+  with this process on one core and the server on the others (``procstat.apart``), as an
+  application's SDK runs on another machine than its service;
 * how long a change takes to reach 100 connected local clients (p99 over 20 changes);
 * what 1,000 open streams cost one host: memory (PSS of every process), and single-evaluate
   throughput (wrk) with and without them;
@@ -24,7 +26,7 @@ from pathlib import Path
 import msgspec
 import requests
 
-from bench.procstat import pss_bytes, wait_idle
+from bench.procstat import apart, pss_bytes, wait_idle
 from bench.servers import FlagsightServer
 from bench.workload import (
     ATTRIBUTE_VARIANTS,
@@ -332,7 +334,10 @@ def local_bench(work_dir: Path, smoke: bool, attributes_only: bool = False) -> d
         api_key, env_id = create_tenant(server.url, server.admin_token, targeted=True)
         time.sleep(1.2)
         log("local evaluate with attributes, beside plain local evaluate")
-        results["attributes"] = local_with_attributes(server, api_key, 2_000 if smoke else 200_000)
+        with apart(server.pids()) as parted:
+            results["attributes"] = local_with_attributes(
+                server, api_key, 2_000 if smoke else 200_000
+            ) | {"server_on_other_cores": parted}
         log(f"  {results['attributes']}")
         if attributes_only:
             return results

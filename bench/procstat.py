@@ -1,10 +1,13 @@
-"""Process figures from ``/proc``: CPU seconds and resident memory of a server's processes."""
+"""Process figures from ``/proc``: CPU seconds and resident memory of a server's processes;
+and where their threads may run."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -54,6 +57,44 @@ def wait_idle(
         if cpu_seconds(pids) - before < threshold * window_s:
             break
     return time.monotonic() - started
+
+
+def _pin(pids: list[int], cpus: set[int]) -> None:
+    """Every thread of ``pids`` onto ``cpus`` (``sched_setaffinity`` of a pid moves only its
+    first thread); what vanished meanwhile is skipped."""
+    for pid in pids:
+        try:
+            threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:
+                continue
+
+
+@contextmanager
+def apart(server_pids: list[int]) -> Iterator[bool]:
+    """This process on the first core and ``server_pids`` on the others, for the while; True
+    when the machine has cores to part (one core: nothing moves, False).
+
+    For what is measured inside this process, such as an SDK's local evaluation, as it runs
+    in an application whose service is another machine: on this 2-core machine the server's
+    work on the SDK's reports otherwise shared the measured core, and every call made
+    meanwhile took about twice as long (``bench/history.md``, "Local evaluate's tail")."""
+    every = os.sched_getaffinity(0)
+    if len(every) < 2:
+        yield False
+        return
+    mine = min(every)
+    _pin([os.getpid()], {mine})
+    _pin(server_pids, every - {mine})
+    try:
+        yield True
+    finally:
+        _pin([os.getpid()], every)
+        _pin(server_pids, every)
 
 
 class RssSampler:

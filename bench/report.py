@@ -159,7 +159,8 @@ def evaluate_goals(results: dict[str, Any]) -> list[Goal]:
             "local evaluate with 1 KB attributes, a segment of 5 conditions, p99",
             with_attributes["p99_us"], "<=", 50, "µs",
             f"perf_counter_ns around each call, {with_attributes['calls']:,} calls in blocks of 1,000 alternating with "
-            f"plain ones (plain p99 {with_attributes['plain_p99_us']} µs) "
+            f"plain ones (plain p99 {with_attributes['plain_p99_us']} µs)"
+            f"{', the server on the other cores' if with_attributes.get('server_on_other_cores') else ''} "
             "(python -m bench.run --only local-attributes)",
         ))  # fmt: skip
     if local and "local_vs_remote" in local:
