@@ -1,7 +1,7 @@
 """Dagster's home (``$FLAGSIGHT_DATA_DIR/dagster``) and its instance configuration.
 
 In the embedded default Dagster keeps runs, event logs and schedules in SQLite files under its
-home. With ``FLAGSIGHT_DATABASE_URL`` set they live in PostgreSQL (dagster-postgres), in a
+home, through storages that keep their engines (``pipelines.instance_storage``). With ``FLAGSIGHT_DATABASE_URL`` set they live in PostgreSQL (dagster-postgres), in a
 schema of their own (``dagster``) beside the control plane's tables, so the daemon and the UI
 survive the loss of the pipeline host and can be started on another one: only the warehouse
 file, which the pipeline rebuilds from the lake, is local.
@@ -12,6 +12,7 @@ and is left alone.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -39,10 +40,30 @@ TICK_RETENTION = (
 skipped ticks alone would grow without end); the runs are pruned by ``pipelines.retention``."""
 
 
-def instance_yaml(database_url: str | None) -> str:
+SQLITE_STORAGES = (
+    ("run_storage", "KeptEngineRunStorage", "history"),
+    ("event_log_storage", "KeptEngineEventLogStorage", "history/runs"),
+    ("schedule_storage", "KeptEngineScheduleStorage", "schedules"),
+)
+"""The embedded default's storages: Dagster's SQLite ones, in the folders of its own default,
+keeping their SQLAlchemy engines (``pipelines.instance_storage``: a run's ~120 events no
+longer compile their statements each time)."""
+
+
+def _sqlite_storages(home: Path) -> str:
+    return "".join(
+        f"{key}:\n  module: pipelines.instance_storage\n  class: {name}\n"
+        f"  config:\n    base_dir: {json.dumps(str((home / folder).resolve()))}\n"
+        for key, name, folder in SQLITE_STORAGES
+    )
+
+
+def instance_yaml(home: Path, database_url: str | None) -> str:
     text = MARK + "telemetry:\n  enabled: false\n" + TICK_RETENTION
     if database_url:
         text += f"storage:\n  postgres:\n    postgres_url: '{dagster_database_url(database_url)}'\n"
+    else:
+        text += _sqlite_storages(home)
     return text
 
 
@@ -58,7 +79,7 @@ def prepare_dagster_home(home: Path, database_url: str | None) -> None:
     and, on PostgreSQL, create Dagster's schema. Dagster creates its tables on first use."""
     home.mkdir(parents=True, exist_ok=True)
     path = home / "dagster.yaml"
-    wanted = instance_yaml(database_url)
+    wanted = instance_yaml(home, database_url)
     if path.exists():
         current = path.read_text()
         if current == wanted or not current.startswith(MARK):

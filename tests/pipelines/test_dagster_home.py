@@ -35,7 +35,10 @@ def _materialize_in(home: Path) -> str:
 
 def test_embedded_default_keeps_runs_under_the_data_dir(tmp_path: Path) -> None:
     prepare_dagster_home(tmp_path / "dagster", None)
-    assert _materialize_in(tmp_path / "dagster") == "SqliteRunStorage"
+    assert _materialize_in(tmp_path / "dagster") == "KeptEngineRunStorage"
+    history = tmp_path / "dagster" / "history"  # where Dagster's own SQLite default keeps them
+    assert (history / "runs.db").is_file() and (history / "runs" / "index.db").is_file()
+    assert (tmp_path / "dagster" / "schedules" / "schedules.db").is_file()
 
 
 def test_with_a_database_url_runs_are_kept_in_postgres_in_their_own_schema(
