@@ -3,7 +3,8 @@
 The insights job's graph (every asset with its dependencies and kinds, every check on its
 asset), each body replaced by one that returns at once, run as ``flagsight pipeline run`` runs
 the real one: in a fresh process with the CLI's imports done, timed from opening the instance
-to the run's end, against an instance of the same ``dagster.yaml``. What is left is the part of
+to the run's end, against an instance configured as the lake's (a home without a
+``dagster.yaml`` gets flagsight's embedded default). What is left is the part of
 an incremental run that no asset body can remove: the instance, the run and its SQLite shard,
 and each step's events and data-version lookups.
 
@@ -103,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--graph", choices=GRAPHS, default="insights")
     parser.add_argument("--once", action="store_true", help="one run, in this process")
     args = parser.parse_args(argv)
+    if not (args.dagster_home / "dagster.yaml").exists():  # flagsight's embedded default
+        from api.infra.dagster_home import prepare_dagster_home
+
+        prepare_dagster_home(args.dagster_home, None)
     if args.once:
         print(json.dumps({"run_s": run_once(args.dagster_home, args.graph)}))
     else:

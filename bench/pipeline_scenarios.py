@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -68,12 +67,15 @@ def run_pipeline(data_dir: Path, extra_env: dict[str, str] | None = None) -> dic
 
 
 def dagster_floor(data_dir: Path, home: Path, rounds: int) -> dict[str, object]:
-    """``bench.dagster_floor``: the insights job with empty bodies, in an instance of the same
-    ``dagster.yaml`` as the lake's (``data_dir``'s), each round in its own process."""
+    """``bench.dagster_floor``: the insights job with empty bodies, in an instance configured
+    as the lake's (``data_dir``'s settings) but of its own (its ``dagster.yaml`` names its
+    folders: a copy of the lake's would write into the lake's instance), each round in its
+    own process."""
+    from api.infra.dagster_home import prepare_dagster_home
+    from api.settings import Settings
     from bench.dagster_floor import floor_rounds
 
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(data_dir / "dagster" / "dagster.yaml", home / "dagster.yaml")
+    prepare_dagster_home(home, Settings.from_env(_env(data_dir)).database_url)
     return floor_rounds(home, rounds)
 
 

@@ -32,3 +32,18 @@ def test_its_parts_are_the_assets_alone_and_one_asset(tmp_path) -> None:
     assert no_checks == assets and not none and checks
     one, none = _graph(floor_definitions("one-asset"))
     assert len(one) == 1 and not none
+
+
+def test_the_floor_runs_in_an_instance_of_its_own(tmp_path) -> None:
+    """Configured as the lake's, but its runs are not the lake's (``dagster.yaml`` names its
+    storages' folders: a copy of the lake's once wrote the floor's runs into the lake's)."""
+    from api.infra.dagster_home import prepare_dagster_home
+    from bench.pipeline_scenarios import dagster_floor
+
+    lake = tmp_path / "lake"
+    prepare_dagster_home(lake / "dagster", None)
+    floor = dagster_floor(lake, tmp_path / "floor", rounds=1)
+    assert len(floor["rounds_run_s"]) == 1
+    for home, runs in ((lake / "dagster", 0), (tmp_path / "floor", 1)):
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            assert len(instance.get_run_records()) == runs, home
