@@ -1,17 +1,21 @@
-"""Dagster's SQLite storages (runs, event logs, schedules) keeping one SQLAlchemy engine per
-database file: the embedded default's instance storage (``api.infra.dagster_home`` names these
-classes in ``dagster.yaml``).
+"""Dagster's SQLite storages (runs, event logs, schedules) keeping their SQLAlchemy engines
+and a few open connections: the embedded default's instance storage (``api.infra.dagster_home``
+names these classes in ``dagster.yaml``).
 
-Dagster 1.13's SQLite storages make a new engine for every connection, and an engine starts
-with an empty cache of compiled statements: each of the ~120 events of an insights run
-compiled its INSERT and its lookups again, and built a dialect besides. With the engines kept,
-the insights job with empty bodies (``bench.dagster_floor``, a fresh process per run) took
-1.25-1.46 s against 1.47-2.11 s, alternated four times (``bench/history.md``).
+Dagster 1.13's SQLite storages make a new engine for every connection (``NullPool``), and an
+engine starts with an empty cache of compiled statements: each of the ~120 events of an
+insights run compiled its INSERT and its lookups again, built a dialect, opened the file and,
+closing it last, checkpointed its write-ahead log. The insights job with empty bodies
+(``bench.dagster_floor``, a fresh process per run) took 1.25-1.46 s with the engines kept and
+0.79-0.97 s with their connections pooled too, against 1.47-2.11 s (``bench/history.md``).
 
-What Dagster's classes do otherwise is kept: a new SQLite connection for every use
-(``NullPool``, as several processes write the same files), the event log's lock around it and
-its first-use creation of a run's database. A run's database is opened by few runs at once,
-so the event log keeps the engines of its latest ``RUN_ENGINES`` databases. PostgreSQL
+Why pooling stays safe here: SQLite locks each file across processes (the daemon, the
+webserver and ``flagsight pipeline run`` write the same files, as before); a connection goes
+back to its pool with its transaction rolled back, so an idle one holds no lock; and a forked
+child empties its pools (``os.register_at_fork``) rather than share the parent's connections.
+What Dagster's classes do otherwise is kept: the event log's lock around a connection and its
+first-use creation of a run's database. A run's database is opened by few runs at once, so the
+event log keeps the engines of its latest ``RUN_ENGINES`` databases. PostgreSQL
 (dagster-postgres) keeps one engine per storage already and needs none of this.
 
 The event log overrides ``_connect``, a private method; ``dagster`` is pinned to one release
@@ -20,7 +24,9 @@ The event log overrides ``_connect``, a private method; ``dagster`` is pinned to
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,15 +41,35 @@ from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorag
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 RUN_ENGINES = 8
 """The event log's run databases whose engines are kept (the daemon and the webserver read
 a few runs at a time; the index database's engine is always kept)."""
+POOLED = 2
+"""Connections an engine keeps open between uses; more at once are opened and closed as
+Dagster's own storages do."""
+
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 def _engine(conn_string: str, **connect_args: Any) -> Engine:
-    return create_engine(conn_string, poolclass=NullPool, connect_args=connect_args)
+    engine = create_engine(
+        conn_string, poolclass=QueuePool, pool_size=POOLED, max_overflow=-1,
+        connect_args=connect_args,
+    )  # fmt: skip
+    _ENGINES.add(engine)
+    return engine
+
+
+def _empty_pools_in_child() -> None:
+    """A forked child starts with empty pools: the parent's connections stay the parent's
+    (SQLAlchemy: ``Engine.dispose(close=False)`` after a fork)."""
+    for engine in list(_ENGINES):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_empty_pools_in_child)
 
 
 @contextmanager
@@ -54,7 +80,7 @@ def _transaction(engine: Engine) -> Iterator[Connection]:
 
 
 class KeptEngineRunStorage(SqliteRunStorage):
-    """``SqliteRunStorage`` with its one engine kept."""
+    """``SqliteRunStorage`` with its one engine (and its pool) kept."""
 
     def __init__(self, conn_string: str, inst_data: Any = None):
         super().__init__(conn_string, inst_data)
@@ -69,9 +95,13 @@ class KeptEngineRunStorage(SqliteRunStorage):
         with _transaction(self._engine) as conn:
             yield conn
 
+    def dispose(self) -> None:
+        super().dispose()
+        self._engine.dispose()
+
 
 class KeptEngineScheduleStorage(SqliteScheduleStorage):
-    """``SqliteScheduleStorage`` with its one engine kept."""
+    """``SqliteScheduleStorage`` with its one engine (and its pool) kept."""
 
     def __init__(self, conn_string: str, inst_data: Any = None):
         super().__init__(conn_string, inst_data)
@@ -85,6 +115,10 @@ class KeptEngineScheduleStorage(SqliteScheduleStorage):
     def connect(self) -> Iterator[Connection]:
         with _transaction(self._engine) as conn:
             yield conn
+
+    def dispose(self) -> None:
+        super().dispose()
+        self._engine.dispose()
 
 
 class KeptEngineEventLogStorage(SqliteEventLogStorage):
@@ -123,3 +157,10 @@ class KeptEngineEventLogStorage(SqliteEventLogStorage):
                 self._initialized_dbs.add(shard)
             with _transaction(engine) as conn:
                 yield conn
+
+    def dispose(self) -> None:
+        super().dispose()
+        with self._engines_lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()

@@ -4,6 +4,7 @@ moved home its storages, and the event log holds a bounded number of engines."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -73,3 +74,26 @@ def test_the_event_log_keeps_the_engines_of_its_latest_runs_only(tmp_path: Path)
         # A run whose engine went is read through a new one.
         assert len(instance.all_logs(run_ids[0])) > 0
         assert run_ids[0] in storage._engines and len(storage._engines) == RUN_ENGINES + 1
+
+
+def test_a_forked_child_opens_its_own_connections_and_both_runs_are_kept(tmp_path: Path) -> None:
+    """A pool's connections are the process's that opened them: a child forked after the
+    parent used the storages starts with empty pools, and its run and the parent's are kept."""
+    home = tmp_path / "dagster"
+    prepare_dagster_home(home, None)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        parent_run = dg.materialize([counted], instance=instance).run_id
+        engines = [instance.run_storage._engine, instance.event_log_storage._engine_for("index")]
+        assert all(engine.pool.checkedin() > 0 for engine in engines)  # kept open
+        pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only if its pools were empty and its run kept
+            status = 1
+            try:
+                if all(engine.pool.checkedin() == 0 for engine in engines):
+                    status = 0 if dg.materialize([counted], instance=instance).success else 2
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert len(instance.get_run_records()) == 2
+        assert instance.get_run_by_id(parent_run).status == dg.DagsterRunStatus.SUCCESS
