@@ -79,16 +79,19 @@ def _transaction(engine: Engine) -> Iterator[Connection]:
         yield conn
 
 
-class KeptEngineRunStorage(SqliteRunStorage):
-    """``SqliteRunStorage`` with its one engine (and its pool) kept."""
+class _OneKeptEngine:
+    """For a Dagster storage of one SQLite file (runs, schedules) whose ``connect`` made an
+    engine each time: its engine (and its pool) made once and kept. Listed first among the
+    bases, so that its methods are the ones used."""
 
     def __init__(self, conn_string: str, inst_data: Any = None):
-        super().__init__(conn_string, inst_data)
+        super().__init__(conn_string, inst_data)  # type: ignore[call-arg]
         self._engine = _engine(conn_string)
 
     @classmethod
-    def from_config_value(cls, inst_data: Any, config_value: Any) -> SqliteRunStorage:
-        return cls.from_local(inst_data=inst_data, **config_value)
+    def from_config_value(cls, inst_data: Any, config_value: Any) -> Any:
+        """Dagster's ``from_config_value`` names its own class: this one makes ``cls``."""
+        return cls.from_local(inst_data=inst_data, **config_value)  # type: ignore[attr-defined]
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
@@ -96,29 +99,16 @@ class KeptEngineRunStorage(SqliteRunStorage):
             yield conn
 
     def dispose(self) -> None:
-        super().dispose()
+        super().dispose()  # type: ignore[misc]
         self._engine.dispose()
 
 
-class KeptEngineScheduleStorage(SqliteScheduleStorage):
-    """``SqliteScheduleStorage`` with its one engine (and its pool) kept."""
+class KeptEngineRunStorage(_OneKeptEngine, SqliteRunStorage):
+    """``SqliteRunStorage`` with its engine kept."""
 
-    def __init__(self, conn_string: str, inst_data: Any = None):
-        super().__init__(conn_string, inst_data)
-        self._engine = _engine(conn_string)
 
-    @classmethod
-    def from_config_value(cls, inst_data: Any, config_value: Any) -> SqliteScheduleStorage:
-        return cls.from_local(inst_data=inst_data, **config_value)
-
-    @contextmanager
-    def connect(self) -> Iterator[Connection]:
-        with _transaction(self._engine) as conn:
-            yield conn
-
-    def dispose(self) -> None:
-        super().dispose()
-        self._engine.dispose()
+class KeptEngineScheduleStorage(_OneKeptEngine, SqliteScheduleStorage):
+    """``SqliteScheduleStorage`` with its engine kept."""
 
 
 class KeptEngineEventLogStorage(SqliteEventLogStorage):
