@@ -30,7 +30,9 @@ operators' meaning stays written once, in the core.
 straight into a list per attribute name, a row per user (``flagsight_core.AttributeColumns``),
 which the conditions read as their columns: no dict per user, every limit and name checked as
 it reads. 10,000 users of seven attributes take 2.8 ms against msgspec's 5.3 ms into dicts,
-and building the conditions' columns from those dicts is gone. It takes only the common shape
+and building the conditions' columns from those dicts is gone. Given a dict, it also says
+each column's kinds (the types of its values, as it saw them), so a condition chooses its way
+without looking at every value again. It takes only the common shape
 and hands anything else on (None) to msgspec, which decodes and words the body as before;
 ``tests/native/test_attribute_columns.py`` holds it to msgspec's reading over random and
 damaged bodies and at every limit.

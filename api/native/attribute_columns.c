@@ -43,9 +43,25 @@ typedef struct {
 typedef struct {
     const unsigned char *name;
     Py_ssize_t length;
-    PyObject *column; /* a list, one item a row */
-    PyObject *last;   /* the value last put in it (borrowed: the list holds it), or NULL */
+    PyObject *column;  /* a list, one item a row */
+    PyObject *last;    /* the value last put in it (borrowed: the list holds it), or NULL */
+    unsigned kinds;    /* KIND_* of the values put in it */
+    Py_ssize_t filled; /* the rows given a value (the others hold `missing`) */
 } Column;
+
+/* The types read_value makes, as bits of a column's kinds. */
+#define KIND_STR 1u
+#define KIND_FLOAT 2u
+#define KIND_BOOL 4u
+#define KIND_TUPLE 8u
+
+static unsigned kind_of(PyObject *value) {
+    PyTypeObject *type = Py_TYPE(value);
+    if (type == &PyUnicode_Type) return KIND_STR;
+    if (type == &PyFloat_Type) return KIND_FLOAT;
+    if (type == &PyBool_Type) return KIND_BOOL;
+    return KIND_TUPLE;
+}
 
 static void skip_space(Reader *r) {
     while (r->at < r->end && (*r->at == ' ' || *r->at == '\t' || *r->at == '\n' || *r->at == '\r')) {
@@ -384,6 +400,8 @@ static Column *column_of(Column *columns, Py_ssize_t *count, Py_ssize_t max_colu
     made->length = length;
     made->column = column;
     made->last = NULL;
+    made->kinds = 0;
+    made->filled = 0;
     return made;
 }
 
@@ -428,6 +446,8 @@ static int read_users(Reader *r, PyObject *rows, PyObject *missing, Column *colu
             if (value == NULL) return PyErr_Occurred() ? -1 : 0;
             PyList_SET_ITEM(column->column, row, value);
             column->last = value;
+            column->kinds |= kind_of(value);
+            column->filled++;
             Py_DECREF(missing);
         } while (take(r, ','));
         if (!take(r, '}')) return 0;
@@ -468,14 +488,37 @@ static int only_attributes(const Py_buffer *body, const Py_buffer *raw) {
     return occurrences(start, before, "\\u", 2) + occurrences(after, rest, "\\u", 2) == 0;
 }
 
-PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 5 || !PyDict_CheckExact(args[2]) || !PyLong_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "attribute_columns(body, raw, rows: dict[str, int], missing, "
-                        "max_columns: int)");
+/* The types of a column's values as a frozenset (what `set(map(type, column))` would be). */
+static PyObject *kinds_set(const Column *column, Py_ssize_t rows, PyObject *missing) {
+    PyObject *types = PyList_New(0);
+    if (types == NULL) return NULL;
+    static const unsigned bits[] = {KIND_STR, KIND_FLOAT, KIND_BOOL, KIND_TUPLE};
+    PyTypeObject *named[] = {&PyUnicode_Type, &PyFloat_Type, &PyBool_Type, &PyTuple_Type};
+    for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
+        if ((column->kinds & bits[i]) && PyList_Append(types, (PyObject *)named[i]) < 0) {
+            Py_DECREF(types);
+            return NULL;
+        }
+    }
+    if (column->filled < rows && PyList_Append(types, (PyObject *)Py_TYPE(missing)) < 0) {
+        Py_DECREF(types);
         return NULL;
     }
+    PyObject *result = PyFrozenSet_New(types);
+    Py_DECREF(types);
+    return result;
+}
+
+PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if ((nargs != 5 && nargs != 6) || !PyDict_CheckExact(args[2]) || !PyLong_Check(args[4]) ||
+        (nargs == 6 && args[5] != Py_None && !PyDict_CheckExact(args[5]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "attribute_columns(body, raw, rows: dict[str, int], missing, "
+                        "max_columns: int, kinds: dict | None = None)");
+        return NULL;
+    }
+    PyObject *kinds = nargs == 6 && args[5] != Py_None ? args[5] : NULL;
     Py_ssize_t max_columns = PyLong_AsSsize_t(args[4]);
     if (max_columns < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "max_columns must be >= 0");
@@ -517,6 +560,10 @@ PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t 
                                                      columns[i].length);
         if (name == NULL || PyDict_SetItem(result, name, columns[i].column) < 0) {
             Py_CLEAR(result);
+        } else if (kinds != NULL) {
+            PyObject *types = kinds_set(&columns[i], row_count, missing);
+            if (types == NULL || PyDict_SetItem(kinds, name, types) < 0) Py_CLEAR(result);
+            Py_XDECREF(types);
         }
         Py_XDECREF(name);
     }

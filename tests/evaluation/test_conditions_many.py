@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from flagsight_core.conditions import Condition, _items, all_hold, all_hold_many
+from flagsight_core.context import MISSING as _MISSING_VALUE
 from flagsight_core.contract import USER_IDENTIFIER_ATTRIBUTE
 from hypothesis import given
 from hypothesis import strategies as st
@@ -147,3 +148,19 @@ def test_a_column_of_distinct_strings_matched_at_once(pattern: str) -> None:
     condition = condition_from_json({"attribute": "a", "operator": "MATCHES", "values": [pattern]})
     column = ["", "a", "ab", "bb", "é", "xé", "\ud800", "12", "a\n", "Ba", "日本語", "a1b22"]
     assert condition.holds_many(column).tolist() == [condition.holds_for(v) for v in column]
+
+
+@given(
+    conditions,
+    st.lists(st.one_of(values, st.just(_MISSING_VALUE)), max_size=30),
+    st.sets(st.sampled_from([str, float, int, bool, tuple, list, type(_MISSING_VALUE)])),
+)
+def test_kinds_given_by_a_reader_decide_as_kinds_found(
+    condition: Condition, column: list[object], more: set[type]
+) -> None:
+    """A reader may name the column's kinds (the native decoder does), every type among the
+    values and perhaps more: the answers are those of kinds found by looking at each value."""
+    kinds = frozenset(map(type, column)) | more
+    wanted = [condition.holds_for(v) for v in column]
+    assert condition.holds_many(column, kinds).tolist() == wanted
+    assert condition.holds_many(column, frozenset(map(type, column))).tolist() == wanted

@@ -54,12 +54,18 @@ def _python(text: bytes) -> dict[str, dict[str, Any]] | None:
 
 
 def _columns(text: bytes, max_columns: int = COLUMNS_MAX) -> dict[str, list] | None:
-    """The native decoder over ``text`` as a request's attributes (a view of the body)."""
+    """The native decoder over ``text`` as a request's attributes (a view of the body); the
+    kinds it gives with them are every column's types, exactly (``Condition.holds_many``
+    chooses its way by them)."""
     body = b'{"userIdentifiers":[],"attributes":' + text + b"}"
     at = body.index(b":", body.index(b'"attributes"')) + 1
-    return fastpath.attribute_columns(
-        body, memoryview(body)[at : at + len(text)], ROWS, MISSING, max_columns
-    )
+    view = memoryview(body)[at : at + len(text)]
+    kinds: dict[str, frozenset[type]] = {}
+    columns = fastpath.attribute_columns(body, view, ROWS, MISSING, max_columns, kinds)
+    assert columns == fastpath.attribute_columns(body, view, ROWS, MISSING, max_columns)
+    if columns is not None:
+        assert kinds == {name: frozenset(map(type, column)) for name, column in columns.items()}
+    return columns
 
 
 def _native(text: bytes) -> dict[str, dict[str, Any]] | None:
@@ -178,12 +184,26 @@ def test_users_without_attributes_and_empty_objects() -> None:
     assert _agree(b"{}") == {}
     assert _agree(b'{"user-1":{}}') == {}
     columns = _columns(b'{"user-1":{},"user-2":{"a":"x"}}')
-    held = AttributeColumns(USERS, ROWS, columns)
+    held = AttributeColumns(USERS, ROWS, columns, {"a": frozenset({str, type(MISSING)})})
     assert bool(held) and len(held) == 1 and dict(held) == {"user-2": {"a": "x"}}
     assert held.get("user-1") is None and "user-1" not in held and "user-2" in held
-    assert held.reader(USERS)("a", None)[2] == "x" and held.reader(USERS)("a", None)[1] is MISSING
-    assert held.reader(["user-2", "nobody"])("a", None) == ["x", MISSING]
-    assert held.reader(USERS)("absent", [1, 2]) == [MISSING, MISSING]
+    values, kinds = held.reader(USERS)("a", None)
+    assert values[2] == "x" and values[1] is MISSING and kinds == {str, type(MISSING)}
+    assert held.reader(USERS)("absent", [1, 2]) == ([MISSING, MISSING], {type(MISSING)})
+
+
+def test_a_reader_never_names_fewer_kinds_than_its_values_have() -> None:
+    """A condition trusts the kinds it is given to be every type among the values: a user
+    outside the decoder's rows reads MISSING, so its kind joins the column's."""
+    columns = _columns(b'{"user-1":{"a":"x"},"user-2":{"a":"y"}}')
+    held = AttributeColumns(USERS[1:3], {"user-1": 0, "user-2": 1}, {"a": columns["a"][1:3]},
+                            {"a": frozenset({str})})  # fmt: skip
+    values, kinds = held.reader(["user-2", "nobody"])("a", None)
+    assert values == ["y", MISSING] and kinds == {str, type(MISSING)}
+    values, kinds = held.reader(USERS[1:3])("a", None)
+    assert values == ["x", "y"] and kinds == {str}
+    plain = AttributeColumns(USERS[1:3], {"user-1": 0, "user-2": 1}, {"a": ["x", "y"]})
+    assert plain.reader(USERS[1:3])("a", None) == (["x", "y"], None)  # not known: found
 
 
 # --- each limit, at it and past it (the contract's numbers, not the C file's) ---------------

@@ -245,9 +245,10 @@ def decode_bulk(raw: bytes) -> BulkRequest:
         return BulkRequest(fields.flagKey, users, fields.sdk, None)
     if fastpath is not None:
         rows = {user: row for row, user in enumerate(users)}
-        columns = fastpath.attribute_columns(raw, text, rows, MISSING, COLUMNS_MAX)
+        kinds: dict[str, frozenset[type]] = {}
+        columns = fastpath.attribute_columns(raw, text, rows, MISSING, COLUMNS_MAX, kinds)
         if columns is not None:
-            attributes = AttributeColumns(users, rows, columns) if columns else None
+            attributes = AttributeColumns(users, rows, columns, kinds) if columns else None
             return BulkRequest(fields.flagKey, users, fields.sdk, attributes)
     body = _BULK_BODY.decode(raw)
     if body.attributes and not valid_names_by_user(body.attributes):

@@ -51,12 +51,16 @@ class _Missing:
 
 
 MISSING = _Missing()
+_ONLY_MISSING: frozenset[type] = frozenset({_Missing})
 """What a condition reads for an attribute a user does not have, and what an attribute's column
 holds in that user's row: never holds."""
 
-ColumnReader = Callable[[str, "list[int] | None"], Sequence[object]]
+Kinds = frozenset[type]
+"""The types of a column's values (``MISSING``'s among them where a user has none)."""
+ColumnReader = Callable[[str, "list[int] | None"], "tuple[Sequence[object], Kinds | None]"]
 """``read(name, rows)``: the values of attribute ``name`` of some users in order (all of them
-for ``rows`` None, else those at these indices), ``MISSING`` for a user without it."""
+for ``rows`` None, else those at these indices), ``MISSING`` for a user without it; and their
+``Kinds`` where the reader knows them (every type among the values, perhaps more), else None."""
 
 
 class AttributeColumns(Mapping[str, Attributes]):
@@ -69,10 +73,14 @@ class AttributeColumns(Mapping[str, Attributes]):
     time, a small batch). Immutable by convention: the columns are the decoder's lists.
     """
 
-    __slots__ = ("_count", "columns", "order", "rows")
+    __slots__ = ("_count", "columns", "kinds", "order", "rows")
 
     def __init__(
-        self, order: Sequence[str], rows: Mapping[str, int], columns: Mapping[str, list[object]]
+        self,
+        order: Sequence[str],
+        rows: Mapping[str, int],
+        columns: Mapping[str, list[object]],
+        kinds: Mapping[str, Kinds] | None = None,
     ) -> None:
         self.order = order
         """The users in row order (the request's distinct identifiers)."""
@@ -81,6 +89,9 @@ class AttributeColumns(Mapping[str, Attributes]):
         self.columns = columns
         """By attribute name, its value for each row (``MISSING`` where a user has none). A
         column exists only where some user has the attribute."""
+        self.kinds = kinds or {}
+        """By attribute name, its column's ``Kinds``, as the decoder saw them while reading
+        (a condition then need not look at every value to choose how to decide them)."""
         self._count: int | None = None
 
     def __getitem__(self, user: str) -> Attributes:
@@ -113,18 +124,23 @@ class AttributeColumns(Mapping[str, Attributes]):
         the decoder's own order, else each user's row looked up."""
         if users is self.order:
             rows: list[int] | range = range(len(users))
+            unknown = False
         else:
             get = self.rows.get
             rows = [get(user, -1) for user in users]
+            unknown = -1 in rows  # a user of no row: MISSING in every column
 
-        def read(name: str, chosen: list[int] | None) -> Sequence[object]:
+        def read(name: str, chosen: list[int] | None) -> tuple[Sequence[object], Kinds | None]:
             column = self.columns.get(name)
             at = rows if chosen is None else [rows[i] for i in chosen]
             if column is None:
-                return [MISSING] * len(at)
+                return [MISSING] * len(at), _ONLY_MISSING
+            kinds = self.kinds.get(name)
+            if kinds is not None and unknown:
+                kinds = kinds | _ONLY_MISSING
             if at is rows and isinstance(rows, range):
-                return column
-            return [column[row] if row >= 0 else MISSING for row in at]
+                return column, kinds
+            return [column[row] if row >= 0 else MISSING for row in at], kinds
 
         return read
 
