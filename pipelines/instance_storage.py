@@ -11,9 +11,14 @@ closing it last, checkpointed its write-ahead log. The insights job with empty b
 
 Why pooling stays safe here: SQLite locks each file across processes (the daemon, the
 webserver and ``flagsight pipeline run`` write the same files, as before); a connection goes
-back to its pool with its transaction rolled back, so an idle one holds no lock; and a forked
-child empties its pools (``os.register_at_fork``) rather than share the parent's connections.
-What Dagster's classes do otherwise is kept: the event log's lock around a connection and its
+back to its pool with its transaction rolled back, so an idle one holds no write lock and no
+read snapshot (only the shared lock every open connection of a write-ahead-log database
+holds, which keeps the log from being removed under another process); and no idle connection
+crosses a ``fork``: the parent closes its pools' idle connections before one
+(``os.register_at_fork``; SQLite forbids a child to use or close a connection it inherited),
+and the child starts with empty pools. The schedule storage, which Dagster's instance never
+disposes, keeps its engine but no open connection. A run's engine is dropped when retention
+deletes its file (``forget``). What Dagster's classes do otherwise is kept: the event log's lock around a connection and its
 first-use creation of a run's database. A run's database is opened by few runs at once, so the
 event log keeps the engines of its latest ``RUN_ENGINES`` databases. PostgreSQL
 (dagster-postgres) keeps one engine per storage already and needs none of this.
@@ -41,7 +46,7 @@ from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorag
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import NullPool, QueuePool
 
 RUN_ENGINES = 8
 """The event log's run databases whose engines are kept (the daemon and the webserver read
@@ -53,7 +58,9 @@ Dagster's own storages do."""
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
-def _engine(conn_string: str, **connect_args: Any) -> Engine:
+def _engine(conn_string: str, pooled: bool = True, **connect_args: Any) -> Engine:
+    if not pooled:
+        return create_engine(conn_string, poolclass=NullPool, connect_args=connect_args)
     engine = create_engine(
         conn_string, poolclass=QueuePool, pool_size=POOLED, max_overflow=-1,
         connect_args=connect_args,
@@ -62,14 +69,21 @@ def _engine(conn_string: str, **connect_args: Any) -> Engine:
     return engine
 
 
+def _close_idle_before_fork() -> None:
+    """No idle connection crosses a fork: SQLite forbids a child to use or even close a
+    connection opened before it, and its lock bookkeeping would be the parent's."""
+    for engine in list(_ENGINES):
+        engine.dispose()
+
+
 def _empty_pools_in_child() -> None:
-    """A forked child starts with empty pools: the parent's connections stay the parent's
-    (SQLAlchemy: ``Engine.dispose(close=False)`` after a fork)."""
+    """A forked child starts with empty pools; a connection another thread of the parent had
+    out at the fork stays the parent's (SQLAlchemy: ``Engine.dispose(close=False)``)."""
     for engine in list(_ENGINES):
         engine.dispose(close=False)
 
 
-os.register_at_fork(after_in_child=_empty_pools_in_child)
+os.register_at_fork(before=_close_idle_before_fork, after_in_child=_empty_pools_in_child)
 
 
 @contextmanager
@@ -84,9 +98,12 @@ class _OneKeptEngine:
     engine each time: its engine (and its pool) made once and kept. Listed first among the
     bases, so that its methods are the ones used."""
 
+    pooled = True
+    """Whether the engine keeps connections open between uses (``POOLED``)."""
+
     def __init__(self, conn_string: str, inst_data: Any = None):
         super().__init__(conn_string, inst_data)  # type: ignore[call-arg]
-        self._engine = _engine(conn_string)
+        self._engine = _engine(conn_string, self.pooled)
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Any) -> Any:
@@ -108,7 +125,11 @@ class KeptEngineRunStorage(_OneKeptEngine, SqliteRunStorage):
 
 
 class KeptEngineScheduleStorage(_OneKeptEngine, SqliteScheduleStorage):
-    """``SqliteScheduleStorage`` with its engine kept."""
+    """``SqliteScheduleStorage`` with its engine kept, and no connection open between uses:
+    Dagster's instance never disposes its schedule storage, so a pool's connections would
+    stay open until the storage is collected."""
+
+    pooled = False
 
 
 class KeptEngineEventLogStorage(SqliteEventLogStorage):
@@ -147,6 +168,22 @@ class KeptEngineEventLogStorage(SqliteEventLogStorage):
                 self._initialized_dbs.add(shard)
             with _transaction(engine) as conn:
                 yield conn
+
+    def forget(self, run_id: str) -> None:
+        """Drop the engine of run ``run_id``'s database, its connections closed, before its
+        file is removed (``pipelines.retention``): no connection keeps a deleted file open."""
+        with self._db_lock, self._engines_lock:
+            engine = self._engines.pop(run_id, None)
+            self._initialized_dbs.discard(run_id)
+        if engine is not None:
+            engine.dispose()
+
+    def wipe(self) -> None:
+        with self._engines_lock:
+            runs = [shard for shard in self._engines if shard != INDEX_SHARD_NAME]
+        for run_id in runs:
+            self.forget(run_id)
+        super().wipe()
 
     def dispose(self) -> None:
         super().dispose()

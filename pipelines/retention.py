@@ -25,6 +25,7 @@ from dagster._core.storage.event_log import SqliteEventLogStorage
 from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 
 from pipelines.constants import JOB_NAME
+from pipelines.instance_storage import KeptEngineEventLogStorage
 
 RETENTION_SENSOR_NAME = "run_retention_sensor"
 RETENTION_INTERVAL_S = 600
@@ -79,6 +80,8 @@ def delete_run_files(instance: dg.DagsterInstance, run_id: str) -> None:
         # Dagster deletes one run's events as rows and removes shard files only in wipe(), for
         # every run at once: no call removes one. path_for_shard is how the storage names the
         # file; its journal files go with it, as wipe() removes them.
+        if isinstance(events, KeptEngineEventLogStorage):
+            events.forget(run_id)  # its kept connections closed before the file goes
         shard = events.path_for_shard(run_id)
         for path in (shard, f"{shard}-wal", f"{shard}-shm"):
             with contextlib.suppress(FileNotFoundError):

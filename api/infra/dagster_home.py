@@ -47,13 +47,15 @@ SQLITE_STORAGES = (
 )
 """The embedded default's storages: Dagster's SQLite ones, in the folders of its own default,
 keeping their SQLAlchemy engines (``pipelines.instance_storage``: a run's ~120 events no
-longer compile their statements each time)."""
+longer compile their statements each time). The folders are written as absolute paths: a
+home moved elsewhere gets its ``dagster.yaml`` rewritten by the next ``flagsight init``,
+``serve`` or ``pipeline run`` (``make run`` starts with ``init``)."""
 
 
 def _sqlite_storages(home: Path) -> str:
     return "".join(
         f"{key}:\n  module: pipelines.instance_storage\n  class: {name}\n"
-        f"  config:\n    base_dir: {json.dumps(str((home / folder).resolve()))}\n"
+        f"  config:\n    base_dir: {json.dumps(str((home / folder).resolve()), ensure_ascii=False)}\n"
         for key, name, folder in SQLITE_STORAGES
     )
 

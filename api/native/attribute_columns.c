@@ -515,7 +515,7 @@ PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t 
         (nargs == 6 && args[5] != Py_None && !PyDict_CheckExact(args[5]))) {
         PyErr_SetString(PyExc_TypeError,
                         "attribute_columns(body, raw, rows: dict[str, int], missing, "
-                        "max_columns: int, kinds: dict | None = None)");
+                        "max_columns: int[, kinds: dict | None]), positional only");
         return NULL;
     }
     PyObject *kinds = nargs == 6 && args[5] != Py_None ? args[5] : NULL;

@@ -806,7 +806,7 @@ static PyMethodDef methods[] = {
     {"bucket", bucket, METH_O, bucket_doc},
     {"batch_bodies", (PyCFunction)(void (*)(void))batch_bodies, METH_FASTCALL, batch_bodies_doc},
     {"attribute_columns", (PyCFunction)(void (*)(void))attribute_columns, METH_FASTCALL,
-     "attribute_columns(body, raw, rows, missing, max_columns, kinds=None): a bulk request's "
+     "attribute_columns(body, raw, rows, missing, max_columns[, kinds]): a bulk request's "
      "attributes by user (raw: their JSON, a view of the body) as a list per attribute name, a "
      "row per user (rows: user -> row), missing where a user has none; with kinds (a dict), "
      "each column's frozenset of value types put there too; None where it hands the body on "

@@ -77,8 +77,9 @@ def test_the_event_log_keeps_the_engines_of_its_latest_runs_only(tmp_path: Path)
 
 
 def test_a_forked_child_opens_its_own_connections_and_both_runs_are_kept(tmp_path: Path) -> None:
-    """A pool's connections are the process's that opened them: a child forked after the
-    parent used the storages starts with empty pools, and its run and the parent's are kept."""
+    """A pool's connections are the process's that opened them: the parent closes its idle
+    ones before a fork, the child starts with empty pools, and its run and the parent's are
+    both kept."""
     home = tmp_path / "dagster"
     prepare_dagster_home(home, None)
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -93,7 +94,20 @@ def test_a_forked_child_opens_its_own_connections_and_both_runs_are_kept(tmp_pat
                     status = 0 if dg.materialize([counted], instance=instance).success else 2
             finally:
                 os._exit(status)
+        # The parent closed its idle connections before the fork: none was inherited.
+        assert all(engine.pool.checkedin() == 0 for engine in engines)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert len(instance.get_run_records()) == 2
         assert instance.get_run_by_id(parent_run).status == dg.DagsterRunStatus.SUCCESS
+
+
+def test_a_home_path_beyond_ascii_is_written_as_it_is(tmp_path: Path) -> None:
+    """``dagster.yaml`` names the folders in UTF-8: an escaped character outside the Basic
+    Multilingual Plane would read back from YAML as two lone surrogates."""
+    home = tmp_path / "données 😀" / "dagster"
+    prepare_dagster_home(home, None)
+    (run_id,) = materialize(home)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.get_run_by_id(run_id) is not None
+    assert (home / "history" / "runs" / f"{run_id}.db").is_file()

@@ -5,6 +5,7 @@ ticks."""
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from pathlib import Path
 
@@ -72,6 +73,17 @@ def test_old_runs_are_deleted_beyond_the_newest_kept_and_recent_failures_stay(
         assert _statuses(instance) == ["SUCCESS"] * 3
 
 
+def _open_files() -> list[str]:
+    """What this process's file descriptors point at (one closing meanwhile is skipped)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:
+            continue
+    return found
+
+
 def test_a_purge_removes_the_files_of_the_runs_it_deleted_and_leaves_the_kept_ones(
     tmp_path: Path,
 ) -> None:
@@ -93,6 +105,10 @@ def test_a_purge_removes_the_files_of_the_runs_it_deleted_and_leaves_the_kept_on
             assert not (home / "storage" / run_id).exists()
         assert _fingerprint(list(before)) == before  # the kept runs' files, untouched
         assert all(len(instance.all_logs(run_id)) > 0 for run_id in kept)  # still readable
+        # Nothing of this process keeps a deleted run's file open (the event log keeps its
+        # latest runs' connections: pipelines.instance_storage).
+        open_files = _open_files()
+        assert not [f for f in open_files if any(run_id in f for run_id in old)], open_files
     remaining = {p.stem for p in (home / "history" / "runs").glob("*.db")} - {"index"}
     assert remaining == set(kept)
     assert {p.name for p in (home / "storage").iterdir()} == set(kept)

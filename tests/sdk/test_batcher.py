@@ -267,3 +267,32 @@ def test_a_base_url_with_a_trailing_slash_reaches_the_same_paths() -> None:
         assert [len(body["feedbacks"]) for body in server.bodies(BULK)] == [1]
     finally:
         server.close()
+
+
+def test_what_the_application_passes_is_written_as_json_writes_it(accepting) -> None:
+    """A numpy scalar or a ``str`` subclass from the application is sent as before: only the
+    local client's own reports are written by msgspec, which refuses subclasses of builtins."""
+    import numpy as np
+
+    class Label(str):
+        pass
+
+    client = FlagsightClient("key", accepting.url, interval_s=60)
+    ours = Evaluation("f", Label("user-1"), True, Label("id-1"), "STATIC")
+    assert client.report(ours, True, latency_ms=np.float64(12.5))
+    assert client.flush(10)
+    assert [item for body in accepting.bodies(BULK) for item in body["feedbacks"]] == [
+        {"evaluationId": "id-1", "result": True, "latencyMs": 12.5, "errorType": None}
+    ]
+    assert client.batcher.stats.dropped == {}
+
+
+def test_a_body_not_of_the_sdks_making_is_written_all_the_same() -> None:
+    """``sdk_made_body`` (msgspec) falls back to ``json_body`` for what msgspec refuses."""
+    import numpy as np
+    from flagsight_sdk.transport import json_body, sdk_made_body
+
+    made = {"evaluations": [["id", 1, "f", "u", True, None, 0.5]]}
+    assert sdk_made_body(made) == json_body(made)
+    odd = {"evaluations": [[np.float64(0.25), "\ud800"]]}
+    assert sdk_made_body(odd) == json_body(odd) == b'{"evaluations":[[0.25,"\\ud800"]]}'

@@ -51,9 +51,9 @@ class _Missing:
 
 
 MISSING = _Missing()
-_ONLY_MISSING: frozenset[type] = frozenset({_Missing})
 """What a condition reads for an attribute a user does not have, and what an attribute's column
 holds in that user's row: never holds."""
+_ONLY_MISSING: frozenset[type] = frozenset({_Missing})
 
 Kinds = frozenset[type]
 """The types of a column's values (``MISSING``'s among them where a user has none)."""

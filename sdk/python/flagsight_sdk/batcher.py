@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import requests
 
 from flagsight_sdk.tracking import CLOCK_TOLERANCE_S, clock_skew, shifted
-from flagsight_sdk.transport import HttpAnswer, post_json
+from flagsight_sdk.transport import HttpAnswer, json_body, post_json, sdk_made_body
 
 log = logging.getLogger("flagsight_sdk")
 
@@ -71,6 +71,8 @@ class Batcher:
     what = "feedback"
     """What the items are, in log lines."""
     thread_name = "flagsight-feedback"
+    encode = staticmethod(json_body)
+    """How a request's body is written: what the application passed, as ``json`` writes it."""
 
     def __init__(
         self,
@@ -293,6 +295,7 @@ class Batcher:
             {**self._extra_body, self.body_key: self._sent_as(batch)},
             self._headers,
             self._request_timeout_s,
+            self.encode,
         )
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> bool:
@@ -381,6 +384,7 @@ class ReportBatcher(Batcher):
     batch_limit = 10_000
     what = "local evaluation"
     thread_name = "flagsight-reports"
+    encode = staticmethod(sdk_made_body)  # reports are the SDK's own values
 
 
 def _refusal(status: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,6 @@ from requests.adapters import HTTPAdapter
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 _CHUNK = 64 * 1024
-_encode = msgspec.json.Encoder().encode
 
 
 def checked_base_url(base_url: str) -> str:
@@ -59,24 +59,45 @@ def new_session(pool_size: int = 10) -> requests.Session:
     return session
 
 
-def post_json(
-    session: requests.Session, url: str, body: Any, headers: dict[str, str], timeout_s: float
-) -> HttpAnswer:
-    """POST ``body`` as JSON; raises ``requests.RequestException`` (incl. on the deadline).
-    UTF-8 as it is: an escaped character is six bytes, and a batch of 500 events whose users
-    are 700 accented letters each passed the service's 2 MiB limit escaped. A string Python
-    cannot write as UTF-8 (a lone surrogate) is sent escaped, for the service to refuse.
-
-    msgspec, not ``json``: a local client's batch of 5,000 evaluation reports took 9.4 ms to
-    encode with ``json.dumps``, in C that never lets the application's threads run, against
-    1.2 ms. A non-finite number becomes ``null``, which the service refuses as it refused
-    ``NaN``; the client checks its own numbers before they get here."""
+def json_body(body: Any) -> bytes:
+    """``body`` as JSON, UTF-8 as it is: an escaped character is six bytes, and a batch of 500
+    events whose users are 700 accented letters each passed the service's 2 MiB limit escaped.
+    A string Python cannot write as UTF-8 (a lone surrogate) is written escaped, for the
+    service to refuse. ``json``, which takes what the application passes as it always did (a
+    numpy scalar, a ``str`` subclass) and refuses what JSON has no form for (a ``Decimal``,
+    a ``datetime``), as the local mode refuses them."""
     try:
-        data = _encode(body)
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        data = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+_MSGSPEC_JSON = msgspec.json.Encoder().encode
+
+
+def sdk_made_body(body: Any) -> bytes:
+    """``json_body`` for a body the SDK made itself of ``str``, ``int``, ``float``, ``bool``,
+    ``None``, lists and dicts alone (a local client's evaluation reports), in msgspec: a batch
+    of 5,000 reports took 9.4 ms to write with ``json.dumps``, in C that lets no other thread
+    of the application run, against 1.2 ms (``bench/history.md``, "Local evaluate's tail")."""
+    try:
+        return _MSGSPEC_JSON(body)
+    except (TypeError, UnicodeEncodeError):  # not of the SDK's making after all
+        return json_body(body)
+
+
+def post_json(
+    session: requests.Session,
+    url: str,
+    body: Any,
+    headers: dict[str, str],
+    timeout_s: float,
+    encode: Callable[[Any], bytes] = json_body,
+) -> HttpAnswer:
+    """POST ``body`` as JSON (``encode``); raises ``requests.RequestException`` (incl. on the
+    deadline)."""
     headers = {**headers, "Content-Type": "application/json"}
-    return request(session, "POST", url, headers, timeout_s, data)
+    return request(session, "POST", url, headers, timeout_s, encode(body))
 
 
 def request(
