@@ -164,3 +164,11 @@ def test_kinds_given_by_a_reader_decide_as_kinds_found(
     wanted = [condition.holds_for(v) for v in column]
     assert condition.holds_many(column, kinds).tolist() == wanted
     assert condition.holds_many(column, frozenset(map(type, column))).tolist() == wanted
+
+
+@pytest.mark.parametrize("kinds", [frozenset({int}), frozenset({int, float}), frozenset({str})])
+def test_an_empty_column_with_kinds_named_decides_nothing(kinds: frozenset[type]) -> None:
+    """What hypothesis found: a reader's kinds may name ints for an empty column."""
+    for raw in ({"attribute": "a", "operator": "GREATER_THAN", "values": [1]},
+                {"attribute": "a", "operator": "EQUALS", "values": ["x"]}):  # fmt: skip
+        assert condition_from_json(raw).holds_many([], kinds).tolist() == []

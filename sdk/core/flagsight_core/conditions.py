@@ -712,7 +712,9 @@ _NUMBERS = (frozenset({int}), frozenset({int, float}))
 def _doubles_exactly(kinds: Kinds, values: Sequence[Any]) -> bool:
     """Whether a column of ints (and floats) converts to doubles as ``_double`` compares each:
     every int within the doubles' range (JSON's integers, a count of seats)."""
-    return kinds in _NUMBERS and min(values) >= -_DOUBLE_MAX and max(values) <= _DOUBLE_MAX
+    return kinds in _NUMBERS and (
+        not values or (min(values) >= -_DOUBLE_MAX and max(values) <= _DOUBLE_MAX)
+    )  # no values: a reader's kinds (a superset) may name ints for an empty subset
 
 
 @dataclass(frozen=True, slots=True)
