@@ -40,9 +40,24 @@ typedef struct {
     const char *text; /* the last string read: in the input itself, or in scratch */
 } Reader;
 
+#define CODES_MAX 255 /* distinct values a coded column holds, MISSING's code 0 among them */
+#define CODE_SLOTS 1024
+
+/* A column's values as codes (contract 12's conditions then decide each distinct value once):
+ * the distinct values in the order first read, MISSING first, and a byte per row. Kept while
+ * every value is a string, a number or a boolean and there are at most CODES_MAX of them. */
+typedef struct {
+    PyObject *values[CODES_MAX + 1]; /* owned; values[0] is MISSING */
+    uint64_t hashes[CODES_MAX + 1];
+    uint16_t slots[CODE_SLOTS];      /* 0: empty; else an index into values */
+    Py_ssize_t count;                /* distinct values, MISSING included */
+    unsigned char *codes;            /* a code per row; 0 (MISSING) where a row has none */
+} Coding;
+
 typedef struct {
     const unsigned char *name;
     Py_ssize_t length;
+    Coding *coding;    /* NULL when not coded (not asked for, or no longer possible) */
     PyObject *column;  /* a list, one item a row */
     PyObject *last;    /* the value last put in it (borrowed: the list holds it), or NULL */
     unsigned kinds;    /* KIND_* of the values put in it */
@@ -374,11 +389,93 @@ static int read_name(Reader *r, const unsigned char **name, Py_ssize_t *length) 
     return 1;
 }
 
+/* FNV-1a over a value's bytes, its kind mixed in: a string's UTF-8, a number's double. */
+static uint64_t value_hash(unsigned kind, const char *bytes, Py_ssize_t length) {
+    uint64_t hash = 14695981039346656037ull ^ kind;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        hash ^= (unsigned char)bytes[i];
+        hash *= 1099511628211ull;
+    }
+    return hash;
+}
+
+static void coding_free(Coding *coding) {
+    if (coding == NULL) return;
+    for (Py_ssize_t i = 0; i < coding->count; i++) Py_DECREF(coding->values[i]);
+    PyMem_Free(coding->codes);
+    PyMem_Free(coding);
+}
+
+static Coding *coding_new(Py_ssize_t rows, PyObject *missing) {
+    Coding *coding = PyMem_Calloc(1, sizeof(Coding));
+    if (coding == NULL) return NULL;
+    coding->codes = PyMem_Calloc((size_t)rows + 1, 1);
+    if (coding->codes == NULL) {
+        PyMem_Free(coding);
+        return NULL;
+    }
+    Py_INCREF(missing);
+    coding->values[0] = missing;
+    coding->count = 1;
+    return coding;
+}
+
+/* Whether a coded value of `kind` is the value of these bytes (a string's UTF-8, a double). */
+static int same_value(PyObject *value, unsigned kind, const char *bytes, Py_ssize_t length) {
+    if (kind == KIND_STR) {
+        if (!PyUnicode_CheckExact(value)) return 0;
+        Py_ssize_t size;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(value, &size);
+        if (utf8 == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        return size == length && memcmp(utf8, bytes, (size_t)length) == 0;
+    }
+    if (kind == KIND_FLOAT) {
+        if (!PyFloat_CheckExact(value)) return 0;
+        double held = PyFloat_AS_DOUBLE(value);
+        return memcmp(&held, bytes, sizeof(double)) == 0;
+    }
+    return value == (length ? Py_True : Py_False);
+}
+
+/* The code of the value (kind, bytes) in the coding, found or added (`make` makes its object,
+ * a new reference, when it is added; NULL with an exception where Python failed); its object,
+ * a new reference, in *object. -1 when the column holds too many distinct values to code (no
+ * exception), -2 where Python failed. */
+typedef PyObject *(*MakeValue)(void *context);
+
+static int coded_value(Coding *coding, unsigned kind, const char *bytes, Py_ssize_t length,
+                       MakeValue make, void *context, PyObject **object) {
+    uint64_t hash = value_hash(kind, bytes, length);
+    size_t slot = (size_t)hash & (CODE_SLOTS - 1);
+    while (coding->slots[slot] != 0) {
+        uint16_t at = coding->slots[slot];
+        if (coding->hashes[at] == hash && same_value(coding->values[at], kind, bytes, length)) {
+            Py_INCREF(coding->values[at]);
+            *object = coding->values[at];
+            return at;
+        }
+        slot = (slot + 1) & (CODE_SLOTS - 1);
+    }
+    if (coding->count > CODES_MAX) return -1;
+    PyObject *made = make(context);
+    if (made == NULL) return -2;
+    Py_ssize_t at = coding->count++;
+    Py_INCREF(made);
+    coding->values[at] = made;
+    coding->hashes[at] = hash;
+    coding->slots[slot] = (uint16_t)at;
+    *object = made;
+    return (int)at;
+}
+
 /* The column of the name, made on its first appearance (filled with `missing`); NULL with no
  * exception when there would be more than max_columns, NULL with one where Python failed. */
 static Column *column_of(Column *columns, Py_ssize_t *count, Py_ssize_t max_columns,
                          const unsigned char *name, Py_ssize_t length, Py_ssize_t rows,
-                         PyObject *missing, Py_ssize_t guess) {
+                         PyObject *missing, Py_ssize_t guess, int coded) {
     if (guess < *count && columns[guess].length == length &&
         memcmp(columns[guess].name, name, (size_t)length) == 0) {
         return &columns[guess];
@@ -395,7 +492,14 @@ static Column *column_of(Column *columns, Py_ssize_t *count, Py_ssize_t max_colu
         Py_INCREF(missing);
         PyList_SET_ITEM(column, i, missing);
     }
+    Coding *coding = NULL;
+    if (coded && (coding = coding_new(rows, missing)) == NULL) {
+        Py_DECREF(column);
+        PyErr_NoMemory();
+        return NULL;
+    }
     Column *made = &columns[(*count)++];
+    made->coding = coding;
     made->name = name;
     made->length = length;
     made->column = column;
@@ -405,10 +509,74 @@ static Column *column_of(Column *columns, Py_ssize_t *count, Py_ssize_t max_colu
     return made;
 }
 
+typedef struct {
+    Reader *reader;
+    Py_ssize_t length;
+    int ascii;
+} StringRead;
+
+static PyObject *make_string(void *context) {
+    StringRead *read = context;
+    return string_object(read->reader, read->length, read->ascii);
+}
+
+static PyObject *same_object(void *context) {
+    Py_INCREF((PyObject *)context);
+    return context;
+}
+
+static void stop_coding(Column *column) {
+    coding_free(column->coding);
+    column->coding = NULL;
+}
+
+/* One value of a coded column (read_value's counterpart): a string found among the distinct
+ * ones is not made again. Its code goes in the row, or the column stops being coded. */
+static PyObject *read_coded(Reader *r, Column *column, Py_ssize_t row) {
+    skip_space(r);
+    Coding *coding = column->coding;
+    int code;
+    PyObject *value = NULL;
+    if (r->at < r->end && *r->at == '"') {
+        StringRead read = {r, 0, 0};
+        Py_ssize_t chars;
+        r->at++;
+        if (!read_string(r, &read.length, &chars, STRING_MAX_CHARS, &read.ascii)) return NULL;
+        code = coded_value(coding, KIND_STR, r->text, read.length, make_string, &read, &value);
+        if (code == -2) return NULL;
+        if (code == -1) {
+            stop_coding(column);
+            return string_object(r, read.length, read.ascii);
+        }
+    } else {
+        PyObject *read = read_value(r, NULL);
+        if (read == NULL) return NULL;
+        unsigned kind = kind_of(read);
+        if (kind == KIND_FLOAT) {
+            double number = PyFloat_AS_DOUBLE(read);
+            code = coded_value(coding, kind, (const char *)&number, sizeof(number), same_object,
+                               read, &value);
+        } else if (kind == KIND_BOOL) {
+            code = coded_value(coding, kind, "t", read == Py_True, same_object, read, &value);
+        } else {
+            code = -1;
+        }
+        if (code < 0) {
+            if (code == -1) stop_coding(column);
+            if (code == -1) return read;
+            Py_DECREF(read);
+            return NULL;
+        }
+        Py_DECREF(read);
+    }
+    coding->codes[row] = (unsigned char)code;
+    return value;
+}
+
 /* Read every user's object into the columns; 1 when the whole input was taken, 0 when it is
  * handed on, -1 with an exception. */
 static int read_users(Reader *r, PyObject *rows, PyObject *missing, Column *columns,
-                      Py_ssize_t *count, Py_ssize_t max_columns, char *seen) {
+                      Py_ssize_t *count, Py_ssize_t max_columns, char *seen, int coded) {
     Py_ssize_t row_count = PyDict_GET_SIZE(rows);
     Py_ssize_t guesses[ATTRIBUTES_MAX] = {0};
     if (!take(r, '{')) return 0;
@@ -438,11 +606,12 @@ static int read_users(Reader *r, PyObject *rows, PyObject *missing, Column *colu
             /* Users of one request tend to send their names in one order: the k-th name is
              * first looked for in the column the k-th name of the user before went to. */
             Column *column = column_of(columns, count, max_columns, name, name_length, row_count,
-                                       missing, guesses[attributes - 1]);
+                                       missing, guesses[attributes - 1], coded);
             if (column == NULL) return PyErr_Occurred() ? -1 : 0;
             if (PyList_GET_ITEM(column->column, row) != missing) return 0; /* a name twice */
             guesses[attributes - 1] = column - columns;
-            PyObject *value = read_value(r, column->last);
+            PyObject *value =
+                column->coding ? read_coded(r, column, row) : read_value(r, column->last);
             if (value == NULL) return PyErr_Occurred() ? -1 : 0;
             PyList_SET_ITEM(column->column, row, value);
             column->last = value;
@@ -509,16 +678,36 @@ static PyObject *kinds_set(const Column *column, Py_ssize_t rows, PyObject *miss
     return result;
 }
 
+/* coded[name] = (distinct values: tuple, a code per row: bytes). */
+static int put_coded(PyObject *coded, PyObject *name, const Coding *coding, Py_ssize_t rows) {
+    PyObject *distinct = PyTuple_New(coding->count);
+    if (distinct == NULL) return -1;
+    for (Py_ssize_t i = 0; i < coding->count; i++) {
+        Py_INCREF(coding->values[i]);
+        PyTuple_SET_ITEM(distinct, i, coding->values[i]);
+    }
+    PyObject *codes = PyBytes_FromStringAndSize((const char *)coding->codes, rows);
+    PyObject *pair = codes == NULL ? NULL : PyTuple_Pack(2, distinct, codes);
+    int failed = pair == NULL || PyDict_SetItem(coded, name, pair) < 0;
+    Py_DECREF(distinct);
+    Py_XDECREF(codes);
+    Py_XDECREF(pair);
+    return failed ? -1 : 0;
+}
+
 PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if ((nargs != 5 && nargs != 6) || !PyDict_CheckExact(args[2]) || !PyLong_Check(args[4]) ||
-        (nargs == 6 && args[5] != Py_None && !PyDict_CheckExact(args[5]))) {
+    if (nargs < 5 || nargs > 7 || !PyDict_CheckExact(args[2]) || !PyLong_Check(args[4]) ||
+        (nargs >= 6 && args[5] != Py_None && !PyDict_CheckExact(args[5])) ||
+        (nargs == 7 && args[6] != Py_None && !PyDict_CheckExact(args[6]))) {
         PyErr_SetString(PyExc_TypeError,
                         "attribute_columns(body, raw, rows: dict[str, int], missing, "
-                        "max_columns: int[, kinds: dict | None]), positional only");
+                        "max_columns: int[, kinds: dict | None[, coded: dict | None]]), "
+                        "positional only");
         return NULL;
     }
-    PyObject *kinds = nargs == 6 && args[5] != Py_None ? args[5] : NULL;
+    PyObject *kinds = nargs >= 6 && args[5] != Py_None ? args[5] : NULL;
+    PyObject *coded = nargs == 7 && args[6] != Py_None ? args[6] : NULL;
     Py_ssize_t max_columns = PyLong_AsSsize_t(args[4]);
     if (max_columns < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "max_columns must be >= 0");
@@ -547,7 +736,7 @@ PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_NoMemory();
         goto out;
     }
-    int taken = read_users(&r, rows, missing, columns, &count, max_columns, seen);
+    int taken = read_users(&r, rows, missing, columns, &count, max_columns, seen, coded != NULL);
     if (taken < 0) goto out;
     if (taken == 0) {
         result = Py_None;
@@ -560,15 +749,24 @@ PyObject *attribute_columns(PyObject *module, PyObject *const *args, Py_ssize_t 
                                                      columns[i].length);
         if (name == NULL || PyDict_SetItem(result, name, columns[i].column) < 0) {
             Py_CLEAR(result);
-        } else if (kinds != NULL) {
-            PyObject *types = kinds_set(&columns[i], row_count, missing);
-            if (types == NULL || PyDict_SetItem(kinds, name, types) < 0) Py_CLEAR(result);
-            Py_XDECREF(types);
+        } else {
+            if (kinds != NULL) {
+                PyObject *types = kinds_set(&columns[i], row_count, missing);
+                if (types == NULL || PyDict_SetItem(kinds, name, types) < 0) Py_CLEAR(result);
+                Py_XDECREF(types);
+            }
+            if (result != NULL && coded != NULL && columns[i].coding != NULL &&
+                put_coded(coded, name, columns[i].coding, row_count) < 0) {
+                Py_CLEAR(result);
+            }
         }
         Py_XDECREF(name);
     }
 out:
-    for (Py_ssize_t i = 0; columns != NULL && i < count; i++) Py_DECREF(columns[i].column);
+    for (Py_ssize_t i = 0; columns != NULL && i < count; i++) {
+        Py_DECREF(columns[i].column);
+        coding_free(columns[i].coding);
+    }
     PyMem_Free(columns);
     PyMem_Free(seen);
     PyMem_Free(r.scratch);

@@ -806,10 +806,12 @@ static PyMethodDef methods[] = {
     {"bucket", bucket, METH_O, bucket_doc},
     {"batch_bodies", (PyCFunction)(void (*)(void))batch_bodies, METH_FASTCALL, batch_bodies_doc},
     {"attribute_columns", (PyCFunction)(void (*)(void))attribute_columns, METH_FASTCALL,
-     "attribute_columns(body, raw, rows, missing, max_columns[, kinds]): a bulk request's "
-     "attributes by user (raw: their JSON, a view of the body) as a list per attribute name, a "
-     "row per user (rows: user -> row), missing where a user has none; with kinds (a dict), "
-     "each column's frozenset of value types put there too; None where it hands the body on "
+     "attribute_columns(body, raw, rows, missing, max_columns[, kinds[, coded]]): a bulk "
+     "request's attributes by user (raw: their JSON, a view of the body) as a list per "
+     "attribute name, a row per user (rows: user -> row), missing where a user has none; with "
+     "kinds (a dict), each column's frozenset of value types put there too; with coded (a "
+     "dict), each column of at most 255 distinct strings, numbers and booleans as (distinct "
+     "values, missing first; a code per row as bytes); None where it hands the body on "
      "(attribute_columns.c)."},
     {NULL, NULL, 0, NULL},
 };

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from flagsight_core.conditions import Condition, _items, all_hold, all_hold_many
 from flagsight_core.context import MISSING as _MISSING_VALUE
+from flagsight_core.context import CodedColumn
 from flagsight_core.contract import USER_IDENTIFIER_ATTRIBUTE
 from hypothesis import given
 from hypothesis import strategies as st
@@ -172,3 +173,26 @@ def test_an_empty_column_with_kinds_named_decides_nothing(kinds: frozenset[type]
     for raw in ({"attribute": "a", "operator": "GREATER_THAN", "values": [1]},
                 {"attribute": "a", "operator": "EQUALS", "values": ["x"]}):  # fmt: skip
         assert condition_from_json(raw).holds_many([], kinds).tolist() == []
+
+
+@given(
+    conditions,
+    st.lists(st.one_of(strings, floats, st.booleans()), max_size=6, unique_by=repr),
+    st.lists(st.integers(0, 6), max_size=30),
+    st.lists(st.integers(0, 29), max_size=30),
+)
+def test_a_coded_column_decides_as_its_values(
+    condition: Condition, distinct: list[object], picks: list[int], chosen: list[int]
+) -> None:
+    """A ``CodedColumn`` (the native decoder's column of few distinct values) is decided a
+    distinct value at a time: as the list of its values, whole and any rows of it."""
+    coded_values = (_MISSING_VALUE, *distinct)
+    codes = np.array([p % len(coded_values) for p in picks], dtype=np.uint8)
+    column = CodedColumn(coded_values, codes)
+    listed = column.values()
+    assert listed == [coded_values[p] for p in codes.tolist()]
+    wanted = [condition.holds_for(v) for v in listed]
+    assert condition.holds_many(column).tolist() == wanted
+    rows = np.array([c for c in chosen if c < len(codes)], dtype=np.intp)
+    some = CodedColumn(coded_values, codes[rows])
+    assert condition.holds_many(some).tolist() == [wanted[i] for i in rows.tolist()]

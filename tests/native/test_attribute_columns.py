@@ -16,9 +16,10 @@ import struct
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
 from flagsight_core.attribute_rules import valid_names_by_user
-from flagsight_core.context import MISSING, AttributeColumns
+from flagsight_core.context import MISSING, AttributeColumns, CodedColumn
 from flagsight_core.contract import (
     ATTRIBUTE_ARRAY_MAX,
     ATTRIBUTE_NAME_MAX,
@@ -61,11 +62,37 @@ def _columns(text: bytes, max_columns: int = COLUMNS_MAX) -> dict[str, list] | N
     at = body.index(b":", body.index(b'"attributes"')) + 1
     view = memoryview(body)[at : at + len(text)]
     kinds: dict[str, frozenset[type]] = {}
-    columns = fastpath.attribute_columns(body, view, ROWS, MISSING, max_columns, kinds)
+    coded: dict[str, tuple[tuple[object, ...], bytes]] = {}
+    columns = fastpath.attribute_columns(body, view, ROWS, MISSING, max_columns, kinds, coded)
     assert columns == fastpath.attribute_columns(body, view, ROWS, MISSING, max_columns)
     if columns is not None:
         assert kinds == {name: frozenset(map(type, column)) for name, column in columns.items()}
+        _check_coded(columns, coded)
     return columns
+
+
+def _value_key(value: Any) -> tuple:
+    """What tells two decoded values apart: their type, and a number's bits."""
+    if isinstance(value, float):
+        return ("float", struct.pack("<d", value))
+    return (type(value).__name__, value)
+
+
+def _check_coded(columns: dict[str, list], coded: dict[str, tuple[tuple, bytes]]) -> None:
+    """A column is coded exactly when its values are strings, numbers and booleans of at most
+    255 distinct ones; then ``MISSING`` comes first among the distinct values, each is there
+    once, and each row's code names the very object its list holds."""
+    for name, column in columns.items():
+        present = [v for v in column if v is not MISSING]
+        codable = all(type(v) in (str, float, bool) for v in present)
+        few = len({_value_key(v) for v in present}) <= 255
+        assert (name in coded) == (codable and few), name
+        if name not in coded:
+            continue
+        distinct, codes = coded[name]
+        assert distinct[0] is MISSING and len(codes) == len(column)
+        assert len({_value_key(v) for v in distinct[1:]}) == len(distinct) - 1
+        assert all(distinct[code] is value for code, value in zip(codes, column, strict=True))
 
 
 def _native(text: bytes) -> dict[str, dict[str, Any]] | None:
@@ -77,13 +104,7 @@ def _native(text: bytes) -> dict[str, dict[str, Any]] | None:
 
 def _exactly(attributes: dict[str, dict[str, Any]]) -> dict:
     """Values compared with their types and a number's bits (-0.0 is not 0.0)."""
-
-    def one(value: Any) -> Any:
-        if isinstance(value, float):
-            return ("float", struct.pack("<d", value))
-        return (type(value).__name__, value)
-
-    return {u: {n: one(v) for n, v in a.items()} for u, a in attributes.items()}
+    return {u: {n: _value_key(v) for n, v in a.items()} for u, a in attributes.items()}
 
 
 def _agree(text: bytes) -> dict | None:
@@ -309,3 +330,59 @@ def test_the_attributes_must_be_a_view_of_the_body() -> None:
     copy = bytes(memoryview(body)[14:-1])
     assert fastpath.attribute_columns(body, copy, ROWS, MISSING, 64) is None
     assert fastpath.attribute_columns(body, memoryview(body)[14:-1], ROWS, MISSING, 64)
+
+
+@pytest.mark.parametrize("distinct", [1, 255, 256, 400])
+@pytest.mark.parametrize("kind", ["strings", "numbers", "then an array"])
+def test_a_column_is_coded_up_to_255_distinct_values(distinct: int, kind: str) -> None:
+    """Past 255 distinct values (or at a value of another kind) a column stops being coded,
+    and the values read after that point are as msgspec reads them."""
+    users = [f"u{i}" for i in range(600)]
+    rows = {user: row for row, user in enumerate(users)}
+
+    def value(i: int) -> object:
+        if kind == "then an array" and i == 500:
+            return ["x"]
+        return f"v{i % distinct}" if kind != "numbers" else float(i % distinct) / 4
+
+    given = {user: {"a": value(i)} for i, user in enumerate(users) if i % 7}
+    body = json.dumps({"userIdentifiers": users, "attributes": given}).encode()
+    text = json.dumps(given).encode()
+    at = body.index(text)
+    coded: dict[str, tuple] = {}
+    columns = fastpath.attribute_columns(
+        body, memoryview(body)[at : at + len(text)], rows, MISSING, 64, {}, coded
+    )
+    assert columns is not None
+    read = [given.get(u, {}).get("a", MISSING) for u in users]
+    assert columns["a"] == [tuple(v) if isinstance(v, list) else v for v in read]
+    _check_coded(columns, coded)
+    assert ("a" in coded) is (distinct <= 255 and kind != "then an array")
+    held = AttributeColumns(users, rows, columns, None, coded)
+    values, _ = held.reader(users)("a", None)
+    assert isinstance(values, CodedColumn) is ("a" in coded)
+    listed = values.values() if isinstance(values, CodedColumn) else values
+    assert listed == columns["a"]
+    some, _ = held.reader(users)("a", np.array([3, 1, 599]))
+    if isinstance(some, CodedColumn):
+        some = some.values()
+    assert some == [columns["a"][3], columns["a"][1], columns["a"][599]]
+
+
+def test_a_bulk_request_hands_its_conditions_coded_columns() -> None:
+    """The service's decoding of a bulk request keeps the decoder's coded columns, so that a
+    condition on a country or a plan decides two values, not one per user."""
+    from api.web.public.evaluate import decode_bulk
+
+    users = [f"u{i}" for i in range(50)]
+    attributes = {u: {"country": ("DE", "FR")[i % 2], "email": f"{u}@x.org", "tags": ["a"]}
+                  for i, u in enumerate(users)}  # fmt: skip
+    request = decode_bulk(json.dumps({"flagKey": "f", "userIdentifiers": users,
+                                      "attributes": attributes}).encode())  # fmt: skip
+    held = request.attributes
+    assert isinstance(held, AttributeColumns)
+    country, kinds = held.reader(request.users)("country", None)
+    assert isinstance(country, CodedColumn) and country.distinct == (MISSING, "DE", "FR")
+    assert country.values() == [a["country"] for a in attributes.values()] and kinds == {str}
+    tags, _ = held.reader(request.users)("tags", None)
+    assert tags == [("a",)] * 50  # an array is not coded

@@ -239,23 +239,34 @@ def decode_bulk(raw: bytes) -> BulkRequest:
     unusual, a refused one among them) is decoded whole by msgspec, as it always was, every
     user's names checked at once (``valid_names_by_user``), and worded from there."""
     fields = _BULK_FIELDS.decode(raw)
-    users = list(dict.fromkeys(fields.userIdentifiers))  # first appearance order
+    users, rows = _distinct_rows(fields.userIdentifiers)
     text = fields.attributes
     if not text or (len(text) == len(_NULL) and bytes(text) == _NULL):
         return BulkRequest(fields.flagKey, users, fields.sdk, None)
     if fastpath is not None:
-        rows = {user: row for row, user in enumerate(users)}
         kinds: dict[str, frozenset[type]] = {}
-        columns = fastpath.attribute_columns(raw, text, rows, MISSING, COLUMNS_MAX, kinds)
+        coded: dict[str, tuple[tuple[object, ...], bytes]] = {}
+        columns = fastpath.attribute_columns(raw, text, rows, MISSING, COLUMNS_MAX, kinds, coded)
         if columns is not None:
-            attributes = AttributeColumns(users, rows, columns, kinds) if columns else None
+            attributes = AttributeColumns(users, rows, columns, kinds, coded) if columns else None
             return BulkRequest(fields.flagKey, users, fields.sdk, attributes)
     body = _BULK_BODY.decode(raw)
     if body.attributes and not valid_names_by_user(body.attributes):
         raise msgspec.ValidationError(_BAD_NAME)
     if body.attributes:
-        check_users(body.attributes, dict.fromkeys(users))
+        check_users(body.attributes, rows)
     return BulkRequest(fields.flagKey, users, fields.sdk, body.attributes or None)
+
+
+def _distinct_rows(identifiers: list[str]) -> tuple[list[str], dict[str, int]]:
+    """The distinct identifiers in order of first appearance, and each one's row among them.
+    One dict for both when no identifier repeats (nearly every request): a tenth of a
+    10,000-user request's decoding otherwise went on building the list and the rows apart."""
+    rows = dict(zip(identifiers, range(len(identifiers)), strict=True))
+    if len(rows) == len(identifiers):
+        return identifiers, rows
+    users = list(dict.fromkeys(identifiers))
+    return users, dict(zip(users, range(len(users)), strict=True))
 
 
 def distinct_user_identifiers(items: list[object]) -> list[str]:

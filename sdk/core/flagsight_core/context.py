@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
+import numpy as np
+
 AttributeValue = str | int | float | bool | tuple[str, ...]
 """An attribute's value: a string, a finite number, a boolean, or an array of strings (a
 tuple, so that a context's values cannot change under a rule)."""
@@ -57,10 +59,30 @@ _ONLY_MISSING: frozenset[type] = frozenset({_Missing})
 
 Kinds = frozenset[type]
 """The types of a column's values (``MISSING``'s among them where a user has none)."""
-ColumnReader = Callable[[str, "list[int] | None"], "tuple[Sequence[object], Kinds | None]"]
+
+
+class CodedColumn(NamedTuple):
+    """A column as its distinct values and a code per row (``distinct[codes[i]]`` is row
+    ``i``'s value): what the native decoder makes of a column of few distinct values, so that
+    a condition decides each distinct value once (``Condition.holds_many``)."""
+
+    distinct: tuple[object, ...]
+    """The values, each once; ``MISSING`` first (a row without the attribute)."""
+    codes: np.ndarray
+    """A ``uint8`` per row: the index of its value in ``distinct``."""
+
+    def values(self) -> list[object]:
+        """The column as a list of its values."""
+        return list(map(self.distinct.__getitem__, self.codes.tolist()))
+
+
+Column = Sequence[object] | CodedColumn
+"""A column of values as a reader gives it: a value per row, or coded."""
+ColumnReader = Callable[[str, "np.ndarray | None"], "tuple[Column, Kinds | None]"]
 """``read(name, rows)``: the values of attribute ``name`` of some users in order (all of them
-for ``rows`` None, else those at these indices), ``MISSING`` for a user without it; and their
-``Kinds`` where the reader knows them (every type among the values, perhaps more), else None."""
+for ``rows`` None, else those at these indices, an integer array), ``MISSING`` for a user
+without it, as a list or a ``CodedColumn``; and their ``Kinds`` where the reader knows them
+(every type among the values, perhaps more), else None."""
 
 
 class AttributeColumns(Mapping[str, Attributes]):
@@ -73,7 +95,7 @@ class AttributeColumns(Mapping[str, Attributes]):
     time, a small batch). Immutable by convention: the columns are the decoder's lists.
     """
 
-    __slots__ = ("_count", "columns", "kinds", "order", "rows")
+    __slots__ = ("_count", "coded", "columns", "kinds", "order", "rows")
 
     def __init__(
         self,
@@ -81,6 +103,7 @@ class AttributeColumns(Mapping[str, Attributes]):
         rows: Mapping[str, int],
         columns: Mapping[str, list[object]],
         kinds: Mapping[str, Kinds] | None = None,
+        coded: Mapping[str, tuple[tuple[object, ...], bytes]] | None = None,
     ) -> None:
         self.order = order
         """The users in row order (the request's distinct identifiers)."""
@@ -92,6 +115,9 @@ class AttributeColumns(Mapping[str, Attributes]):
         self.kinds = kinds or {}
         """By attribute name, its column's ``Kinds``, as the decoder saw them while reading
         (a condition then need not look at every value to choose how to decide them)."""
+        self.coded = coded or {}
+        """By attribute name, the columns the decoder also gave coded: their distinct values
+        (``MISSING`` first) and a code per row (bytes), the same values as ``columns``."""
         self._count: int | None = None
 
     def __getitem__(self, user: str) -> Attributes:
@@ -130,16 +156,20 @@ class AttributeColumns(Mapping[str, Attributes]):
             rows = [get(user, -1) for user in users]
             unknown = -1 in rows  # a user of no row: MISSING in every column
 
-        def read(name: str, chosen: list[int] | None) -> tuple[Sequence[object], Kinds | None]:
+        def read(name: str, chosen: np.ndarray | None) -> tuple[Column, Kinds | None]:
             column = self.columns.get(name)
-            at = rows if chosen is None else [rows[i] for i in chosen]
             if column is None:
-                return [MISSING] * len(at), _ONLY_MISSING
+                return [MISSING] * (len(rows) if chosen is None else len(chosen)), _ONLY_MISSING
             kinds = self.kinds.get(name)
+            coded = self.coded.get(name)
+            if coded is not None and isinstance(rows, range):  # rows in the decoder's order
+                codes = np.frombuffer(coded[1], dtype=np.uint8)
+                return CodedColumn(coded[0], codes if chosen is None else codes[chosen]), kinds
             if kinds is not None and unknown:
                 kinds = kinds | _ONLY_MISSING
-            if at is rows and isinstance(rows, range):
+            if chosen is None and isinstance(rows, range):
                 return column, kinds
+            at = rows if chosen is None else [rows[i] for i in chosen.tolist()]
             return [column[row] if row >= 0 else MISSING for row in at], kinds
 
         return read

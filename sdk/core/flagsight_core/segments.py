@@ -327,7 +327,8 @@ class DefinedSegment(SegmentMembership):
             else:
                 attributes = [NO_ATTRIBUTES] * len(users)
             found = all_hold_many(self.conditions, attributes, users)
-        keys = _hashes(users) if self._hashed_alike and len(users) else None
+        asked = len(self.excluded) or len(self.listed)  # neither list: no identifier hashed
+        keys = _hashes(users) if asked and self._hashed_alike and len(users) else None
         if len(self.excluded):
             taken = np.flatnonzero(found)
             if taken.size:
