@@ -36,8 +36,9 @@ without looking at every value again; given another, each column of at most 255 
 strings, numbers and booleans coded (``flagsight_core.context.CodedColumn``: the distinct
 values and a byte per row), so a condition on a country or a plan decides each distinct value
 once and reads its answers out by the codes, and a repeated value is one object, not one per
-user. The benchmark's 10,000-user request with attributes went from 16.1 ms of the workers' CPU
-to 13.5-13.9 ms with it (``python -m bench.run --only bulk-attributes``, ``bench/history.md``).
+user. With it and two smaller changes, the benchmark's 10,000-user request with attributes went
+from 16.5-17.5 ms of the workers' CPU to 13.5-13.9 ms (``python -m bench.run --only
+bulk-attributes``, ``bench/history.md``).
 It takes only the common shape
 and hands anything else on (None) to msgspec, which decodes and words the body as before;
 ``tests/native/test_attribute_columns.py`` holds it to msgspec's reading over random and
