@@ -241,6 +241,8 @@ class HttpBench:
                                    [self.work.api_key, "/v1/evaluate/bulk", str(bodies)], 1,
                                    f"flagsight bulk {users}{label}")  # fmt: skip
         worker_cpu = cpu_seconds(workers) - cpu_before
+        if self.flagsight.worker_pids() != workers:  # a restarted one's CPU would be lost
+            raise RuntimeError(f"a worker was replaced during the bulk run {label!r}")
         after = _scrape(self.flagsight)
         seconds = (
             after["flagsight_bulk_evaluate_seconds_sum"]

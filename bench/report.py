@@ -269,7 +269,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             extra = ""
             if "server_user_evaluations_per_s_per_core" in x:
                 extra = (f"{_fmt(x['server_user_evaluations_per_s_per_core'])} user-evaluations/s per core, "
-                         f"{x.get('worker_cpu_ms_per_request')} ms of worker CPU a request")  # fmt: skip
+                         f"{x['worker_cpu_ms_per_request']} ms of worker CPU a request")  # fmt: skip
             elif "events_per_s" in x:
                 extra = f"{_fmt(x['events_per_s'])} events/s"
             lines.append(f"| {name} | {x['connections']} | {_fmt(x['requests_per_s'])} | {x['p50_ms']:.2f} | "

@@ -9,6 +9,11 @@ event-log frame cost far more in the server than in-process (``docs/benchmarks.m
 builds: the same outcome and rule, the same id prefix for the same nonce, the same frame bytes
 (``tests/native/test_fastpath.py`` checks each against the Python path).
 
+``fastpath.buckets`` and ``fastpath.identifier_hashes`` hash a bulk request's identifiers in
+one call each (a percentage rule's buckets, a segment table's keys), which the server plugs
+into the core (``flagsight_core.hashing.use_batch_hashing``): about half of a plain
+10,000-user request's work was encoding each identifier and calling mmh3 for it.
+
 ``fastpath.batch_bodies`` is the sealer's loop over a segment's ordinary frames (framing and
 crc), for ``api.eventlog.frames.iter_runs``; the sealing tests compare both forms with a
 reference decoder over random segments, torn and damaged ones among them.

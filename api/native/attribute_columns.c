@@ -420,16 +420,14 @@ static Coding *coding_new(Py_ssize_t rows, PyObject *missing) {
     return coding;
 }
 
-/* Whether a coded value of `kind` is the value of these bytes (a string's UTF-8, a double). */
+/* Whether a coded value of `kind` is the value of these bytes (a string's UTF-8, a double);
+ * -1 with an exception where Python failed (a string's UTF-8 made for the first time). */
 static int same_value(PyObject *value, unsigned kind, const char *bytes, Py_ssize_t length) {
     if (kind == KIND_STR) {
         if (!PyUnicode_CheckExact(value)) return 0;
         Py_ssize_t size;
         const char *utf8 = PyUnicode_AsUTF8AndSize(value, &size);
-        if (utf8 == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
+        if (utf8 == NULL) return -1;
         return size == length && memcmp(utf8, bytes, (size_t)length) == 0;
     }
     if (kind == KIND_FLOAT) {
@@ -452,7 +450,10 @@ static int coded_value(Coding *coding, unsigned kind, const char *bytes, Py_ssiz
     size_t slot = (size_t)hash & (CODE_SLOTS - 1);
     while (coding->slots[slot] != 0) {
         uint16_t at = coding->slots[slot];
-        if (coding->hashes[at] == hash && same_value(coding->values[at], kind, bytes, length)) {
+        int same =
+            coding->hashes[at] == hash ? same_value(coding->values[at], kind, bytes, length) : 0;
+        if (same < 0) return -2;
+        if (same) {
             Py_INCREF(coding->values[at]);
             *object = coding->values[at];
             return at;

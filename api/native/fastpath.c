@@ -718,6 +718,112 @@ static PyObject *identifier_hash(PyObject *module, PyObject *arg) {
     return PyLong_FromUnsignedLongLong(h ? h : 1);
 }
 
+/* An identifier's UTF-8 as the core encodes it (``encode("utf-8", "surrogatepass")``): in place
+ * for a string without lone surrogates, else into *holder (a bytes object the caller releases).
+ * NULL with an exception for an item that is not a str. */
+static const char *surrogatepass_utf8(PyObject *item, Py_ssize_t *len, PyObject **holder) {
+    *holder = NULL;
+    if (!PyUnicode_Check(item)) {
+        PyErr_SetString(PyExc_TypeError, "identifiers must be str");
+        return NULL;
+    }
+    if (PyUnicode_IS_COMPACT_ASCII(item)) {
+        *len = PyUnicode_GET_LENGTH(item);
+        return (const char *)PyUnicode_DATA(item);
+    }
+    const char *utf8 = PyUnicode_AsUTF8AndSize(item, len);
+    if (utf8 != NULL) return utf8;
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+    PyErr_Clear(); /* a lone surrogate: encoded as the core encodes it */
+    *holder = PyUnicode_AsEncodedString(item, "utf-8", "surrogatepass");
+    if (*holder == NULL) return NULL;
+    *len = PyBytes_GET_SIZE(*holder);
+    return PyBytes_AS_STRING(*holder);
+}
+
+PyDoc_STRVAR(identifier_hashes_doc,
+"identifier_hashes(identifiers: list[str]) -> bytes: identifier_hash of each identifier's\n"
+"UTF-8 (surrogatepass), as native-order uint64s: SegmentMembership's keys, in one call.");
+
+static PyObject *identifier_hashes(PyObject *module, PyObject *arg) {
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "identifier_hashes takes a list of str");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(arg);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, count * 8);
+    if (out == NULL) return NULL;
+    char *at = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *holder;
+        Py_ssize_t len;
+        const char *utf8 = surrogatepass_utf8(PyList_GET_ITEM(arg, i), &len, &holder);
+        if (utf8 == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        uint64_t h = murmur3_x64_128_h1((const uint8_t *)utf8, (size_t)len);
+        Py_XDECREF(holder);
+        if (h == 0) h = 1;
+        memcpy(at + 8 * i, &h, 8);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(buckets_doc,
+"buckets(prefix: str, identifiers: list[str]) -> bytes: murmur3_x86_32(UTF-8 of prefix +\n"
+"identifier, surrogatepass) % 10000 of each identifier, as native-order uint16s: a\n"
+"percentage rule's buckets (prefix: the flag key and ':'), in one call.");
+
+static PyObject *buckets(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "buckets(prefix: str, identifiers: list[str])");
+        return NULL;
+    }
+    PyObject *prefix_holder, *items = args[1];
+    Py_ssize_t prefix_len;
+    const char *prefix = surrogatepass_utf8(args[0], &prefix_len, &prefix_holder);
+    if (prefix == NULL) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(items), size = prefix_len + 256;
+    char *scratch = PyMem_Malloc((size_t)size);
+    PyObject *out = scratch == NULL ? NULL : PyBytes_FromStringAndSize(NULL, count * 2);
+    if (out == NULL) {
+        if (scratch == NULL) PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(scratch, prefix, (size_t)prefix_len);
+    char *at = PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *holder;
+        Py_ssize_t len;
+        const char *utf8 = surrogatepass_utf8(PyList_GET_ITEM(items, i), &len, &holder);
+        if (utf8 == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        if (prefix_len + len > size) {
+            size = 2 * (prefix_len + len);
+            char *grown = PyMem_Realloc(scratch, (size_t)size);
+            if (grown == NULL) {
+                Py_XDECREF(holder);
+                Py_CLEAR(out);
+                PyErr_NoMemory();
+                goto done;
+            }
+            scratch = grown;
+        }
+        memcpy(scratch + prefix_len, utf8, (size_t)len);
+        Py_XDECREF(holder);
+        uint16_t bucket = (uint16_t)(murmur3_32((const uint8_t *)scratch,
+                                                (size_t)(prefix_len + len), 0) % BUCKETS);
+        memcpy(at + 2 * i, &bucket, 2);
+    }
+done:
+    PyMem_Free(scratch);
+    Py_XDECREF(prefix_holder);
+    return out;
+}
+
 PyDoc_STRVAR(batch_bodies_doc,
 "batch_bodies(view: memoryview, offset: int, budget: int) -> (bodies, offset, size)\n"
 "From ``offset``, the consecutive complete, crc-valid frames that each hold one evaluation\n"
@@ -804,6 +910,8 @@ static PyMethodDef methods[] = {
     {"register_defined_segment", register_defined_segment, METH_O, register_defined_segment_doc},
     {"serve_one", (PyCFunction)(void (*)(void))serve_one, METH_FASTCALL, serve_one_doc},
     {"bucket", bucket, METH_O, bucket_doc},
+    {"buckets", (PyCFunction)(void (*)(void))buckets, METH_FASTCALL, buckets_doc},
+    {"identifier_hashes", identifier_hashes, METH_O, identifier_hashes_doc},
     {"batch_bodies", (PyCFunction)(void (*)(void))batch_bodies, METH_FASTCALL, batch_bodies_doc},
     {"attribute_columns", (PyCFunction)(void (*)(void))attribute_columns, METH_FASTCALL,
      "attribute_columns(body, raw, rows, missing, max_columns[, kinds[, coded]]): a bulk "

@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 
 from flagsight_core.conditions import use_expressions
+from flagsight_core.hashing import use_batch_hashing
 from flagsight_core.ids import EvaluationIdIssuer
 
 from api.backends import open_meter, open_store, sink_factory
 from api.controlplane.cache import ConfigCache
 from api.eventlog.sealer_lock import sealer_lock_path
 from api.eventlog.segmented import SegmentedEventLog
-from api.native import expressions
+from api.native import expressions, fastpath
 from api.observability.metrics import Metrics
 from api.serving.services import Services
 from api.settings import Settings
@@ -37,6 +38,7 @@ def build_services(settings: Settings, metrics: Metrics | None = None, clock=tim
     """Everything one worker needs; background threads start later, in ``start_services``."""
     prepare_data_dir(settings)
     use_expressions(expressions)  # MATCHES through RE2 natively (None: the core's own)
+    use_batch_hashing(fastpath)  # many identifiers hashed in one C call (None: mmh3 each)
     metrics = metrics or Metrics()
     store = open_store(settings)
     return Services(

@@ -210,7 +210,8 @@ def test_users_without_attributes_and_empty_objects() -> None:
     assert held.get("user-1") is None and "user-1" not in held and "user-2" in held
     values, kinds = held.reader(USERS)("a", None)
     assert values[2] == "x" and values[1] is MISSING and kinds == {str, type(MISSING)}
-    assert held.reader(USERS)("absent", [1, 2]) == ([MISSING, MISSING], {type(MISSING)})
+    assert held.reader(USERS)("absent", np.array([1, 2])) == ([MISSING, MISSING], {type(MISSING)})
+    assert held.reader(USERS)("a", np.array([2, 1]))[0] == ["x", MISSING]
 
 
 def test_a_reader_never_names_fewer_kinds_than_its_values_have() -> None:

@@ -9,12 +9,15 @@ import os
 import random
 import string
 
+import numpy as np
 import pytest
 from flagsight_core import Flag, decide_one, rule_from_json
 from flagsight_core.conditions import conditions_from_json
-from flagsight_core.hashing import bucket
+from flagsight_core.hashing import batch_hashing, bucket, buckets, use_batch_hashing
 from flagsight_core.ids import EvaluationIdIssuer, environment_id_to_bytes
 from flagsight_core.segments import DefinedSegment, SegmentMembership, identifier_hash, segment_of
+from hypothesis import given
+from hypothesis import strategies as st
 
 from api.eventlog.frames import EVALUATION_BATCH_CODE, decode_evaluation_frame, encode_frame
 from api.eventlog.schema import SOURCE_EVALUATE, SOURCE_OFREP, EvaluationBatch
@@ -69,6 +72,40 @@ def test_bucket_is_murmur3_of_the_python_path() -> None:
         key, user = random_text(rng, 1, 20), random_text(rng, 0, 300)
         data = f"{key}:{user}".encode()
         assert fastpath.bucket(data) == bucket(key, user)
+
+
+@given(st.text(min_size=1, max_size=30), st.lists(st.text(max_size=300), max_size=40))
+def test_batch_hashing_is_the_python_paths(flag_key: str, users: list[str]) -> None:
+    """The service hashes a bulk request's identifiers in one native call each for its
+    percentage rules and its segments' tables (``hashing.use_batch_hashing``): the same
+    buckets and keys as mmh3 over each identifier, lone surrogates and non-ASCII included."""
+    before = batch_hashing()
+    try:
+        use_batch_hashing(None)
+        wanted_buckets = buckets(flag_key, users).tolist()
+        wanted_keys = SegmentMembership.build(users).keys().tolist()
+        assert wanted_buckets == [bucket(flag_key, user) for user in users]
+        use_batch_hashing(fastpath)
+        assert buckets(flag_key, users).tolist() == wanted_buckets
+        assert SegmentMembership.build(users).keys().tolist() == wanted_keys
+        assert [identifier_hash(u) for u in users] == np.frombuffer(
+            fastpath.identifier_hashes(users), np.uint64
+        ).tolist()
+    finally:
+        use_batch_hashing(before)
+
+
+def test_the_service_hashes_in_batches(services) -> None:  # noqa: ANN001 - the fixture's
+    """``build_services`` plugs the native module in, as it does RE2."""
+    assert batch_hashing() is fastpath
+
+
+def test_batch_hashing_refuses_what_is_not_a_list_of_str() -> None:
+    with pytest.raises(TypeError):
+        fastpath.identifier_hashes(["a", b"b"])
+    with pytest.raises(TypeError):
+        fastpath.buckets("f:", ("a",))
+    assert fastpath.buckets("f:", []) == b"" and fastpath.identifier_hashes([]) == b""
 
 
 def defined_segment(members: list[str]) -> DefinedSegment:

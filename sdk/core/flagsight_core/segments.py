@@ -59,6 +59,7 @@ from flagsight_core.context import (
     EvaluationContext,
     EvaluationContexts,
 )
+from flagsight_core.hashing import batch_hashing
 
 _EMPTY = 0
 _MIN_CAPACITY = 8
@@ -77,6 +78,9 @@ def _hashes(identifiers: Sequence[str]) -> np.ndarray:
     halves are the hashes: no Python int is made per identifier, which makes this several
     times faster than calling ``identifier_hash`` in a loop.
     """
+    batch = batch_hashing()
+    if batch is not None and type(identifiers) is list:
+        return np.frombuffer(batch.identifier_hashes(identifiers), dtype=np.uint64)
     encoded = [s.encode("utf-8", "surrogatepass") for s in identifiers]
     digests = b"".join(map(mmh3.mmh3_x64_128_digest, encoded))
     values = np.frombuffer(digests, dtype="<u8")[::2].astype(np.uint64)
