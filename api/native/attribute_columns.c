@@ -562,13 +562,12 @@ static PyObject *read_coded(Reader *r, Column *column, Py_ssize_t row) {
         } else {
             code = -1;
         }
-        if (code < 0) {
-            if (code == -1) stop_coding(column);
-            if (code == -1) return read;
-            Py_DECREF(read);
-            return NULL;
+        if (code == -1) { /* not codable: the value stands, the column is no longer coded */
+            stop_coding(column);
+            return read;
         }
         Py_DECREF(read);
+        if (code == -2) return NULL;
     }
     coding->codes[row] = (unsigned char)code;
     return value;

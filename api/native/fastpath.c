@@ -727,10 +727,6 @@ static const char *surrogatepass_utf8(PyObject *item, Py_ssize_t *len, PyObject 
         PyErr_SetString(PyExc_TypeError, "identifiers must be str");
         return NULL;
     }
-    if (PyUnicode_IS_COMPACT_ASCII(item)) {
-        *len = PyUnicode_GET_LENGTH(item);
-        return (const char *)PyUnicode_DATA(item);
-    }
     const char *utf8 = PyUnicode_AsUTF8AndSize(item, len);
     if (utf8 != NULL) return utf8;
     if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
